@@ -1,0 +1,2 @@
+//! reprise-mcp
+#![deny(missing_docs)]

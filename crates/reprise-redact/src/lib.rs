@@ -1,0 +1,2 @@
+//! reprise-redact
+#![deny(missing_docs)]

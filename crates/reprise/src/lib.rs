@@ -1,0 +1,2 @@
+//! reprise
+#![deny(missing_docs)]
