@@ -10,6 +10,7 @@
 pub mod entry;
 pub mod id;
 pub mod message;
+pub mod run_meta;
 pub mod store;
 
 pub use entry::Entry;
