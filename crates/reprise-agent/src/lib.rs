@@ -5,4 +5,4 @@
 
 pub mod tool;
 
-pub use tool::{Tool, ToolInvocation, ToolOutput};
+pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};

@@ -53,3 +53,22 @@ pub trait Tool: Send + Sync {
     /// Runs one call. Failures are returned as [`ToolOutput::error`], never raised.
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput;
 }
+
+/// What the step gate decided about one tool call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Approval {
+    /// Run it.
+    Allow,
+    /// Do not run it; the model gets an error result carrying this reason.
+    Deny(String),
+}
+
+/// Decides, before each tool call runs, whether it may run. Object-safe.
+///
+/// The agent asks it for every call (its own and its subagents'); an implementation
+/// may ask the person and wait for the answer.
+#[async_trait]
+pub trait ToolApprover: Send + Sync {
+    /// Decides about one call made by `agent` (the main agent's name, or a subagent's).
+    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval;
+}
