@@ -1,8 +1,31 @@
 //! The reprise agent: a model, tools and a session store, with every message written
 //! the moment it exists.
+//!
+//! An [`Agent`] is built over one session of a [`reprise_session::SessionStore`]: a
+//! new id starts empty, a known one is read back (tool calls that never got a result
+//! are closed first, so the model accepts the history). Each run records the prompt,
+//! every assistant message and every tool result durably before the next model or
+//! tool call starts; a crash loses at most the message being produced.
+//!
+//! Tools are made from async functions with [`tool`]; subagents ([`Subagent`]) are
+//! child agents whose conversations live in the same session under
+//! `subagents/<name>`.
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod agent;
+mod error;
+mod events;
+mod fn_tool;
+pub mod schema;
+mod subagent;
+mod thread;
 pub mod tool;
 
+pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS};
+pub use error::AgentError;
+pub use events::AgentEvent;
+pub use fn_tool::{FnTool, parse_arguments, tool};
+pub use subagent::{DEFAULT_SUBAGENT_MAX_TURNS, Subagent};
+pub use thread::CANCELLED_BY_USER;
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};

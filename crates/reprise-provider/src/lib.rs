@@ -1,10 +1,37 @@
 //! Model providers for reprise: the [`Provider`] trait and an OpenAI-compatible
 //! chat-completions client that copes with what real servers send.
+//!
+//! ```no_run
+//! use reprise_provider::{ChatRequest, OpenAiConfig, OpenAiProvider, Provider};
+//! use reprise_session::Message;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo() -> Result<(), reprise_provider::ProviderError> {
+//! let mut config = OpenAiConfig::new("qwen2.5-coder:7b"); // Ollama by default
+//! if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+//!     config = config.api_key(key);
+//! }
+//! let provider = OpenAiProvider::new(config)?;
+//! let request = ChatRequest { messages: vec![Message::user("hi")], tools: vec![] };
+//! let completion = provider.complete(&request, None, &CancellationToken::new()).await?;
+//! println!("{}", completion.message.text());
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod accumulate;
+pub mod config;
 pub mod error;
+pub mod openai;
 pub mod provider;
+pub mod retry;
+pub mod sse;
+pub mod wire;
 
+pub use accumulate::Accumulator;
+pub use config::{DEFAULT_BASE_URL, OpenAiConfig};
 pub use error::ProviderError;
+pub use openai::{OpenAiProvider, parse_completion};
 pub use provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec, Usage};
+pub use sse::decode_sse;

@@ -1,2 +1,94 @@
-//! reprise
+//! reprise: durable sessions for LLM agents.
+//!
+//! Every message of an agent's conversation is on disk the moment it exists, so a
+//! conversation survives a crash, a deploy or a closed terminal; it can be resumed
+//! tomorrow by a new agent on the same session id, or forked to try another way.
+//!
+//! This crate is the one to depend on. It re-exports:
+//! - [`session`]: the entry format, the [`SessionStore`] trait and its stores
+//!   ([`MemoryStore`], [`FileSessionStore`], run folders with [`create_run_store`]),
+//!   resume repair, and the run-folder helpers of the `reprise` chat;
+//! - [`provider`]: the [`Provider`] trait and the OpenAI-compatible
+//!   [`OpenAiProvider`];
+//! - [`agent`]: the [`Agent`] loop, tools made with [`tool`], [`Subagent`]s and
+//!   [`AgentEvent`]s;
+//! - [`redact`]: the [`Redactor`] that every transcript value passes through.
+//!
+//! The [`prelude`] brings the everyday names into scope.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use reprise::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct TalkTo {
+//!     /// Who to talk to.
+//!     npc: String,
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo| async move {
+//!     Ok::<_, String>(format!("{} says: bring a torch.", args.npc))
+//! });
+//! let provider = Arc::new(OpenAiProvider::new(OpenAiConfig::new("llama3.1"))?);
+//! let store = Arc::new(FileSessionStore::new("./sessions"));
+//!
+//! // Day 1: a new id starts an empty session; every message is saved as it is added.
+//! let mut day1 = Agent::builder(provider.clone())
+//!     .tool(talk_to)
+//!     .store(store.clone())
+//!     .session_id("quest-1")
+//!     .build()
+//!     .await?;
+//! day1.run("What does it take to enter the Cave of Echoes?").await?;
+//! drop(day1); // releases the session's writer lock
+//!
+//! // Day 2: a new agent on the same id reads the session back before answering.
+//! let mut day2 = Agent::builder(provider).store(store).session_id("quest-1").build().await?;
+//! day2.run("I have the key. What now?").await?;
+//!
+//! // A fork: a copy of the history in a new session; quest-1 stays as it was.
+//! let mut west = day2.fork("quest-2").await?;
+//! west.run("Is there another way in?").await?;
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
+
+/// Sessions: entries, stores, resume repair and run folders (`reprise-session`).
+pub use reprise_session as session;
+
+/// Model providers: the `Provider` trait and the OpenAI-compatible client
+/// (`reprise-provider`).
+pub use reprise_provider as provider;
+
+/// The agent loop, tools and subagents (`reprise-agent`).
+pub use reprise_agent as agent;
+
+/// Secret redaction for transcripts and logs (`reprise-redact`).
+pub use reprise_redact as redact;
+
+pub use reprise_agent::{
+    Agent, AgentBuilder, AgentError, AgentEvent, Approval, Subagent, Tool, ToolApprover,
+    ToolInvocation, ToolOutput, tool,
+};
+pub use reprise_provider::{
+    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
+    ToolSpec, Usage,
+};
+pub use reprise_redact::Redactor;
+pub use reprise_session::{
+    Entry, FileSessionStore, LoadWarning, MemoryStore, Message, Role, SessionKey, SessionStore,
+    StoreError, create_run_folder, create_run_store, fork_run, list_runs, read_conversation,
+};
+
+/// The names most programs use: `use reprise::prelude::*;`.
+pub mod prelude {
+    pub use reprise_agent::{
+        Agent, AgentError, AgentEvent, Approval, Subagent, Tool, ToolApprover, ToolInvocation,
+        ToolOutput, tool,
+    };
+    pub use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};
+    pub use reprise_session::{
+        FileSessionStore, MemoryStore, Message, SessionStore, create_run_store,
+    };
+}

@@ -1,0 +1,219 @@
+//! The loop's own cost per turn, against a provider that answers at once.
+//!
+//! One turn = `Agent::run(prompt)` with one model call: the prompt appended durably,
+//! the request handed to the provider, which serializes the body exactly as the
+//! OpenAI-compatible client does (`OpenAiProvider::request_body`) and returns a canned
+//! answer, and the answer appended durably. Nothing is waited for (no network, no
+//! tools), so what is measured is the loop's own cost, durable appends included.
+//!
+//! It is compared, turn by turn, with the time the provider spent just serializing
+//! that turn's request body (measured inside the same turn). Printed per history
+//! size: medians of the turn, of the serialization, their ratio, and the turn minus
+//! the serialization; once with `fdatasync` on every append (the default), once with
+//! a `MemoryStore` to show the loop without the disk.
+//!
+//! `cargo bench -p reprise-agent --bench loop_cost`
+
+use std::hint::black_box;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reprise_agent::Agent;
+use reprise_provider::{
+    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
+};
+use reprise_session::{
+    Entry, FileSessionStore, MemoryStore, Message, SessionKey, SessionStore, ToolCall,
+};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+const SIZES: [usize; 4] = [10, 100, 1_000, 2_000];
+const TURNS: usize = 40;
+
+/// Serializes the request like the real client, then answers at once.
+struct InstantProvider {
+    client: OpenAiProvider,
+    /// (serialization time, body bytes) of each call.
+    calls: Mutex<Vec<(Duration, usize)>>,
+}
+
+#[async_trait]
+impl Provider for InstantProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let started = Instant::now();
+        let body = self.client.request_body(request)?;
+        let spent = started.elapsed();
+        let len = black_box(body).len();
+        self.calls.lock().unwrap().push((spent, len));
+        Ok(Completion {
+            message: Message::assistant("The east door, then left at the echo."),
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn model(&self) -> &str {
+        "instant"
+    }
+}
+
+/// About 1 KB per message on average: a quest's mix of prompts, tool calls, tool
+/// results and answers.
+fn history(len: usize) -> Vec<Entry> {
+    let words = |n: usize, seed: usize| -> String {
+        (0..n)
+            .map(|i| ["cave", "echo", "torch", "silver", "key", "guard", "elder", "rope"][(i + seed) % 8])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    (0..len)
+        .map(|i| {
+            let message = match i % 4 {
+                0 => Message::user(words(110, i)),
+                1 => Message::assistant_tool_calls(
+                    Some(words(20, i)),
+                    vec![ToolCall::function(
+                        format!("call_{i}"),
+                        "talk_to",
+                        format!("{{\"npc\":\"{}\"}}", words(30, i)),
+                    )],
+                ),
+                2 => Message::tool(format!("call_{}", i - 1), words(260, i)),
+                _ => Message::assistant(words(160, i)),
+            };
+            Entry::message(message)
+        })
+        .collect()
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+struct Figures {
+    body_bytes: usize,
+    turn: Duration,
+    serialize: Duration,
+}
+
+async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
+    let id = format!("bench-{size}");
+    store
+        .append(&SessionKey::session(&id).unwrap(), &history(size))
+        .await
+        .unwrap();
+    let provider = Arc::new(InstantProvider {
+        client: OpenAiProvider::new(OpenAiConfig::new("bench-model")).unwrap(),
+        calls: Mutex::new(Vec::new()),
+    });
+    let mut agent = Agent::builder(provider.clone())
+        .system("You are Astor, an adventurer.")
+        .store(store)
+        .session_id(id)
+        .build()
+        .await
+        .unwrap();
+    // Warm-up: allocator, page cache, the file's first growth.
+    for _ in 0..3 {
+        agent.run("Which way now?").await.unwrap();
+    }
+    provider.calls.lock().unwrap().clear();
+    let mut turns = Vec::with_capacity(TURNS);
+    for _ in 0..TURNS {
+        let started = Instant::now();
+        black_box(agent.run("Which way now?").await.unwrap());
+        turns.push(started.elapsed());
+    }
+    let calls = provider.calls.lock().unwrap().clone();
+    Figures {
+        body_bytes: calls[calls.len() / 2].1,
+        turn: median(turns),
+        serialize: median(calls.iter().map(|(spent, _)| *spent).collect()),
+    }
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn print_table(title: &str, rows: &[(usize, Figures)]) {
+    println!("\n{title}");
+    println!(
+        "{:>8} {:>11} {:>11} {:>13} {:>7} {:>17}",
+        "history", "body bytes", "turn µs", "serialize µs", "ratio", "turn - ser. µs"
+    );
+    for (size, figures) in rows {
+        println!(
+            "{:>8} {:>11} {:>11.1} {:>13.1} {:>6.2}x {:>17.1}",
+            size,
+            figures.body_bytes,
+            micros(figures.turn),
+            micros(figures.serialize),
+            figures.turn.as_secs_f64() / figures.serialize.as_secs_f64(),
+            micros(figures.turn.saturating_sub(figures.serialize)),
+        );
+    }
+}
+
+/// What one bare `write` + `fdatasync` of a 1 KB line costs on this disk: a turn
+/// makes two of them (the prompt and the answer).
+fn bare_sync_cost(dir: &std::path::Path) -> Duration {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("baseline.jsonl"))
+        .unwrap();
+    let line = vec![b'x'; 1023].into_iter().chain([b'\n']).collect::<Vec<u8>>();
+    let mut samples = Vec::new();
+    for _ in 0..50 {
+        let started = Instant::now();
+        file.write_all(&line).unwrap();
+        file.sync_data().unwrap();
+        samples.push(started.elapsed());
+    }
+    median(samples)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    runtime.block_on(async {
+        let sync = bare_sync_cost(dir.path());
+        println!("loop_cost: {TURNS} turns per size, medians; one model call per turn");
+        println!("bare write + fdatasync of 1 KB on this disk: {:.1} µs (a turn does 2)", micros(sync));
+
+        let mut disk = Vec::new();
+        for size in SIZES {
+            let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(dir.path()));
+            disk.push((size, measure(store, size).await));
+        }
+        print_table("FileSessionStore (fdatasync on every append):", &disk);
+
+        let mut memory = Vec::new();
+        for size in SIZES {
+            let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+            memory.push((size, measure(store, size).await));
+        }
+        print_table("MemoryStore (the loop without the disk):", &memory);
+
+        let (small, large) = (&disk[1].1, &disk[2].1);
+        println!(
+            "\ngrowth 100 -> 1000 messages: turn x{:.2}, serialize x{:.2}, body x{:.2}",
+            large.turn.as_secs_f64() / small.turn.as_secs_f64(),
+            large.serialize.as_secs_f64() / small.serialize.as_secs_f64(),
+            large.body_bytes as f64 / small.body_bytes as f64,
+        );
+    });
+}

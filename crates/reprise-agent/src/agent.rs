@@ -1,0 +1,385 @@
+//! `Agent`: a model, tools and a session, loaded when built and written as it goes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use reprise_provider::{ChatRequest, Provider};
+use reprise_session::{
+    LoadWarning, MemoryStore, Message, SessionKey, SessionStore, StoreError, WriterLock,
+};
+use tokio::sync::Mutex;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::AgentError;
+use crate::events::AgentEvent;
+use crate::subagent::{Subagent, SubagentHandle};
+use crate::thread::{Callable, RunContext, Thread, ThreadConfig};
+use crate::tool::{Tool, ToolApprover};
+
+/// The default turn budget of a run.
+pub const DEFAULT_MAX_TURNS: usize = 25;
+
+/// The default name of the main agent (in events and transcripts).
+pub const DEFAULT_AGENT_NAME: &str = "main";
+
+/// What an agent is made of, kept so that a fork gets the same agent.
+#[derive(Clone)]
+struct AgentConfig {
+    provider: Arc<dyn Provider>,
+    name: String,
+    system: Option<String>,
+    tools: Vec<Arc<dyn Tool>>,
+    subagents: Vec<Subagent>,
+    approver: Option<Arc<dyn ToolApprover>>,
+    max_turns: usize,
+}
+
+/// Builds an [`Agent`]; see [`Agent::builder`].
+pub struct AgentBuilder {
+    config: AgentConfig,
+    store: Option<Arc<dyn SessionStore>>,
+    session_id: Option<String>,
+}
+
+impl AgentBuilder {
+    /// The system prompt, sent first in every request. It is configuration, not
+    /// history: it is not written to the session.
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.config.system = Some(system.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.config.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.config.tools.extend(tools);
+        self
+    }
+
+    /// Adds a subagent, offered to the model as a tool named after it.
+    pub fn subagent(mut self, subagent: Subagent) -> Self {
+        self.config.subagents.push(subagent);
+        self
+    }
+
+    /// Where the session lives. Without one, a [`MemoryStore`] (nothing survives).
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The session to load and write. A new id starts empty; without one, a fresh id.
+    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// How many model calls one run may make before it fails with
+    /// [`AgentError::MaxTurns`].
+    pub fn max_turns(mut self, max_turns: usize) -> Self {
+        self.config.max_turns = max_turns;
+        self
+    }
+
+    /// Asked before every tool call (the agent's and its subagents').
+    pub fn approver(mut self, approver: Arc<dyn ToolApprover>) -> Self {
+        self.config.approver = Some(approver);
+        self
+    }
+
+    /// The agent's name in events and transcripts (default `main`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.name = name.into();
+        self
+    }
+
+    /// Takes the session's writer lock (failing at once with
+    /// [`StoreError::Locked`] if another writer has it), loads the session and its
+    /// subagents' transcripts, and closes tool calls left without a result.
+    pub async fn build(self) -> Result<Agent, AgentError> {
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::new()) as Arc<dyn SessionStore>);
+        let session_id = self
+            .session_id
+            .unwrap_or_else(|| Uuid::now_v7().to_string());
+        open(self.config, store, session_id).await
+    }
+}
+
+/// An agent over one session: a model, tools, subagents, and a history that is on
+/// disk the moment each message exists.
+///
+/// The agent holds the session's writer lock for as long as it lives.
+pub struct Agent {
+    config: AgentConfig,
+    store: Arc<dyn SessionStore>,
+    session_id: String,
+    thread: Thread,
+    subagents: Vec<Arc<SubagentHandle>>,
+    warnings: Vec<LoadWarning>,
+    _lock: WriterLock,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.config.name)
+            .field("session_id", &self.session_id)
+            .field("messages", &self.thread.history().len())
+            .finish()
+    }
+}
+
+async fn open(
+    config: AgentConfig,
+    store: Arc<dyn SessionStore>,
+    session_id: String,
+) -> Result<Agent, AgentError> {
+    let key = SessionKey::session(&session_id)?;
+    check_unique_names(&config)?;
+    let lock = store.lock(&session_id).await?;
+
+    let mut tools: Vec<(_, Callable)> = config
+        .tools
+        .iter()
+        .map(|tool| (tool.spec(), Callable::Tool(Arc::clone(tool))))
+        .collect();
+    let mut subagents = Vec::with_capacity(config.subagents.len());
+    let mut warnings = Vec::new();
+    for subagent in &config.subagents {
+        let thread = Thread::open(ThreadConfig {
+            name: subagent.name.clone(),
+            key: SessionKey::subagent(&session_id, &subagent.name)?,
+            store: Arc::clone(&store),
+            provider: subagent
+                .provider
+                .clone()
+                .unwrap_or_else(|| Arc::clone(&config.provider)),
+            system: Some(subagent.system.clone()),
+            tools: subagent
+                .tools
+                .iter()
+                .map(|tool| (tool.spec(), Callable::Tool(Arc::clone(tool))))
+                .collect(),
+            approver: config.approver.clone(),
+            max_turns: subagent.max_turns,
+        })
+        .await?;
+        warnings.extend_from_slice(thread.warnings());
+        let handle = Arc::new(SubagentHandle {
+            name: subagent.name.clone(),
+            thread: Mutex::new(thread),
+        });
+        tools.push((subagent.spec(), Callable::Subagent(Arc::clone(&handle))));
+        subagents.push(handle);
+    }
+
+    let thread = Thread::open(ThreadConfig {
+        name: config.name.clone(),
+        key,
+        store: Arc::clone(&store),
+        provider: Arc::clone(&config.provider),
+        system: config.system.clone(),
+        tools,
+        approver: config.approver.clone(),
+        max_turns: config.max_turns,
+    })
+    .await?;
+    // The main transcript's warnings first: they are the ones a person reads first.
+    let mut all_warnings = thread.warnings().to_vec();
+    all_warnings.extend(warnings);
+    Ok(Agent {
+        config,
+        store,
+        session_id,
+        thread,
+        subagents,
+        warnings: all_warnings,
+        _lock: lock,
+    })
+}
+
+fn check_unique_names(config: &AgentConfig) -> Result<(), AgentError> {
+    let mut seen = HashSet::new();
+    let names = config
+        .tools
+        .iter()
+        .map(|tool| tool.spec().name)
+        .chain(config.subagents.iter().map(|subagent| subagent.name.clone()));
+    for name in names {
+        if !seen.insert(name.clone()) {
+            return Err(AgentError::Config(format!(
+                "two tools or subagents are named {name:?}"
+            )));
+        }
+    }
+    for subagent in &config.subagents {
+        let mut seen = HashSet::new();
+        for tool in &subagent.tools {
+            let name = tool.spec().name;
+            if !seen.insert(name.clone()) {
+                return Err(AgentError::Config(format!(
+                    "subagent {:?} has two tools named {name:?}",
+                    subagent.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Agent {
+    /// Starts building an agent that calls `provider`.
+    pub fn builder(provider: Arc<dyn Provider>) -> AgentBuilder {
+        AgentBuilder {
+            config: AgentConfig {
+                provider,
+                name: DEFAULT_AGENT_NAME.to_owned(),
+                system: None,
+                tools: Vec::new(),
+                subagents: Vec::new(),
+                approver: None,
+                max_turns: DEFAULT_MAX_TURNS,
+            },
+            store: None,
+            session_id: None,
+        }
+    }
+
+    /// Sends `prompt` and runs until the model answers without calling a tool;
+    /// returns that answer's text. The prompt, each assistant message and each tool
+    /// result are durable before the next model or tool call starts.
+    pub async fn run(&mut self, prompt: impl Into<String>) -> Result<String, AgentError> {
+        let ctx = RunContext {
+            events: None,
+            cancel: CancellationToken::new(),
+        };
+        self.thread.run(Message::user(prompt), &ctx).await
+    }
+
+    /// [`Agent::run`] for a UI: what happens is sent to `events` as it happens, and
+    /// cancelling `cancel` stops the run. After a cancel, every complete message is
+    /// kept, tool calls still running are closed with an error result ("cancelled by
+    /// the user"), and a half-streamed answer is dropped; the run returns
+    /// [`AgentError::Cancelled`] and the agent can run again.
+    pub async fn run_streaming(
+        &mut self,
+        prompt: impl Into<String>,
+        events: UnboundedSender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> Result<String, AgentError> {
+        self.run_message(Message::user(prompt), Some(events), cancel)
+            .await
+    }
+
+    /// The most general run: any user message (multi-part content), optional events.
+    pub async fn run_message(
+        &mut self,
+        prompt: Message,
+        events: Option<UnboundedSender<AgentEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<String, AgentError> {
+        let ctx = RunContext { events, cancel };
+        self.thread.run(prompt, &ctx).await
+    }
+
+    /// The session's messages, in the order they were recorded (the system prompt
+    /// is not among them).
+    pub fn messages(&self) -> &[Message] {
+        self.thread.history()
+    }
+
+    /// The messages the next model call would send: the system prompt, then the
+    /// history with tool results whose call is missing left out.
+    pub fn model_view(&self) -> &ChatRequest {
+        self.thread.request()
+    }
+
+    /// What was wrong in the transcripts when they were loaded (a torn last line
+    /// cut, corrupt lines skipped): the main transcript's, then the subagents'.
+    pub fn load_warnings(&self) -> &[LoadWarning] {
+        &self.warnings
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The store the session lives in.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    /// The names of the subagents.
+    pub fn subagent_names(&self) -> Vec<&str> {
+        self.subagents
+            .iter()
+            .map(|handle| handle.name.as_str())
+            .collect()
+    }
+
+    /// A subagent's messages (its own conversation), or `None` for an unknown name.
+    pub async fn subagent_messages(&self, name: &str) -> Option<Vec<Message>> {
+        let handle = self.subagents.iter().find(|handle| handle.name == name)?;
+        let thread = handle.thread.lock().await;
+        Some(thread.history().to_vec())
+    }
+
+    /// A new agent, same configuration, on a copy of this session named `new_id`
+    /// (in the same store). This session stays as it is and keeps being this agent's.
+    pub async fn fork(&self, new_id: &str) -> Result<Agent, AgentError> {
+        self.store.fork(&self.session_id, new_id, None).await?;
+        open(self.config.clone(), Arc::clone(&self.store), new_id.to_owned()).await
+    }
+
+    /// A new agent, same configuration, on a copy of this session (its subagents'
+    /// transcripts included) written into another store as `new_id` — for example a
+    /// new run folder. The target session must not exist there yet.
+    pub async fn fork_into(
+        &self,
+        target: Arc<dyn SessionStore>,
+        new_id: &str,
+    ) -> Result<Agent, AgentError> {
+        let target_key = SessionKey::session(new_id)?;
+        {
+            let _lock = target.lock(new_id).await?;
+            if target.load(&target_key).await?.is_some() {
+                return Err(StoreError::AlreadyExists {
+                    session: new_id.to_owned(),
+                }
+                .into());
+            }
+            // Subagents first: the main transcript, written last, marks the copy done.
+            for handle in &self.subagents {
+                let source = self.thread.key().main();
+                let source = SessionKey::subagent(source.session_id(), &handle.name)?;
+                if let Some(loaded) = self.store.load(&source).await? {
+                    let key = SessionKey::subagent(new_id, &handle.name)?;
+                    target.append(&key, &loaded.entries).await?;
+                }
+            }
+            let entries = self
+                .store
+                .load(self.thread.key())
+                .await?
+                .map(|loaded| loaded.entries)
+                .unwrap_or_default();
+            target.append(&target_key, &entries).await?;
+        }
+        open(self.config.clone(), target, new_id.to_owned()).await
+    }
+}

@@ -1,0 +1,141 @@
+//! What an agent reports while it works, for a UI to show and a transcript to keep.
+
+use std::time::Duration;
+
+use reprise_provider::{StreamEvent, Usage};
+use reprise_session::{Message, SessionKey};
+use uuid::Uuid;
+
+use crate::tool::ToolOutput;
+
+/// One thing that happened during a turn. Every event names the agent it comes
+/// from: the main agent's name, or a subagent's name for what its child agent does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentEvent {
+    /// A model call begins (the spinner starts).
+    ModelCallStarted {
+        /// The agent calling the model.
+        agent: String,
+        /// The 1-based turn of this run.
+        turn: usize,
+    },
+    /// A piece of the assistant's text, as it streams in.
+    TextDelta {
+        /// The agent whose model is answering.
+        agent: String,
+        /// The new text.
+        text: String,
+    },
+    /// A piece of the model's reasoning, when the server sends it.
+    ReasoningDelta {
+        /// The agent whose model is answering.
+        agent: String,
+        /// The new reasoning text.
+        text: String,
+    },
+    /// A tool call began to stream in; its arguments are not complete yet.
+    ToolCallStreaming {
+        /// The agent whose model is answering.
+        agent: String,
+        /// Its position among the response's tool calls.
+        index: usize,
+        /// Its id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// A tool call is about to run (after the approver, if any, was asked).
+    ToolCallStarted {
+        /// The agent running the tool.
+        agent: String,
+        /// The call id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments as the model sent them.
+        arguments: String,
+    },
+    /// A tool call has a result (also for denied, failed, panicked and cancelled calls).
+    ToolCallFinished {
+        /// The agent that ran the tool.
+        agent: String,
+        /// The call id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// What the model is told.
+        output: ToolOutput,
+    },
+    /// The server reported token usage.
+    Usage {
+        /// The agent whose model call it was.
+        agent: String,
+        /// The counts.
+        usage: Usage,
+    },
+    /// A model call failed and is being tried again.
+    Retrying {
+        /// The agent whose model call it was.
+        agent: String,
+        /// Which attempt comes next (2 for the first retry).
+        attempt: u32,
+        /// Why.
+        reason: String,
+        /// How long until it is sent.
+        delay: Duration,
+    },
+    /// A message was written to the session (durably: it survives a crash from here on).
+    MessageRecorded {
+        /// The agent whose history it joined.
+        agent: String,
+        /// The transcript it was written to (the session, or a subagent's subkey).
+        key: SessionKey,
+        /// The entry's uuid.
+        uuid: Uuid,
+        /// The message.
+        message: Message,
+    },
+}
+
+impl AgentEvent {
+    /// The agent the event comes from.
+    pub fn agent(&self) -> &str {
+        match self {
+            AgentEvent::ModelCallStarted { agent, .. }
+            | AgentEvent::TextDelta { agent, .. }
+            | AgentEvent::ReasoningDelta { agent, .. }
+            | AgentEvent::ToolCallStreaming { agent, .. }
+            | AgentEvent::ToolCallStarted { agent, .. }
+            | AgentEvent::ToolCallFinished { agent, .. }
+            | AgentEvent::Usage { agent, .. }
+            | AgentEvent::Retrying { agent, .. }
+            | AgentEvent::MessageRecorded { agent, .. } => agent,
+        }
+    }
+
+    /// The agent event for a provider's stream event.
+    pub fn from_stream(agent: &str, event: StreamEvent) -> Self {
+        let agent = agent.to_owned();
+        match event {
+            StreamEvent::TextDelta(text) => AgentEvent::TextDelta { agent, text },
+            StreamEvent::ReasoningDelta(text) => AgentEvent::ReasoningDelta { agent, text },
+            StreamEvent::ToolCallStarted { index, id, name } => AgentEvent::ToolCallStreaming {
+                agent,
+                index,
+                id,
+                name,
+            },
+            StreamEvent::Usage(usage) => AgentEvent::Usage { agent, usage },
+            StreamEvent::Retrying {
+                attempt,
+                reason,
+                delay,
+            } => AgentEvent::Retrying {
+                agent,
+                attempt,
+                reason,
+                delay,
+            },
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Tools made from an async function: the seed's `tool({name, description, schema,
+//! execute})`, with the schema derived from the argument type.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::marker::PhantomData;
+
+use async_trait::async_trait;
+use reprise_provider::ToolSpec;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::schema::parameters_schema;
+use crate::tool::{Tool, ToolInvocation, ToolOutput};
+
+/// A tool whose arguments deserialize into `A` and whose work is the function `F`.
+/// Made by [`tool`].
+pub struct FnTool<A, F> {
+    name: String,
+    description: String,
+    parameters: Value,
+    execute: F,
+    _args: PhantomData<fn(A)>,
+}
+
+/// Makes a tool from a name, a description and an async function of its arguments.
+///
+/// The argument type gives the JSON Schema offered to the model (inlined, as
+/// OpenAI-compatible servers want it). Arguments the model sends that do not
+/// deserialize into `A` never reach the function: the model gets an error result
+/// naming the problem. An `Err` from the function is returned to the model as an
+/// error result carrying its message.
+///
+/// ```
+/// use reprise_agent::tool;
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct TalkTo {
+///     /// Who to talk to.
+///     npc: String,
+/// }
+///
+/// let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo| async move {
+///     Ok::<_, std::convert::Infallible>(format!("{} nods.", args.npc))
+/// });
+/// # let _ = talk_to;
+/// ```
+pub fn tool<A, F, Fut, R, E>(
+    name: impl Into<String>,
+    description: impl Into<String>,
+    execute: F,
+) -> FnTool<A, F>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    R: Into<ToolOutput>,
+    E: Display,
+{
+    FnTool {
+        name: name.into(),
+        description: description.into(),
+        parameters: parameters_schema::<A>(),
+        execute,
+        _args: PhantomData,
+    }
+}
+
+impl<A, F> FnTool<A, F> {
+    /// Replaces the derived schema (for hand-tuned descriptions or constraints).
+    pub fn with_parameters(mut self, parameters: Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        ToolOutput::ok(content)
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(content: &str) -> Self {
+        ToolOutput::ok(content)
+    }
+}
+
+/// Parses a tool's arguments, naming the problem for the model when they are wrong.
+pub fn parse_arguments<A: DeserializeOwned>(tool: &str, arguments: &str) -> Result<A, ToolOutput> {
+    // Some servers send no arguments at all for a tool that takes none.
+    let text = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(text).map_err(|error| {
+        ToolOutput::error(format!(
+            "invalid arguments for {tool}: {error}. Call it again with arguments that match its schema."
+        ))
+    })
+}
+
+#[async_trait]
+impl<A, F, Fut, R, E> Tool for FnTool<A, F>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    R: Into<ToolOutput>,
+    E: Display,
+{
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+        }
+    }
+
+    async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
+        let args = match parse_arguments::<A>(&self.name, &invocation.arguments) {
+            Ok(args) => args,
+            Err(output) => return output,
+        };
+        match (self.execute)(args).await {
+            Ok(result) => result.into(),
+            Err(error) => ToolOutput::error(format!("{} failed: {error}", self.name)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use tokio_util::sync::CancellationToken;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Buy {
+        item: String,
+        qty: u32,
+    }
+
+    fn invocation(arguments: &str) -> ToolInvocation {
+        ToolInvocation {
+            id: "call_1".into(),
+            name: "buy".into(),
+            arguments: arguments.into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    fn buy_tool() -> impl Tool {
+        tool("buy", "Buy an item.", |args: Buy| async move {
+            if args.item == "dragon" {
+                return Err("not for sale");
+            }
+            Ok(format!("{} x{}", args.item, args.qty))
+        })
+    }
+
+    #[tokio::test]
+    async fn valid_arguments_reach_the_function() {
+        let output = buy_tool().call(invocation(r#"{"item":"torch","qty":2}"#)).await;
+        assert_eq!(output, ToolOutput::ok("torch x2"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_field_is_named_in_an_error_result() {
+        let output = buy_tool().call(invocation(r#"{"item":"torch"}"#)).await;
+        assert!(output.is_error);
+        assert!(output.content.contains("invalid arguments for buy"), "{}", output.content);
+        assert!(output.content.contains("qty"), "{}", output.content);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_type_and_broken_json_are_error_results() {
+        let wrong = buy_tool().call(invocation(r#"{"item":"torch","qty":"two"}"#)).await;
+        assert!(wrong.is_error && wrong.content.contains("invalid type"), "{}", wrong.content);
+        let broken = buy_tool().call(invocation(r#"{"item":"tor"#)).await;
+        assert!(broken.is_error && broken.content.contains("EOF"), "{}", broken.content);
+    }
+
+    #[tokio::test]
+    async fn a_function_error_becomes_an_error_result() {
+        let output = buy_tool().call(invocation(r#"{"item":"dragon","qty":1}"#)).await;
+        assert_eq!(output, ToolOutput::error("buy failed: not for sale"));
+    }
+
+    #[tokio::test]
+    async fn empty_arguments_mean_an_empty_object() {
+        #[derive(Deserialize, JsonSchema)]
+        struct NoArgs {}
+        let look = tool("look", "Look around.", |_: NoArgs| async move {
+            Ok::<_, String>("a square")
+        });
+        assert_eq!(look.call(invocation("")).await, ToolOutput::ok("a square"));
+    }
+
+    #[test]
+    fn the_spec_carries_the_derived_schema() {
+        let spec = buy_tool().spec();
+        assert_eq!(spec.name, "buy");
+        assert_eq!(spec.parameters["type"], "object");
+        assert_eq!(spec.parameters["required"], serde_json::json!(["item", "qty"]));
+    }
+}

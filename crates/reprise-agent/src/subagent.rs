@@ -1,0 +1,135 @@
+//! Subagents: a tool that hands a task to a child agent with its own system prompt
+//! and tools. The child's messages go to the subkey `subagents/<name>` of the same
+//! session, so its conversation survives and continues across resumes.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use reprise_provider::{Provider, ToolSpec};
+use reprise_session::Message;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use crate::error::AgentError;
+use crate::fn_tool::parse_arguments;
+use crate::schema::parameters_schema;
+use crate::thread::{CANCELLED_BY_USER, RunContext, Thread};
+use crate::tool::{Tool, ToolOutput};
+
+/// The default turn budget of a subagent.
+pub const DEFAULT_SUBAGENT_MAX_TURNS: usize = 20;
+
+/// A child agent offered to the model as a tool named after it.
+///
+/// ```
+/// use reprise_agent::Subagent;
+///
+/// let scout = Subagent::new(
+///     "scout",
+///     "Explores the cave and reports what it finds.",
+///     "You are a scout. Explore, then report in three lines.",
+/// );
+/// # let _ = scout;
+/// ```
+#[derive(Clone)]
+pub struct Subagent {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) system: String,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) max_turns: usize,
+    pub(crate) provider: Option<Arc<dyn Provider>>,
+}
+
+impl Subagent {
+    /// A subagent: its name (also its tool name and its transcript's name), what it
+    /// is for (the tool description the parent's model reads), and its system prompt.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        system: impl Into<String>,
+    ) -> Self {
+        Subagent {
+            name: name.into(),
+            description: description.into(),
+            system: system.into(),
+            tools: Vec::new(),
+            max_turns: DEFAULT_SUBAGENT_MAX_TURNS,
+            provider: None,
+        }
+    }
+
+    /// Adds a tool the child may call.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Adds tools the child may call.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// The child's turn budget per task.
+    pub fn max_turns(mut self, max_turns: usize) -> Self {
+        self.max_turns = max_turns;
+        self
+    }
+
+    /// A provider of its own (another model); by default the parent's.
+    pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The subagent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tool the parent's model sees.
+    pub(crate) fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: parameters_schema::<SubagentArgs>(),
+        }
+    }
+}
+
+/// What the parent's model passes to a subagent.
+#[derive(Deserialize, JsonSchema)]
+struct SubagentArgs {
+    /// The task, with everything needed to do it: the subagent does not see this
+    /// conversation, only its own earlier exchanges.
+    task: String,
+}
+
+/// A subagent's live conversation, shared by the parent's tool calls.
+pub(crate) struct SubagentHandle {
+    pub(crate) name: String,
+    /// Calls to the same subagent take turns: each continues the one conversation.
+    pub(crate) thread: Mutex<Thread>,
+}
+
+impl SubagentHandle {
+    /// Runs one task in the child; its answer, or what went wrong, is the result.
+    pub(crate) fn call(self: Arc<Self>, arguments: String, ctx: RunContext) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move {
+            let args: SubagentArgs = match parse_arguments(&self.name, &arguments) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            let mut thread = self.thread.lock().await;
+            match thread.run(Message::user(args.task), &ctx).await {
+                Ok(answer) => ToolOutput::ok(answer),
+                Err(AgentError::Cancelled) => ToolOutput::error(CANCELLED_BY_USER),
+                Err(error) => {
+                    ToolOutput::error(format!("error: the subagent {} failed: {error}", self.name))
+                }
+            }
+        })
+    }
+}

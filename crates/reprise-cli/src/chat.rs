@@ -1,0 +1,214 @@
+//! What every chat screen does the same way: choosing the run to start with,
+//! switching runs (`/resume`, `/fork`), and the texts shown for them.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use jiff::Timestamp;
+use reprise_session::run_meta::{SESSION_JSON, SessionJson};
+use reprise_session::{RunFolder, append_history, find_run, list_runs};
+
+use crate::cli::ChatArgs;
+use crate::driver::{ChatSession, Opener};
+use crate::run_cmds::show_date;
+use crate::tui::view::PickerRow;
+
+/// The slash commands, for `/help`.
+pub const HELP: &str = "\
+/resume   pick an earlier run and continue its conversation
+/fork     continue in a copy of this conversation (a new run; this one is kept)
+/help     this list
+/exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
+Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
+
+/// Which run the chat starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartWith {
+    /// A new conversation in the new run folder.
+    New,
+    /// The latest run with a conversation (`--continue`).
+    Latest,
+    /// A named run (`--resume RUN`).
+    Named(String),
+    /// Ask the person (`--resume` without a value).
+    Pick,
+}
+
+impl StartWith {
+    /// From the flags.
+    pub fn from_args(args: &ChatArgs) -> StartWith {
+        match (&args.resume, args.continue_) {
+            (_, true) => StartWith::Latest,
+            (Some(spec), _) if spec.is_empty() => StartWith::Pick,
+            (Some(spec), _) => StartWith::Named(spec.clone()),
+            (None, false) => StartWith::New,
+        }
+    }
+}
+
+/// The run a start option names, if any (`Latest` with no runs is `None`).
+pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFolder>> {
+    match start {
+        StartWith::New | StartWith::Pick => Ok(None),
+        StartWith::Latest => match list_runs(runs_dir)?.runs.first() {
+            Some(run) => Ok(Some(run.folder())),
+            None => Ok(None),
+        },
+        StartWith::Named(spec) => Ok(Some(find_run(runs_dir, spec)?)),
+    }
+}
+
+/// When a run's conversation was last added to (from `session.json`, else the
+/// folder's modification time).
+pub fn conversation_date(folder: &RunFolder) -> String {
+    let from_meta = std::fs::read(folder.dir.join(SESSION_JSON))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<SessionJson>(&bytes).ok())
+        .and_then(|meta| meta.updated_at);
+    let ts = from_meta.or_else(|| {
+        let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
+        Timestamp::try_from(modified).ok()
+    });
+    ts.map_or_else(|| folder.name().to_owned(), show_date)
+}
+
+/// The line shown after a resumed conversation is redrawn.
+pub fn resumed_line(folder: &RunFolder) -> String {
+    format!("(resumed the conversation of {})", conversation_date(folder))
+}
+
+/// The runs for the `/resume` list, newest first.
+pub fn picker_rows(runs_dir: &Path) -> Result<Vec<PickerRow>> {
+    Ok(list_runs(runs_dir)?
+        .runs
+        .iter()
+        .map(|run| PickerRow {
+            name: run.name().to_owned(),
+            date: show_date(run.updated_at),
+            last_message: run.last_message.clone().unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// Opens the session to continue in: `target`'s own, or (with `fork`) a copy of it
+/// in `fresh`, the run folder created at this start. Without a target, `fresh`'s.
+pub async fn open_start(
+    opener: &Opener,
+    fresh: RunFolder,
+    target: Option<RunFolder>,
+    fork: bool,
+) -> Result<(ChatSession, bool)> {
+    match target {
+        None => Ok((opener.open(fresh).await?, false)),
+        Some(target) if target.session_id.is_none() => {
+            bail!("run {} has no conversation to resume", target.name())
+        }
+        Some(target) if fork => {
+            let copy = fork_into(&target, fresh, None).await?;
+            Ok((opener.open(copy).await?, true))
+        }
+        Some(target) => Ok((opener.open(target).await?, true)),
+    }
+}
+
+/// Copies a run's conversation into a new run folder.
+pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<RunFolder> {
+    let target = opener.new_folder()?;
+    fork_into(source, target, None).await
+}
+
+/// Copies a run's conversation (up to entry `up_to`, or all) into `target`, a run
+/// folder without a conversation.
+pub async fn fork_into(
+    source: &RunFolder,
+    target: RunFolder,
+    up_to: Option<uuid::Uuid>,
+) -> Result<RunFolder> {
+    let source_dir = source.dir.clone();
+    let target_dir = target.dir.clone();
+    tokio::task::spawn_blocking(move || {
+        reprise_session::fork_run(&source_dir, &target_dir, up_to)
+    })
+    .await
+    .context("the fork was interrupted")?
+    .with_context(|| format!("cannot fork run {}", source.name()))?;
+    Ok(RunFolder::open(&target.dir)?)
+}
+
+/// Remembers a submitted line in `history.jsonl` (failures are only logged: the
+/// history is a convenience).
+pub fn remember(opener: &Opener, text: &str, run: &str) {
+    if let Err(error) = append_history(&opener.history_path(), text, run) {
+        tracing::warn!("history.jsonl: {error}");
+    }
+}
+
+/// A line typed at the prompt, understood.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A message for the model.
+    Message(String),
+    /// `/resume`.
+    Resume,
+    /// `/fork`.
+    Fork,
+    /// `/help`.
+    Help,
+    /// `/exit` or `/quit`.
+    Exit,
+    /// Nothing to do (an empty line).
+    Empty,
+    /// A slash command that does not exist.
+    Unknown(String),
+}
+
+impl Line {
+    /// Understands a typed line.
+    pub fn parse(text: &str) -> Line {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Line::Empty;
+        }
+        match trimmed {
+            "/resume" => Line::Resume,
+            "/fork" => Line::Fork,
+            "/help" | "/?" => Line::Help,
+            "/exit" | "/quit" => Line::Exit,
+            other if other.starts_with('/') && !other.starts_with("//") => {
+                Line::Unknown(other.split_whitespace().next().unwrap_or(other).to_owned())
+            }
+            _ => Line::Message(text.trim_end_matches(['\n', '\r']).to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_commands_are_recognised() {
+        assert_eq!(Line::parse("/resume"), Line::Resume);
+        assert_eq!(Line::parse(" /exit "), Line::Exit);
+        assert_eq!(Line::parse("/frobnicate now"), Line::Unknown("/frobnicate".into()));
+        assert_eq!(Line::parse("   "), Line::Empty);
+        assert_eq!(Line::parse("hello /resume"), Line::Message("hello /resume".into()));
+        assert_eq!(Line::parse("//not a command"), Line::Message("//not a command".into()));
+    }
+
+    #[test]
+    fn start_options_come_from_the_flags() {
+        let args = |resume: Option<&str>, continue_: bool| ChatArgs {
+            resume: resume.map(str::to_owned),
+            continue_,
+            ..ChatArgs::default()
+        };
+        assert_eq!(StartWith::from_args(&args(None, false)), StartWith::New);
+        assert_eq!(StartWith::from_args(&args(None, true)), StartWith::Latest);
+        assert_eq!(StartWith::from_args(&args(Some(""), false)), StartWith::Pick);
+        assert_eq!(
+            StartWith::from_args(&args(Some("2026"), false)),
+            StartWith::Named("2026".into())
+        );
+    }
+}

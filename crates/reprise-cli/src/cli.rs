@@ -1,0 +1,165 @@
+//! The command line: flags, subcommands and their help texts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// reprise: a terminal chat whose every message is on disk the moment it exists.
+///
+/// Each start gets a run folder under the runs directory (default ./.run) holding
+/// session.log, transcript.jsonl, conversation.jsonl and session.json. Resume the
+/// latest run with --continue, pick one with --resume or /resume in the chat.
+#[derive(Debug, Parser)]
+#[command(name = "reprise", version, about, long_about)]
+pub struct Cli {
+    /// Settings shared by the chat and the run commands.
+    #[command(flatten)]
+    pub chat: ChatArgs,
+
+    /// A run command instead of the chat.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Flags of the chat (and the settings the run commands share).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ChatArgs {
+    /// The first message to send. Not sent again when a run is resumed.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    /// Where run folders live [default: ./.run] [env: REPRISE_RUNS_DIR]
+    #[arg(long, value_name = "DIR", global = true)]
+    pub runs_dir: Option<PathBuf>,
+
+    /// Start with the latest run that has a conversation: redraw it and resume its
+    /// session.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_: bool,
+
+    /// Resume a run: a folder name, a unique prefix of one, or `last`. Without a
+    /// value, pick one from a list.
+    #[arg(long, value_name = "RUN", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+
+    /// With --continue or --resume: continue in a new session (and run folder) whose
+    /// history is a copy; the original run is left untouched.
+    #[arg(long)]
+    pub fork_session: bool,
+
+    /// Draw below the shell's scrollback instead of taking the whole screen.
+    #[arg(long, conflicts_with = "plain")]
+    pub inline: bool,
+
+    /// Plain line mode (the default when stdin or stdout is not a terminal).
+    #[arg(long)]
+    pub plain: bool,
+
+    /// The OpenAI-compatible endpoint [default: http://localhost:11434/v1, Ollama's]
+    /// [env: REPRISE_BASE_URL]
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// The model to ask [env: REPRISE_MODEL]
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The environment variable holding the API key (the key itself is never taken
+    /// from a flag, so it stays out of shell history) [default: OPENAI_API_KEY]
+    /// [env: REPRISE_API_KEY_ENV]
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+
+    /// Run every tool call without asking (for scripts). By default a tool that the
+    /// config does not allow is only run after you say yes.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// The config file [default: $XDG_CONFIG_HOME/reprise/config.toml]
+    /// [env: REPRISE_CONFIG]
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// Run commands, for people and scripts.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the runs that have a conversation, newest first.
+    Runs {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's conversation (the person's messages and the agent's replies).
+    Show {
+        /// A run folder name, a unique prefix of one, or `last`.
+        run: String,
+        /// Print the conversation as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a run's conversation into a new run folder (the source is unchanged).
+    Fork {
+        /// A run folder name, a unique prefix of one, or `last`.
+        run: String,
+        /// Copy only the first N messages.
+        #[arg(long, value_name = "N")]
+        at: Option<usize>,
+    },
+    /// Delete a run folder.
+    Rm {
+        /// A run folder name, a unique prefix of one, or `last`.
+        run: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// MCP servers from the config.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        action: McpAction,
+    },
+}
+
+/// `reprise mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Show the configured servers, whether each starts, and its tools.
+    List,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn resume_takes_an_optional_value() {
+        let cli = Cli::try_parse_from(["reprise", "--resume"]).unwrap();
+        assert_eq!(cli.chat.resume.as_deref(), Some(""));
+        let cli = Cli::try_parse_from(["reprise", "--resume", "last"]).unwrap();
+        assert_eq!(cli.chat.resume.as_deref(), Some("last"));
+        let cli = Cli::try_parse_from(["reprise", "hello there"]).unwrap();
+        assert_eq!(cli.chat.resume, None);
+        assert_eq!(cli.chat.prompt.as_deref(), Some("hello there"));
+    }
+
+    #[test]
+    fn continue_and_resume_exclude_each_other() {
+        assert!(Cli::try_parse_from(["reprise", "-c", "--resume", "x"]).is_err());
+    }
+
+    #[test]
+    fn run_commands_parse() {
+        let cli = Cli::try_parse_from(["reprise", "--runs-dir", "/tmp/r", "fork", "last", "--at", "3"])
+            .unwrap();
+        assert!(matches!(cli.command, Some(Command::Fork { ref run, at: Some(3) }) if run == "last"));
+        assert_eq!(cli.chat.runs_dir, Some(PathBuf::from("/tmp/r")));
+    }
+}

@@ -1,0 +1,307 @@
+//! The chat driver, independent of any screen: opens the session of a run folder
+//! (provider, tools, run store, gate), runs turns, and keeps the run's `session.log`
+//! and `transcript.jsonl`.
+//!
+//! Screens talk to it through [`UiEvent`]s (what happened, and questions for the
+//! person) and by calling [`ChatSession::turn`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
+use reprise_provider::Provider;
+use reprise_redact::Redactor;
+use reprise_session::{
+    RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder, read_conversation_with_warnings,
+};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{Decisions, approver_for_run};
+use crate::config::Settings;
+use crate::server_error::describe_agent_error;
+
+/// What a screen is told.
+#[derive(Debug)]
+pub enum UiEvent {
+    /// Something the agent did.
+    Agent(AgentEvent),
+    /// The step gate asks whether a tool call may run.
+    Ask(crate::approval::Ask),
+}
+
+/// Everything needed to open the session of any run folder: `/resume` and `/fork`
+/// open a new one through it, because the gate and the transcript belong to the run.
+pub struct Opener {
+    /// The resolved settings.
+    pub settings: Settings,
+    /// The model.
+    pub provider: Arc<dyn Provider>,
+    /// The tools offered to the model.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// What every transcript value and shown tool result passes through.
+    pub redactor: Redactor,
+    /// Where events and questions go.
+    pub ui: UnboundedSender<UiEvent>,
+}
+
+/// The session of one run folder: the agent over its conversation, and its logs.
+pub struct ChatSession {
+    /// The run folder the conversation, log and transcript live in.
+    pub folder: RunFolder,
+    /// The agent, holding the session's writer lock.
+    pub agent: Agent,
+    log: SessionLog,
+    transcript: Transcript,
+    decisions: Decisions,
+    redactor: Redactor,
+    ui: UnboundedSender<UiEvent>,
+    settings_summary: (String, String),
+}
+
+/// How a turn ended.
+#[derive(Debug)]
+pub enum TurnEnd {
+    /// The model answered.
+    Answered,
+    /// Ctrl-C stopped it; what was complete is kept.
+    Cancelled,
+    /// It failed; the message is what to show.
+    Failed(String),
+}
+
+impl Opener {
+    /// The history file shared by every run.
+    pub fn history_path(&self) -> PathBuf {
+        self.settings.runs_dir.join("history.jsonl")
+    }
+
+    /// A new, empty run folder.
+    pub fn new_folder(&self) -> Result<RunFolder> {
+        create_run_folder(&self.settings.runs_dir).with_context(|| {
+            format!(
+                "cannot create a run folder in {}",
+                self.settings.runs_dir.display()
+            )
+        })
+    }
+
+    /// Opens the session of `folder`: a new one when the folder has none, its own
+    /// (loaded, repaired) when it has.
+    pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
+        let store = reprise_session::create_run_store(&folder.dir);
+        let session_id = folder
+            .session_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let decisions = Decisions::default();
+        let mut builder = Agent::builder(Arc::clone(&self.provider))
+            .system(self.settings.system_prompt.clone())
+            .tools(self.tools.iter().cloned())
+            .store(Arc::new(store))
+            .session_id(session_id)
+            .max_turns(self.settings.max_turns as usize);
+        let approver: Option<Arc<dyn ToolApprover>> =
+            approver_for_run(&self.settings, self.ui.clone(), decisions.clone());
+        if let Some(approver) = approver {
+            builder = builder.approver(approver);
+        }
+        let agent = builder
+            .build()
+            .await
+            .map_err(|error| anyhow::anyhow!("cannot open run {}: {error}", folder.name()))?;
+        let log = SessionLog::open(&folder.dir)?;
+        let transcript = Transcript::open(&folder.dir, self.redactor.clone())?;
+        Ok(ChatSession {
+            folder,
+            agent,
+            log,
+            transcript,
+            decisions,
+            redactor: self.redactor.clone(),
+            ui: self.ui.clone(),
+            settings_summary: (self.settings.base_url.clone(), self.settings.model.clone()),
+        })
+    }
+}
+
+/// A conversation to redraw, with the problems met reading it.
+pub struct Redraw {
+    /// `(is_user, text)` per message.
+    pub messages: Vec<(bool, String)>,
+    /// Lines skipped or cut, as sentences for the person.
+    pub warnings: Vec<String>,
+}
+
+/// Reads what to redraw for a run folder.
+pub fn redraw_of(dir: &Path) -> Result<Redraw> {
+    let conversation = read_conversation_with_warnings(dir)?;
+    Ok(Redraw {
+        messages: conversation
+            .messages
+            .into_iter()
+            .map(|m| (m.role == reprise_session::Role::User, m.text))
+            .collect(),
+        warnings: conversation
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    })
+}
+
+impl ChatSession {
+    /// The run folder's name.
+    pub fn run_name(&self) -> &str {
+        self.folder.name()
+    }
+
+    /// Problems met loading the session (torn tail cut, corrupt lines skipped).
+    pub fn load_warnings(&self) -> Vec<String> {
+        self.agent
+            .load_warnings()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// Writes a line to `session.log` (what the screen shows that is not a turn).
+    pub fn log_line(&mut self, line: &str) {
+        if let Err(error) = self.log.write_line(line) {
+            tracing::warn!("session.log: {error}");
+        }
+    }
+
+    /// The redactor that shown tool arguments and results pass through.
+    pub fn redactor(&self) -> Redactor {
+        self.redactor.clone()
+    }
+
+    /// Sends `prompt` and runs the turn to its end, forwarding what happens to the
+    /// screen and writing it to the run's logs. Cancelling `cancel` stops it.
+    pub async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnEnd {
+        self.log_line(&format!("› {prompt}"));
+        let (events_tx, mut events_rx) = unbounded_channel();
+        let run = self.agent.run_streaming(prompt, events_tx, cancel);
+        let log = &mut self.log;
+        let transcript = &self.transcript;
+        let decisions = &self.decisions;
+        let redactor = &self.redactor;
+        let ui = &self.ui;
+        let forward = async move {
+            let mut at_line_start = true;
+            while let Some(event) = events_rx.recv().await {
+                record_event(log, transcript, decisions, redactor, &event, &mut at_line_start);
+                let _ = ui.send(UiEvent::Agent(event));
+            }
+            if !at_line_start {
+                let _ = log.write("\n");
+            }
+        };
+        let (result, ()) = tokio::join!(run, forward);
+        let end = match result {
+            Ok(_) => TurnEnd::Answered,
+            Err(AgentError::Cancelled) => TurnEnd::Cancelled,
+            Err(error) => {
+                let (base_url, model) = &self.settings_summary;
+                TurnEnd::Failed(describe_agent_error(&error, base_url, model))
+            }
+        };
+        match &end {
+            TurnEnd::Answered => {}
+            TurnEnd::Cancelled => self.log_line("(cancelled)"),
+            TurnEnd::Failed(message) => {
+                for line in message.lines() {
+                    self.log_line(&format!("✗ {line}"));
+                }
+            }
+        }
+        end
+    }
+}
+
+fn record_event(
+    log: &mut SessionLog,
+    transcript: &Transcript,
+    decisions: &Decisions,
+    redactor: &Redactor,
+    event: &AgentEvent,
+    at_line_start: &mut bool,
+) {
+    let mut write = |text: &str| {
+        if let Err(error) = log.write(text) {
+            tracing::warn!("session.log: {error}");
+        }
+    };
+    match event {
+        AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
+            write(text);
+            *at_line_start = text.ends_with('\n');
+        }
+        AgentEvent::ToolCallStarted {
+            agent,
+            id,
+            name,
+            arguments,
+        } => {
+            if !*at_line_start {
+                write("\n");
+                *at_line_start = true;
+            }
+            let who = subagent_prefix(agent);
+            write(&format!(
+                "⚙ {who}{name} {}\n",
+                redactor.redact(&one_line(arguments))
+            ));
+            let record = TranscriptRecord::tool_call(agent.clone(), id.clone(), name.clone(), arguments.clone());
+            if let Err(error) = transcript.record(&record) {
+                tracing::warn!("transcript.jsonl: {error}");
+            }
+        }
+        AgentEvent::ToolCallFinished {
+            agent,
+            id,
+            name,
+            output,
+        } => {
+            let marker = if output.is_error { "✗" } else { "↳" };
+            let first = output.content.lines().next().unwrap_or("");
+            write(&format!("  {marker} {}\n", redactor.redact(first)));
+            let mut record = TranscriptRecord::tool_result(
+                agent.clone(),
+                id.clone(),
+                name.clone(),
+                output.content.clone(),
+                output.is_error,
+            );
+            if let Some(decision) = decisions.take(id) {
+                record = record.with_decision(decision);
+            }
+            if let Err(error) = transcript.record(&record) {
+                tracing::warn!("transcript.jsonl: {error}");
+            }
+        }
+        AgentEvent::Retrying {
+            attempt, reason, ..
+        } => {
+            write(&format!("(retrying, attempt {attempt}: {reason})\n"));
+            *at_line_start = true;
+        }
+        _ => {}
+    }
+}
+
+/// `[name] ` for a subagent, nothing for the main agent.
+pub fn subagent_prefix(agent: &str) -> String {
+    if agent == reprise_agent::DEFAULT_AGENT_NAME || agent.is_empty() {
+        String::new()
+    } else {
+        format!("[{agent}] ")
+    }
+}
+
+/// A text on one line, whitespace runs collapsed.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,145 @@
+//! What `main` does: parse the command line, resolve settings, dispatch.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use reprise_provider::Provider;
+use reprise_redact::Redactor;
+use tokio::sync::mpsc::unbounded_channel;
+
+use crate::cli::{Cli, Command, McpAction};
+use crate::config::{self, Settings};
+use crate::driver::Opener;
+
+/// Runs `reprise` with the process's arguments; returns the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("reprise: cannot start: {error}");
+            return 1;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("reprise: {error:#}");
+            1
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    let settings = config::resolve(&cli.chat, &config::process_env)?;
+    let runs_dir = settings.runs_dir.clone();
+    let mut stdout = std::io::stdout().lock();
+    let done = |result: Result<()>| result.map(|()| 0);
+    match cli.command {
+        Some(Command::Runs { json }) => done(crate::run_cmds::runs(&runs_dir, json, &mut stdout)),
+        Some(Command::Show { run, json }) => {
+            done(crate::run_cmds::show(&runs_dir, &run, json, &mut stdout))
+        }
+        Some(Command::Fork { run, at }) => {
+            done(crate::run_cmds::fork(&runs_dir, &run, at, &mut stdout).await)
+        }
+        Some(Command::Rm { run, yes }) => {
+            let mut input = std::io::stdin().lock();
+            done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout))
+        }
+        Some(Command::Mcp {
+            action: McpAction::List,
+        }) => {
+            drop(stdout);
+            done(crate::mcp_cmds::list(&settings).await)
+        }
+        None => {
+            drop(stdout);
+            chat(settings, cli.chat).await
+        }
+    }
+}
+
+/// How the chat draws itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The whole screen.
+    FullScreen,
+    /// Below the shell's scrollback.
+    Inline,
+    /// Lines in, lines out.
+    Plain,
+}
+
+/// The mode the flags and the terminal call for.
+pub fn mode_for(plain: bool, inline: bool, stdin_tty: bool, stdout_tty: bool) -> Mode {
+    if plain || !stdin_tty || !stdout_tty {
+        Mode::Plain
+    } else if inline {
+        Mode::Inline
+    } else {
+        Mode::FullScreen
+    }
+}
+
+async fn chat(settings: Settings, args: crate::cli::ChatArgs) -> Result<i32> {
+    let provider = build_provider(&settings)?;
+    let mut redactor = Redactor::new().with_env_secrets();
+    if let Some(key) = &settings.api_key {
+        redactor = redactor.with_secret(key.clone());
+    }
+    let root = std::env::current_dir().context("cannot read the working directory")?;
+    let (ui_tx, ui_rx) = unbounded_channel();
+    let opener = Opener {
+        tools: crate::tools::builtin_tools(root),
+        settings,
+        provider,
+        redactor,
+        ui: ui_tx,
+    };
+    let mode = mode_for(
+        args.plain,
+        args.inline,
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+    );
+    match mode {
+        Mode::Plain => crate::plain::run(opener, ui_rx, &args).await,
+        Mode::FullScreen | Mode::Inline => {
+            crate::tui::app::run(opener, ui_rx, &args, mode == Mode::Inline)
+                .await
+                .map(|()| 0)
+        }
+    }
+}
+
+fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
+    let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
+        .base_url(settings.base_url.clone());
+    if let Some(key) = &settings.api_key {
+        config = config.api_key(key.clone());
+    }
+    let provider = reprise_provider::OpenAiProvider::new(config)
+        .with_context(|| format!("cannot use the model server at {}", settings.base_url))?;
+    Ok(Arc::new(provider))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_mode_when_not_on_a_terminal() {
+        assert_eq!(mode_for(false, false, true, true), Mode::FullScreen);
+        assert_eq!(mode_for(false, true, true, true), Mode::Inline);
+        assert_eq!(mode_for(false, false, false, true), Mode::Plain);
+        assert_eq!(mode_for(false, true, true, false), Mode::Plain);
+        assert_eq!(mode_for(true, false, true, true), Mode::Plain);
+    }
+}

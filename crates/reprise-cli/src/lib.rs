@@ -1,0 +1,20 @@
+//! The `reprise` terminal chat: run folders, resume, fork, and the screens that show
+//! a conversation.
+//!
+//! The binary is a thin `main` over this library so that the screens, the settings and
+//! the chat driver can be tested without a terminal.
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod cli;
+pub mod config;
+pub mod tui;
+pub mod approval;
+pub mod chat;
+pub mod driver;
+pub mod plain;
+pub mod run_cmds;
+pub mod server_error;
+pub mod entry;
+pub mod mcp_cmds;
+pub mod tools;

@@ -1,0 +1,198 @@
+//! `reprise runs | show | fork | rm`: the run folders, for people and scripts.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use jiff::Timestamp;
+use reprise_session::{Role, RunFolder, find_run, list_runs, read_conversation_with_warnings};
+use serde_json::json;
+
+/// A timestamp as a person reads it: local time, to the minute.
+pub fn show_date(ts: Timestamp) -> String {
+    let zoned = ts.to_zoned_datetime(jiff::tz::TimeZone::system());
+    zoned.strftime("%Y-%m-%d %H:%M").to_string()
+}
+
+/// `reprise runs`: a table (date, messages, last message, run), or JSON.
+pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
+    let list = list_runs(runs_dir)?;
+    for warning in &list.warnings {
+        eprintln!("warning: {}: {}", warning.path.display(), warning.message);
+    }
+    if json {
+        let rows: Vec<_> = list
+            .runs
+            .iter()
+            .map(|run| {
+                json!({
+                    "run": run.name(),
+                    "dir": run.dir,
+                    "sessionId": run.session_id,
+                    "updatedAt": run.updated_at.to_string(),
+                    "messages": run.message_count,
+                    "lastMessage": run.last_message,
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if list.runs.is_empty() {
+        writeln!(out, "no runs with a conversation in {}", runs_dir.display())?;
+        return Ok(());
+    }
+    // Built as one string: 10,000 rows through a locked, buffered writer in one go.
+    let mut text = String::with_capacity(list.runs.len() * 100);
+    text.push_str(&format!(
+        "{:<16}  {:>8}  {:<48}  {}\n",
+        "DATE", "MESSAGES", "LAST MESSAGE", "RUN"
+    ));
+    for run in &list.runs {
+        let last = run
+            .last_message
+            .as_deref()
+            .map(|m| shorten(&one_line(m), 48))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "{:<16}  {:>8}  {:<48}  {}\n",
+            show_date(run.updated_at),
+            run.message_count,
+            last,
+            run.name()
+        ));
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON.
+pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
+    let run = find_run(runs_dir, spec)?;
+    let conversation = read_conversation_with_warnings(&run.dir)?;
+    for warning in &conversation.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if json {
+        let rows: Vec<_> = conversation
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "text": m.text}))
+            .collect();
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let mut text = String::new();
+    for message in &conversation.messages {
+        if message.role == Role::User {
+            for (i, line) in message.text.lines().enumerate() {
+                text.push_str(if i == 0 { "› " } else { "  " });
+                text.push_str(line);
+                text.push('\n');
+            }
+        } else {
+            text.push_str(message.text.trim_end());
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
+/// (its first N messages). Prints the new run's name.
+pub async fn fork(runs_dir: &Path, spec: &str, at: Option<usize>, out: &mut dyn Write) -> Result<()> {
+    let source = find_run(runs_dir, spec)?;
+    if source.session_id.is_none() {
+        bail!("run {} has no conversation to fork", source.name());
+    }
+    let up_to = match at {
+        None => None,
+        Some(count) => Some(nth_message_uuid(&source, count).await?),
+    };
+    let fresh = reprise_session::create_run_folder(runs_dir)?;
+    let target = crate::chat::fork_into(&source, fresh, up_to).await?;
+    writeln!(
+        out,
+        "forked {} into {} (resume it with: reprise --resume {})",
+        source.name(),
+        target.name(),
+        target.name()
+    )?;
+    Ok(())
+}
+
+/// The uuid of the `count`-th message entry of a run's conversation (1-based).
+async fn nth_message_uuid(run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
+    use reprise_session::{SessionKey, SessionStore};
+    let Some(session_id) = run.session_id.as_deref() else {
+        bail!("run {} has no conversation", run.name());
+    };
+    let store = reprise_session::create_run_store(&run.dir);
+    let loaded = store
+        .load(&SessionKey::session(session_id)?)
+        .await?
+        .unwrap_or_default();
+    let messages: Vec<_> = loaded
+        .entries
+        .iter()
+        .filter(|entry| entry.as_message().is_some())
+        .collect();
+    if count == 0 || count > messages.len() {
+        bail!(
+            "--at {count}: run {} has {} messages (choose 1 to {})",
+            run.name(),
+            messages.len(),
+            messages.len()
+        );
+    }
+    Ok(messages[count - 1].uuid)
+}
+
+/// `reprise rm RUN [--yes]`: deletes a run folder, after asking unless `yes`.
+pub fn rm(
+    runs_dir: &Path,
+    spec: &str,
+    yes: bool,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let run = find_run(runs_dir, spec)?;
+    if !yes {
+        let messages = read_conversation_with_warnings(&run.dir)
+            .map(|c| c.messages.len())
+            .unwrap_or(0);
+        write!(
+            out,
+            "delete run {} ({messages} messages shown in it)? [y/N] ",
+            run.name()
+        )?;
+        out.flush()?;
+        let mut answer = String::new();
+        input.read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES") {
+            writeln!(out, "kept {}", run.name())?;
+            return Ok(());
+        }
+    }
+    std::fs::remove_dir_all(&run.dir)
+        .with_context(|| format!("cannot delete {}", run.dir.display()))?;
+    writeln!(out, "deleted {}", run.name())?;
+    Ok(())
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}

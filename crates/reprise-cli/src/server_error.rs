@@ -1,0 +1,80 @@
+//! Turning a failed model call into one message a person can act on.
+
+use reprise_agent::AgentError;
+use reprise_provider::ProviderError;
+
+use crate::config::DEFAULT_BASE_URL;
+
+/// What to show when a turn failed.
+pub fn describe_agent_error(error: &AgentError, base_url: &str, model: &str) -> String {
+    match error {
+        AgentError::Provider(provider) => describe_provider_error(provider, base_url, model),
+        other => other.to_string(),
+    }
+}
+
+fn innermost(error: &ProviderError) -> &ProviderError {
+    match error {
+        ProviderError::RetriesExhausted { last, .. } => innermost(last),
+        other => other,
+    }
+}
+
+/// What to show when the model server could not be used.
+pub fn describe_provider_error(error: &ProviderError, base_url: &str, model: &str) -> String {
+    let how_to = format!(
+        "reprise talks to any OpenAI-compatible server. Point it at one with\n  \
+         --base-url URL  (now {base_url}; default {DEFAULT_BASE_URL}, Ollama's)\n  \
+         --model NAME    (now {model})\n\
+         or set REPRISE_BASE_URL / REPRISE_MODEL, or base_url / model in the config file.\n\
+         With Ollama: `ollama serve`, then `ollama pull {model}`."
+    );
+    match innermost(error) {
+        ProviderError::Connect { url, message } => {
+            format!("no model server answered at {url}: {message}.\n{how_to}")
+        }
+        ProviderError::Timeout(after) => {
+            format!("the model server at {base_url} did not answer within {after:?}.\n{how_to}")
+        }
+        ProviderError::Status {
+            url,
+            status: 404,
+            message,
+        } => format!(
+            "{url} answered 404 (not found): {message}\n\
+             Is the model {model:?} available there, and does the base URL end in /v1?\n{how_to}"
+        ),
+        ProviderError::Status {
+            url,
+            status: status @ (401 | 403),
+            message,
+        } => format!(
+            "{url} answered {status}: {message}\n\
+             The server wants an API key: put it in the environment variable that \
+             --api-key-env names (OPENAI_API_KEY by default)."
+        ),
+        _ => format!("model call failed: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connection_names_the_url_and_the_way_out() {
+        let error = ProviderError::RetriesExhausted {
+            attempts: 3,
+            last: Box::new(ProviderError::Connect {
+                url: "http://localhost:11434/v1/chat/completions".into(),
+                message: "connection refused".into(),
+            }),
+        };
+        let text = describe_provider_error(&error, "http://localhost:11434/v1", "llama3.2");
+        assert!(text.contains("http://localhost:11434/v1/chat/completions"), "{text}");
+        assert!(text.contains("connection refused"), "{text}");
+        assert!(text.contains("--base-url"), "{text}");
+        assert!(text.contains("--model"), "{text}");
+        assert!(text.contains("ollama"), "{text}");
+    }
+}

@@ -1,0 +1,526 @@
+//! The terminal side of the full-screen and inline chat: keys in, frames out, turns
+//! run in the background so the screen stays live.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossterm::event::{Event, EventStream};
+use futures::StreamExt;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Widget};
+use ratatui::{DefaultTerminal, TerminalOptions, Viewport};
+use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
+use reprise_redact::Redactor;
+use reprise_session::read_history;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::render;
+use super::view::{Action, ChatView, Item, Picker, Question, ToolView};
+use super::wrap::wrap_lines;
+use crate::approval::Answer;
+use crate::chat::{self, HELP, Line as Typed, StartWith};
+use crate::cli::ChatArgs;
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of};
+
+/// Rows the inline viewport takes below the scrollback.
+const INLINE_HEIGHT: u16 = 14;
+
+/// A turn running in the background; the session comes back when it ends.
+struct Running {
+    task: JoinHandle<(ChatSession, TurnEnd)>,
+    cancel: CancellationToken,
+    started: Instant,
+}
+
+/// The chat's state outside the view: the session (or the turn holding it), the
+/// queue of lines typed during a turn, the open question's reply.
+struct App {
+    opener: Opener,
+    view: ChatView,
+    session: Option<ChatSession>,
+    running: Option<Running>,
+    queue: VecDeque<String>,
+    reply: Option<oneshot::Sender<Answer>>,
+    redactor: Redactor,
+    /// Inline mode: how many items have been printed into the scrollback.
+    printed: usize,
+    inline: bool,
+    exit: bool,
+}
+
+/// Runs the full-screen (or inline) chat until the person leaves.
+pub async fn run(
+    opener: Opener,
+    mut ui: UnboundedReceiver<UiEvent>,
+    args: &ChatArgs,
+    inline: bool,
+) -> Result<()> {
+    let fresh = opener.new_folder()?;
+    let fresh_name = fresh.name().to_owned();
+    let start = StartWith::from_args(args);
+    let target = chat::start_target(&opener.settings.runs_dir, &start)?;
+    let mut notices = Vec::new();
+    if target.is_none() && start == StartWith::Latest {
+        notices.push("(no earlier conversation: starting a new one)".to_owned());
+    }
+    let (session, resumed) = chat::open_start(&opener, fresh, target, args.fork_session).await?;
+    let history = read_history(&opener.history_path())
+        .map(|h| h.prompts().into_iter().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut app = App {
+        view: ChatView {
+            model: opener.settings.model.clone(),
+            run: session.run_name().to_owned(),
+            ..ChatView::default()
+        },
+        redactor: session.redactor(),
+        opener,
+        session: Some(session),
+        running: None,
+        queue: VecDeque::new(),
+        reply: None,
+        printed: 0,
+        inline,
+        exit: false,
+    };
+    app.view.input.history = history;
+    for notice in notices {
+        app.view.items.push(Item::Notice(notice));
+    }
+    if resumed {
+        app.show_resumed();
+        if app.view.run != fresh_name {
+            note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
+        }
+    }
+    app.show_load_warnings();
+    if start == StartWith::Pick {
+        app.open_picker();
+    }
+
+    let mut terminal = if inline {
+        ratatui::try_init_with_options(TerminalOptions {
+            viewport: Viewport::Inline(INLINE_HEIGHT),
+        })
+    } else {
+        ratatui::try_init()
+    }
+    .context("cannot set up the terminal")?;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+    let result = app.main_loop(&mut terminal, &mut ui, args.prompt.clone(), resumed).await;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
+    if inline {
+        let _ = terminal.clear();
+    }
+    ratatui::restore();
+    result
+}
+
+fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
+    if let Ok(mut log) = reprise_session::SessionLog::open(&opener.settings.runs_dir.join(fresh)) {
+        let _ = log.write_line(&format!("(resumed run {resumed})"));
+    }
+}
+
+impl App {
+    async fn main_loop(
+        &mut self,
+        terminal: &mut DefaultTerminal,
+        ui: &mut UnboundedReceiver<UiEvent>,
+        prompt: Option<String>,
+        _resumed: bool,
+    ) -> Result<()> {
+        let mut keys = EventStream::new();
+        let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        if let Some(prompt) = prompt {
+            self.submit(prompt).await;
+        }
+        while !self.exit {
+            self.draw(terminal)?;
+            tokio::select! {
+                event = keys.next() => match event {
+                    Some(Ok(event)) => self.on_terminal_event(event).await,
+                    Some(Err(error)) => return Err(error).context("reading the terminal"),
+                    None => break,
+                },
+                Some(event) = ui.recv() => self.on_ui_event(event),
+                joined = async {
+                    match self.running.as_mut() {
+                        Some(running) => (&mut running.task).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.running = None;
+                    self.view.busy = None;
+                    match joined {
+                        Ok((session, end)) => {
+                            self.session = Some(session);
+                            // Events sent just before the turn ended come first.
+                            while let Ok(event) = ui.try_recv() {
+                                self.on_ui_event(event);
+                            }
+                            self.turn_ended(end);
+                        }
+                        Err(error) => {
+                            self.view.items.push(Item::Error(format!("the turn crashed: {error}")));
+                            self.exit = true;
+                        }
+                    }
+                    self.next_queued().await;
+                }
+                _ = ticker.tick(), if self.running.is_some() => {
+                    if let Some(running) = &self.running {
+                        self.view.busy = Some(running.started.elapsed());
+                        self.view.tick = self.view.tick.wrapping_add(1);
+                    }
+                }
+            }
+        }
+        if let Some(running) = self.running.take() {
+            running.cancel.cancel();
+            let _ = running.task.await;
+        }
+        self.draw(terminal)?;
+        Ok(())
+    }
+
+    fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+        if self.inline {
+            self.print_finished(terminal)?;
+            terminal.draw(|frame| render::draw_live(frame, &self.view))?;
+        } else {
+            terminal.draw(|frame| render::draw(frame, &self.view))?;
+        }
+        Ok(())
+    }
+
+    /// Inline mode: finished items go into the terminal's scrollback, above the live
+    /// area, once each.
+    fn print_finished(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+        let width = usize::from(terminal.size()?.width.max(1));
+        while self.printed < self.view.items.len() {
+            let item = &self.view.items[self.printed];
+            if matches!(item, Item::Tool(ToolView { result: None, .. })) {
+                break;
+            }
+            let mut lines: Vec<Line<'static>> = wrap_lines(&render::item_lines(item), width);
+            lines.push(Line::default());
+            let height = u16::try_from(lines.len()).unwrap_or(u16::MAX);
+            terminal.insert_before(height, |buffer| {
+                let area = Rect { height: buffer.area.height, ..buffer.area };
+                Paragraph::new(lines).render(area, buffer);
+            })?;
+            self.printed += 1;
+        }
+        Ok(())
+    }
+
+    async fn on_terminal_event(&mut self, event: Event) {
+        match event {
+            Event::Key(key) => {
+                if let Some(action) = self.view.on_key(key) {
+                    self.on_action(action).await;
+                }
+            }
+            Event::Paste(text) => {
+                for c in text.chars() {
+                    let key = match c {
+                        '\n' | '\r' => crossterm::event::KeyEvent::new(
+                            crossterm::event::KeyCode::Char('j'),
+                            crossterm::event::KeyModifiers::CONTROL,
+                        ),
+                        c => crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(c)),
+                    };
+                    let _ = self.view.on_key(key);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn on_action(&mut self, action: Action) {
+        match action {
+            Action::Submit(text) => {
+                if self.running.is_some() {
+                    self.queue.push_back(text);
+                    self.view.queued = self.queue.iter().cloned().collect();
+                } else {
+                    self.submit(text).await;
+                }
+            }
+            Action::CancelTurn => {
+                if let Some(running) = &self.running {
+                    running.cancel.cancel();
+                }
+            }
+            Action::Exit => self.exit = true,
+            Action::Resume(name) => self.resume(&name).await,
+            Action::Answer(answer) => {
+                if let Some(reply) = self.reply.take() {
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+    }
+
+    async fn next_queued(&mut self) {
+        while self.running.is_none() && !self.exit && self.view.picker.is_none() {
+            let Some(text) = self.queue.pop_front() else { break };
+            self.view.queued = self.queue.iter().cloned().collect();
+            self.submit(text).await;
+        }
+    }
+
+    /// Handles a line typed at the prompt (or queued during a turn).
+    async fn submit(&mut self, text: String) {
+        let Some(run) = self.session.as_ref().map(|s| s.run_name().to_owned()) else {
+            return;
+        };
+        let typed = Typed::parse(&text);
+        if !matches!(typed, Typed::Empty) {
+            chat::remember(&self.opener, text.trim_end(), &run);
+        }
+        match typed {
+            Typed::Empty => {}
+            Typed::Exit => self.exit = true,
+            Typed::Help => self.view.items.push(Item::Notice(HELP.to_owned())),
+            Typed::Unknown(command) => self
+                .view
+                .items
+                .push(Item::Error(format!("unknown command {command}; /help lists them"))),
+            Typed::Resume => self.open_picker(),
+            Typed::Fork => self.fork().await,
+            Typed::Message(message) => self.start_turn(message),
+        }
+    }
+
+    fn start_turn(&mut self, message: String) {
+        let Some(mut session) = self.session.take() else { return };
+        self.view.items.push(Item::User(message.clone()));
+        self.view.scroll = 0;
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let end = session.turn(&message, token).await;
+            (session, end)
+        });
+        self.view.busy = Some(Duration::ZERO);
+        self.running = Some(Running {
+            task,
+            cancel,
+            started: Instant::now(),
+        });
+    }
+
+    fn turn_ended(&mut self, end: TurnEnd) {
+        let unfinished = std::mem::take(&mut self.view.streaming);
+        match end {
+            TurnEnd::Answered => {
+                if !unfinished.trim().is_empty() {
+                    self.view.items.push(Item::Assistant(unfinished));
+                }
+            }
+            TurnEnd::Cancelled => {
+                if !unfinished.trim().is_empty() {
+                    self.view.items.push(Item::Notice(format!(
+                        "{} … (cut off: this unfinished reply is not kept)",
+                        unfinished.trim_end()
+                    )));
+                }
+                self.view.items.push(Item::Notice("(cancelled)".to_owned()));
+            }
+            TurnEnd::Failed(message) => {
+                if !unfinished.trim().is_empty() {
+                    self.view.items.push(Item::Notice(format!(
+                        "{} … (cut off: not kept)",
+                        unfinished.trim_end()
+                    )));
+                }
+                self.view.items.push(Item::Error(message));
+            }
+        }
+    }
+
+    fn on_ui_event(&mut self, event: UiEvent) {
+        match event {
+            UiEvent::Agent(event) => self.on_agent_event(event),
+            UiEvent::Ask(ask) => {
+                self.view.question = Some(Question {
+                    tool: ask.tool,
+                    arguments: ask.arguments,
+                    agent: if ask.agent == DEFAULT_AGENT_NAME {
+                        String::new()
+                    } else {
+                        ask.agent
+                    },
+                });
+                self.reply = Some(ask.reply);
+            }
+        }
+    }
+
+    fn on_agent_event(&mut self, event: AgentEvent) {
+        let main = event.agent() == DEFAULT_AGENT_NAME;
+        match event {
+            AgentEvent::TextDelta { text, .. } if main => self.view.push_delta(&text),
+            AgentEvent::MessageRecorded { message, .. }
+                if main && message.role == reprise_session::Role::Assistant =>
+            {
+                self.view.finish_stream();
+            }
+            AgentEvent::ToolCallStarted {
+                agent,
+                id,
+                name,
+                arguments,
+            } => {
+                if main {
+                    self.view.finish_stream();
+                }
+                self.view.items.push(Item::Tool(ToolView {
+                    id,
+                    agent: if main { String::new() } else { agent },
+                    name,
+                    arguments: self.redactor.redact(&arguments).into_owned(),
+                    result: None,
+                }));
+            }
+            AgentEvent::ToolCallFinished { id, output, .. } => {
+                let content = self.redactor.redact(&output.content).into_owned();
+                self.view.tool_result(&id, content, output.is_error);
+            }
+            AgentEvent::Usage { usage, .. } if main => self.view.usage = Some(usage),
+            AgentEvent::Retrying {
+                attempt, reason, ..
+            } => self.view.items.push(Item::Notice(format!(
+                "(retrying, attempt {attempt}: {reason})"
+            ))),
+            _ => {}
+        }
+    }
+
+    fn open_picker(&mut self) {
+        match chat::picker_rows(&self.opener.settings.runs_dir) {
+            Ok(rows) if rows.is_empty() => self
+                .view
+                .items
+                .push(Item::Notice("(no run has a conversation yet)".to_owned())),
+            Ok(rows) => {
+                self.view.picker = Some(Picker {
+                    rows,
+                    ..Picker::default()
+                })
+            }
+            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+        }
+    }
+
+    async fn resume(&mut self, name: &str) {
+        let folder = match reprise_session::find_run(&self.opener.settings.runs_dir, name) {
+            Ok(folder) => folder,
+            Err(error) => {
+                self.view.items.push(Item::Error(error.to_string()));
+                return;
+            }
+        };
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.folder.dir == folder.dir)
+        {
+            self.view.items.push(Item::Notice("(already in that run)".to_owned()));
+            return;
+        }
+        match self.opener.open(folder).await {
+            Ok(session) => {
+                self.view.run = session.run_name().to_owned();
+                self.session = Some(session);
+                if !self.inline {
+                    self.view.items.clear();
+                }
+                self.show_resumed();
+                self.show_load_warnings();
+            }
+            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+        }
+        self.next_queued().await;
+    }
+
+    async fn fork(&mut self) {
+        let Some(session) = self.session.as_ref() else { return };
+        let source = match reprise_session::RunFolder::open(&session.folder.dir) {
+            Ok(source) if source.session_id.is_some() => source,
+            Ok(_) => {
+                self.view.items.push(Item::Error(
+                    "nothing to fork yet: this conversation is empty".to_owned(),
+                ));
+                return;
+            }
+            Err(error) => {
+                self.view.items.push(Item::Error(error.to_string()));
+                return;
+            }
+        };
+        let opened = match chat::fork_into_new(&self.opener, &source).await {
+            Ok(copy) => self.opener.open(copy).await,
+            Err(error) => Err(error),
+        };
+        match opened {
+            Ok(mut next) => {
+                let line = format!(
+                    "(forked into run {}; run {} is kept as it was)",
+                    next.run_name(),
+                    source.name()
+                );
+                next.log_line(&line);
+                self.view.run = next.run_name().to_owned();
+                self.session = Some(next);
+                self.view.items.push(Item::Notice(line));
+            }
+            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+        }
+    }
+
+    /// Redraws the resumed run's conversation, then the resumed line.
+    fn show_resumed(&mut self) {
+        let Some(session) = self.session.as_mut() else { return };
+        match redraw_of(&session.folder.dir) {
+            Ok(redraw) => {
+                self.view.items.extend(redraw_items(&redraw.messages));
+                // Warnings reading the conversation match the agent's load warnings,
+                // which are shown once by show_load_warnings.
+            }
+            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+        }
+        let line = chat::resumed_line(&session.folder);
+        session.log_line(&line);
+        self.view.items.push(Item::Notice(line));
+    }
+
+    fn show_load_warnings(&mut self) {
+        if let Some(session) = &self.session {
+            for warning in session.load_warnings() {
+                self.view.items.push(Item::Warning(warning));
+            }
+        }
+    }
+}
+
+/// The items that redraw a conversation.
+pub fn redraw_items(messages: &[(bool, String)]) -> Vec<Item> {
+    messages
+        .iter()
+        .map(|(is_user, text)| {
+            if *is_user {
+                Item::User(text.clone())
+            } else {
+                Item::Assistant(text.clone())
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,351 @@
+//! Drawing the chat: pure functions from a [`ChatView`] to a frame.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use unicode_width::UnicodeWidthStr;
+
+use super::markdown;
+use super::view::{ChatView, Item, Picker, Question, ToolView};
+use super::wrap::{wrap_line, wrap_lines};
+
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+const DIM: Style = Style::new().fg(Color::DarkGray);
+/// How many characters of a tool's arguments are shown.
+const ARGUMENTS_SHOWN: usize = 60;
+/// How many lines of a tool's result are shown.
+const RESULT_LINES_SHOWN: usize = 3;
+
+/// Draws the whole screen: conversation, status line, and the prompt (or the picker,
+/// or a step-gate question, in its place).
+pub fn draw(frame: &mut Frame<'_>, view: &ChatView) {
+    let area = frame.area();
+    let bottom = bottom_height(view, area);
+    let [conversation, status, bottom_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(bottom),
+    ])
+    .areas(area);
+    draw_conversation(frame, view, conversation);
+    frame.render_widget(Paragraph::new(status_line(view, status.width)), status);
+    draw_bottom(frame, view, bottom_area);
+}
+
+/// Draws only the live part (what is still changing): the reply arriving now, the
+/// status line and the prompt. The inline mode prints finished items above it.
+pub fn draw_live(frame: &mut Frame<'_>, view: &ChatView) {
+    let area = frame.area();
+    let bottom = bottom_height(view, area);
+    let [live, status, bottom_area] = Layout::vertical([
+        Constraint::Min(0),
+        Constraint::Length(1),
+        Constraint::Length(bottom),
+    ])
+    .areas(area);
+    let width = usize::from(live.width);
+    let lines = wrap_lines(&markdown::render(&view.streaming), width);
+    let skip = lines.len().saturating_sub(usize::from(live.height));
+    frame.render_widget(Paragraph::new(lines[skip..].to_vec()), live);
+    frame.render_widget(Paragraph::new(status_line(view, status.width)), status);
+    draw_bottom(frame, view, bottom_area);
+}
+
+fn bottom_height(view: &ChatView, area: Rect) -> u16 {
+    let wanted = if let Some(picker) = &view.picker {
+        picker.visible().len().clamp(1, 10) + 3
+    } else if view.question.is_some() {
+        4
+    } else {
+        view.input.text.split('\n').count().min(6) + 2
+    };
+    u16::try_from(wanted)
+        .unwrap_or(u16::MAX)
+        .min(area.height.saturating_sub(2).max(1))
+}
+
+fn draw_bottom(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
+    if let Some(picker) = &view.picker {
+        draw_picker(frame, picker, area);
+    } else if let Some(question) = &view.question {
+        draw_question(frame, question, area);
+    } else {
+        draw_input(frame, view, area);
+    }
+}
+
+/// The lines of one item, before wrapping.
+pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
+    match item {
+        Item::User(text) => {
+            let mut lines = Vec::new();
+            for (i, line) in text.split('\n').enumerate() {
+                let marker = if i == 0 { "› " } else { "  " };
+                lines.push(Line::from(vec![
+                    Span::styled(marker, Style::new().fg(Color::Green).add_modifier(Modifier::BOLD)),
+                    Span::styled(line.to_owned(), Style::new().add_modifier(Modifier::BOLD)),
+                ]));
+            }
+            lines
+        }
+        Item::Assistant(text) => markdown::render(text),
+        Item::Tool(tool) => tool_lines(tool),
+        Item::Notice(text) => vec![Line::styled(
+            text.clone(),
+            DIM.add_modifier(Modifier::ITALIC),
+        )],
+        Item::Warning(text) => vec![Line::styled(
+            format!("! {text}"),
+            Style::new().fg(Color::Yellow),
+        )],
+        Item::Error(text) => text
+            .split('\n')
+            .enumerate()
+            .map(|(i, line)| {
+                let marker = if i == 0 { "✗ " } else { "  " };
+                Line::styled(format!("{marker}{line}"), Style::new().fg(Color::Red))
+            })
+            .collect(),
+    }
+}
+
+/// A tool call in a few lines: name, short arguments, a trimmed result.
+pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
+    let mut head = vec![Span::styled("⚙ ", Style::new().fg(Color::Magenta))];
+    if !tool.agent.is_empty() {
+        head.push(Span::styled(format!("[{}] ", tool.agent), DIM));
+    }
+    head.push(Span::styled(
+        tool.name.clone(),
+        Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+    ));
+    head.push(Span::styled(
+        format!(" {}", shorten(&one_line(&tool.arguments), ARGUMENTS_SHOWN)),
+        DIM,
+    ));
+    let mut lines = vec![Line::from(head)];
+    match &tool.result {
+        None => lines.push(Line::styled("  … running", DIM)),
+        Some(result) => {
+            let (marker, style) = if result.is_error {
+                ("  ✗ ", Style::new().fg(Color::Red))
+            } else {
+                ("  ↳ ", DIM)
+            };
+            let content: Vec<&str> = result.content.trim_end().lines().collect();
+            if content.is_empty() {
+                lines.push(Line::styled(format!("{marker}(empty)"), style));
+            }
+            for (i, line) in content.iter().take(RESULT_LINES_SHOWN).enumerate() {
+                let marker = if i == 0 { marker } else { "    " };
+                lines.push(Line::styled(format!("{marker}{}", shorten(line, 100)), style));
+            }
+            if content.len() > RESULT_LINES_SHOWN {
+                lines.push(Line::styled(
+                    format!("    … {} more lines", content.len() - RESULT_LINES_SHOWN),
+                    DIM,
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
+    let width = usize::from(area.width);
+    let height = usize::from(area.height);
+    let wanted = height + view.scroll;
+    // Lines are built from the bottom up and only as far as the screen needs, so a
+    // conversation of thousands of messages costs what a screenful costs.
+    let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
+    let mut count = 0;
+    if !view.streaming.is_empty() {
+        let lines = wrap_lines(&markdown::render(&view.streaming), width);
+        count += lines.len();
+        blocks.push(lines);
+    }
+    for item in view.items.iter().rev() {
+        if count >= wanted {
+            break;
+        }
+        let mut lines = wrap_lines(&item_lines(item), width);
+        lines.push(Line::default());
+        count += lines.len();
+        blocks.push(lines);
+    }
+    let mut lines: Vec<Line<'static>> = blocks.into_iter().rev().flatten().collect();
+    if lines.last().is_some_and(|l| l.width() == 0) && view.streaming.is_empty() {
+        lines.pop();
+    }
+    let end = lines.len().saturating_sub(view.scroll.min(lines.len().saturating_sub(height)));
+    let start = end.saturating_sub(height);
+    frame.render_widget(Paragraph::new(lines[start..end].to_vec()), area);
+}
+
+fn status_line(view: &ChatView, width: u16) -> Line<'static> {
+    let mut left = Vec::new();
+    if let Some(elapsed) = view.busy {
+        left.push(Span::styled(
+            format!("{} ", SPINNER[view.tick % SPINNER.len()]),
+            Style::new().fg(Color::Cyan),
+        ));
+        left.push(Span::raw(format!("working {}s", elapsed.as_secs())));
+        left.push(Span::styled("  Ctrl-C stops", DIM));
+    } else if view.scroll > 0 {
+        left.push(Span::styled(
+            format!("scrolled up {} lines (PgDn)", view.scroll),
+            DIM,
+        ));
+    }
+    if !view.queued.is_empty() {
+        left.push(Span::styled(
+            format!("  {} queued", view.queued.len()),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    let mut right = String::new();
+    if let Some(usage) = view.usage {
+        right.push_str(&format!(
+            "{} in · {} out tokens  ",
+            usage.prompt_tokens, usage.completion_tokens
+        ));
+    }
+    right.push_str(&view.model);
+    if !view.run.is_empty() {
+        right.push_str(&format!(" · {}", view.run));
+    }
+    let used: usize = left.iter().map(|s| s.content.width()).sum();
+    let room = usize::from(width).saturating_sub(used + 1);
+    let right = shorten(&right, room);
+    let gap = usize::from(width).saturating_sub(used + right.width());
+    left.push(Span::raw(" ".repeat(gap)));
+    left.push(Span::styled(right, DIM));
+    Line::from(left)
+}
+
+fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(DIM)
+        .title(Span::styled(" /help · /resume · Ctrl-D exits ", DIM));
+    let inner = block.inner(area);
+    let lines: Vec<Line<'static>> = view
+        .input
+        .text
+        .split('\n')
+        .enumerate()
+        .map(|(i, line)| {
+            let marker = if i == 0 { "› " } else { "  " };
+            Line::from(vec![
+                Span::styled(marker, Style::new().fg(Color::Green)),
+                Span::raw(line.to_owned()),
+            ])
+        })
+        .collect();
+    // Keep the cursor's line in view when the text is taller than the box.
+    let before: String = view.input.text.chars().take(view.input.cursor).collect();
+    let cursor_row = before.matches('\n').count();
+    let cursor_col = before.rsplit('\n').next().map_or(0, UnicodeWidthStr::width) + 2;
+    let top = (cursor_row + 1).saturating_sub(usize::from(inner.height));
+    let shown: Vec<Line<'static>> = lines.into_iter().skip(top).collect();
+    let hscroll = cursor_col.saturating_sub(usize::from(inner.width).saturating_sub(1));
+    frame.render_widget(
+        Paragraph::new(shown)
+            .block(block)
+            .scroll((0, u16::try_from(hscroll).unwrap_or(0))),
+        area,
+    );
+    if view.picker.is_none() && view.question.is_none() {
+        let x = inner.x + u16::try_from(cursor_col - hscroll).unwrap_or(0);
+        let y = inner.y + u16::try_from(cursor_row - top).unwrap_or(0);
+        frame.set_cursor_position((x.min(inner.right().saturating_sub(1)), y));
+    }
+}
+
+fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::new().fg(Color::Cyan))
+        .title(" resume a run · type to filter · ↑/↓ Enter · Esc cancels ");
+    let inner = block.inner(area);
+    let mut lines = vec![Line::from(vec![
+        Span::styled("filter: ", DIM),
+        Span::raw(picker.filter.clone()),
+    ])];
+    let visible = picker.visible();
+    if visible.is_empty() {
+        lines.push(Line::styled("  no run matches", DIM));
+    }
+    let rows = usize::from(inner.height.saturating_sub(1)).max(1);
+    let first = (picker.selected + 1).saturating_sub(rows);
+    for (i, row) in visible.iter().enumerate().skip(first).take(rows) {
+        let selected = i == picker.selected;
+        let style = if selected {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        let marker = if selected { "› " } else { "  " };
+        let room = usize::from(inner.width).saturating_sub(row.date.width() + 4);
+        lines.push(Line::from(vec![
+            Span::styled(format!("{marker}{}  ", row.date), style),
+            Span::styled(shorten(&one_line(&row.last_message), room), style),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::new().fg(Color::Yellow))
+        .title(" the step gate asks ");
+    let who = if question.agent.is_empty() {
+        String::new()
+    } else {
+        format!("[{}] ", question.agent)
+    };
+    let width = usize::from(area.width).saturating_sub(20);
+    let lines = [
+        Line::from(vec![
+            Span::raw(format!("Run {who}")),
+            Span::styled(
+                question.tool.clone(),
+                Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(
+                format!(" {}", shorten(&one_line(&question.arguments), width)),
+                DIM,
+            ),
+            Span::raw("?"),
+        ]),
+        Line::from(vec![
+            Span::styled("[y]", Style::new().fg(Color::Green)),
+            Span::raw(" yes  "),
+            Span::styled("[n]", Style::new().fg(Color::Red)),
+            Span::raw(" no  "),
+            Span::styled("[a]", Style::new().fg(Color::Cyan)),
+            Span::raw(" always for this run"),
+        ]),
+    ];
+    let lines: Vec<Line<'static>> = lines
+        .iter()
+        .flat_map(|line| wrap_line(line, usize::from(block.inner(area).width)))
+        .collect();
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}

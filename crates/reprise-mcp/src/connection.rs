@@ -1,0 +1,63 @@
+//! Our view of one live MCP connection. rmcp's API moves fast; only
+//! [`crate::rmcp_client`] knows it, everything else talks to this trait.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::error::ConnectionError;
+
+/// A tool as a server lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteTool {
+    /// Its name on the server.
+    pub name: String,
+    /// Its description (or title), empty when it has none.
+    pub description: String,
+    /// Its input JSON Schema, as the server sent it.
+    pub input_schema: Value,
+}
+
+/// One block of a tool result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResultPart {
+    /// Text content.
+    Text(String),
+    /// Content the model cannot read as text (an image, audio, a blob), described.
+    Described(String),
+}
+
+/// A tool call's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallResult {
+    /// The content blocks, in order.
+    pub parts: Vec<ResultPart>,
+    /// `structuredContent`, when the server sent it.
+    pub structured: Option<Value>,
+    /// `isError: true`.
+    pub is_error: bool,
+}
+
+/// A live connection to one MCP server.
+#[async_trait]
+pub trait McpConnection: Send + Sync {
+    /// All the server's tools (every page).
+    async fn list_tools(&self) -> Result<Vec<RemoteTool>, ConnectionError>;
+
+    /// Calls one tool. Dropping the future abandons the request (the server is told).
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<CallResult, ConnectionError>;
+
+    /// `None` while the connection is usable; otherwise why it is not (the process
+    /// exited with …, the transport closed), with the server's last stderr lines.
+    fn failure(&self) -> Option<String>;
+
+    /// Closes the connection cleanly: the session is ended, a child process gets EOF,
+    /// then SIGTERM, then SIGKILL, and is waited for. Idempotent.
+    async fn shutdown(&self);
+
+    /// Kills a child process at once, without waiting (for `Drop`).
+    fn kill(&self);
+}

@@ -1,0 +1,100 @@
+//! Shared by the integration tests: where the reference MCP server is, and helpers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use reprise_agent::ToolInvocation;
+use reprise_mcp::{McpConfig, ResolveContext};
+use tokio_util::sync::CancellationToken;
+
+/// The reference server's entry point, installed by scripts/install-test-deps.sh.
+/// Fails the test (never skips it) when it is missing.
+pub fn everything_server() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path =
+        root.join(".test-deps/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.is_file(),
+        "the reference MCP server is missing at {}: run scripts/install-test-deps.sh",
+        path.display()
+    );
+    path.canonicalize().unwrap()
+}
+
+/// `crashy-proxy.mjs`: the reference server behind a proxy that dies on "CRASH".
+pub fn crashy_proxy() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crashy-proxy.mjs")
+}
+
+/// A TOML value for a path.
+pub fn quoted(path: &std::path::Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+/// Parses a config written in the chat's TOML format (the `[mcp]` section's body).
+pub fn config(toml_text: &str) -> McpConfig {
+    let config: McpConfig = toml::from_str(toml_text).unwrap();
+    config.validate().unwrap();
+    config
+}
+
+/// `[servers.<name>]` running the reference server over stdio.
+pub fn everything_table(name: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n",
+        quoted(&everything_server())
+    )
+}
+
+/// The process environment plus `extra`, relative paths from the crate directory.
+pub fn ctx_with(extra: &[(&str, &str)]) -> ResolveContext {
+    let extra: Vec<(String, String)> = extra
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ResolveContext::new(env!("CARGO_MANIFEST_DIR"), move |name| {
+        extra
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    })
+}
+
+/// A model's call of `name` with these arguments.
+pub fn invocation(id: &str, name: &str, arguments: &str) -> ToolInvocation {
+    ToolInvocation {
+        id: id.to_string(),
+        name: name.to_string(),
+        arguments: arguments.to_string(),
+        cancel: CancellationToken::new(),
+    }
+}
+
+/// Whether a process is still running (a zombie counts as gone).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            state != Some('Z') && state != Some('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits (up to 10 s, polling) for a process to be gone; returns whether it is.
+pub async fn wait_gone(pid: u32) -> bool {
+    for _ in 0..200 {
+        if !process_alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -1,0 +1,389 @@
+//! The OpenAI-compatible chat-completions provider: request, retries, decoding.
+
+use std::error::Error as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::accumulate::normalize_message;
+use crate::config::OpenAiConfig;
+use crate::error::ProviderError;
+use crate::provider::{ChatRequest, Completion, Provider, StreamEvent, Usage};
+use crate::retry::{backoff_delay, retry_after};
+use crate::sse::decode_sse;
+use crate::wire::{CompletionWire, RequestWire, StreamOptionsWire, ToolWire, error_message};
+
+/// How one attempt failed, and what to do about it.
+enum Failure {
+    /// Retrying may help; `wait` is the server's `Retry-After`, if any.
+    Retry {
+        error: ProviderError,
+        wait: Option<Duration>,
+    },
+    /// The server refused `stream_options`; send again without it.
+    StreamOptionsRejected(ProviderError),
+    /// Retrying cannot help.
+    Fatal(ProviderError),
+}
+
+impl Failure {
+    fn retry(error: ProviderError) -> Self {
+        Failure::Retry { error, wait: None }
+    }
+}
+
+/// A provider for any server that speaks OpenAI chat completions (OpenAI, Ollama,
+/// vLLM, llama.cpp, LM Studio, OpenRouter, …).
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    url: String,
+    client: reqwest::Client,
+    headers: HeaderMap,
+    /// Set once a server rejected `stream_options`, so later calls leave it out.
+    no_stream_options: AtomicBool,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("config", &self.config)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProvider {
+    /// Builds the provider. Fails with [`ProviderError::Config`] on a base URL that is
+    /// not `http(s)://…` or a header that is not valid in HTTP.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        let base = config.base_url.trim().trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ProviderError::Config(format!(
+                "the base URL must start with http:// or https://, got {:?}",
+                config.base_url
+            )));
+        }
+        let url = format!("{base}/chat/completions");
+        reqwest::Url::parse(&url)
+            .map_err(|error| ProviderError::Config(format!("bad base URL {base:?}: {error}")))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = &config.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+                .map_err(|_| ProviderError::Config("the API key is not a valid header value".to_owned()))?;
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
+        }
+        for (name, value) in &config.extra_headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ProviderError::Config(format!("bad header name {name:?}")))?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| ProviderError::Config(format!("bad value for header {name}")))?;
+            value.set_sensitive(true);
+            headers.append(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|error| ProviderError::Config(format!("cannot build the HTTP client: {error}")))?;
+        Ok(OpenAiProvider {
+            config,
+            url,
+            client,
+            headers,
+            no_stream_options: AtomicBool::new(false),
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The full chat-completions URL requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The JSON body sent for `request` (as the next attempt would send it).
+    pub fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, ProviderError> {
+        let include_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
+        let body = RequestWire {
+            model: &self.config.model,
+            messages: &request.messages,
+            tools: request
+                .tools
+                .iter()
+                .map(|tool| ToolWire {
+                    kind: "function",
+                    function: tool,
+                })
+                .collect(),
+            stream: self.config.stream,
+            stream_options: include_usage.then_some(StreamOptionsWire {
+                include_usage: true,
+            }),
+            extra: &self.config.extra_body,
+        };
+        serde_json::to_vec(&body)
+            .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+    }
+
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        events: Option<&UnboundedSender<StreamEvent>>,
+    ) -> Result<Completion, Failure> {
+        let asked_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
+        let body = self.request_body(request).map_err(Failure::Fatal)?;
+        let send = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(body)
+            .send();
+        let response = match tokio::time::timeout(self.config.request_timeout, send).await {
+            Err(_) => return Err(Failure::retry(ProviderError::Timeout(self.config.request_timeout))),
+            Ok(Err(error)) => return Err(Failure::retry(self.send_error(&error))),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let wait = retry_after(response.headers());
+            let text = match tokio::time::timeout(self.config.request_timeout, response.text()).await {
+                Ok(Ok(text)) => text,
+                _ => String::new(),
+            };
+            let error = ProviderError::Status {
+                url: self.url.clone(),
+                status: status.as_u16(),
+                message: error_message(&text),
+            };
+            let code = status.as_u16();
+            return Err(if code == 429 || code == 408 || status.is_server_error() {
+                Failure::Retry { error, wait }
+            } else if code == 400 && asked_usage && text.to_ascii_lowercase().contains("stream_options") {
+                Failure::StreamOptionsRejected(error)
+            } else {
+                Failure::Fatal(error)
+            });
+        }
+        let is_json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
+        if self.config.stream && !is_json {
+            let bytes = idle_limited(response.bytes_stream(), self.config.stream_idle_timeout);
+            decode_sse(bytes, events).await.map_err(classify_decode_error)
+        } else {
+            // Asked not to stream, or the server ignored `stream: true`.
+            let body = match tokio::time::timeout(self.config.request_timeout, response.bytes()).await {
+                Err(_) => return Err(Failure::retry(ProviderError::Timeout(self.config.request_timeout))),
+                Ok(Err(error)) => {
+                    return Err(Failure::retry(ProviderError::StreamCut(error_chain(&error))));
+                }
+                Ok(Ok(body)) => body,
+            };
+            let completion = parse_completion(&body).map_err(classify_decode_error)?;
+            emit_whole(&completion, events);
+            Ok(completion)
+        }
+    }
+
+    fn send_error(&self, error: &reqwest::Error) -> ProviderError {
+        if error.is_timeout() {
+            ProviderError::Timeout(self.config.connect_timeout)
+        } else {
+            ProviderError::Connect {
+                url: self.url.clone(),
+                message: error_chain(error),
+            }
+        }
+    }
+}
+
+/// A cut, a stall or a garbled chunk may be a passing fault: try again.
+fn classify_decode_error(error: ProviderError) -> Failure {
+    match error {
+        ProviderError::StreamCut(_) | ProviderError::Timeout(_) | ProviderError::Malformed(_) => {
+            Failure::retry(error)
+        }
+        other => Failure::Fatal(other),
+    }
+}
+
+/// The error and its sources, joined: reqwest's own text alone says little.
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Turns the response body into pieces, failing a piece that takes longer than
+/// `idle` with [`ProviderError::Timeout`] and a transport error with
+/// [`ProviderError::StreamCut`]. Ends after the first failure.
+fn idle_limited(
+    stream: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    idle: Duration,
+) -> impl Stream<Item = Result<Bytes, ProviderError>> {
+    futures::stream::unfold(Some(Box::pin(stream)), move |state| async move {
+        let mut stream = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => Some((Err(ProviderError::Timeout(idle)), None)),
+            Ok(None) => None,
+            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(stream))),
+            Ok(Some(Err(error))) => Some((
+                Err(ProviderError::StreamCut(error_chain(&error))),
+                None,
+            )),
+        }
+    })
+}
+
+/// Reads a non-streaming `chat.completion` body.
+pub fn parse_completion(body: &[u8]) -> Result<Completion, ProviderError> {
+    let wire: CompletionWire = serde_json::from_slice(body).map_err(|error| {
+        let shown: String = String::from_utf8_lossy(body).chars().take(200).collect();
+        ProviderError::Malformed(format!("the answer is not a chat completion ({error}): {shown}"))
+    })?;
+    let usage = wire.usage.map(Usage::from);
+    let Some(choice) = wire.choices.into_iter().next() else {
+        return Err(ProviderError::Malformed("the answer has no choices".to_owned()));
+    };
+    Ok(Completion {
+        message: normalize_message(choice.message),
+        finish_reason: choice.finish_reason,
+        usage,
+    })
+}
+
+/// Sends the events a streamed answer would have produced, for a whole answer.
+fn emit_whole(completion: &Completion, events: Option<&UnboundedSender<StreamEvent>>) {
+    let Some(events) = events else { return };
+    if let Some(reasoning) = completion
+        .message
+        .extra
+        .get("reasoning_content")
+        .and_then(|value| value.as_str())
+        .filter(|text| !text.is_empty())
+    {
+        let _ = events.send(StreamEvent::ReasoningDelta(reasoning.to_owned()));
+    }
+    let text = completion.message.text();
+    if !text.is_empty() {
+        let _ = events.send(StreamEvent::TextDelta(text));
+    }
+    for (index, call) in completion.message.calls().iter().enumerate() {
+        let _ = events.send(StreamEvent::ToolCallStarted {
+            index,
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+        });
+    }
+    if let Some(usage) = completion.usage {
+        let _ = events.send(StreamEvent::Usage(usage));
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAiProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        events: Option<&UnboundedSender<StreamEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let mut attempt: u32 = 1;
+        let mut dropped_stream_options = false;
+        let mut only_connect_failures = true;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            tracing::debug!(url = %self.url, model = %self.config.model, attempt, "sending chat request");
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                outcome = self.attempt(request, events) => outcome,
+            };
+            let (error, wait) = match outcome {
+                Ok(completion) => return Ok(completion),
+                Err(Failure::Fatal(error)) => return Err(error),
+                Err(Failure::StreamOptionsRejected(error)) => {
+                    if dropped_stream_options {
+                        return Err(error);
+                    }
+                    tracing::info!(url = %self.url, "server rejected stream_options; sending without it from now on");
+                    self.no_stream_options.store(true, Ordering::Relaxed);
+                    dropped_stream_options = true;
+                    continue;
+                }
+                Err(Failure::Retry { error, wait }) => (error, wait),
+            };
+            if !matches!(error, ProviderError::Connect { .. }) {
+                only_connect_failures = false;
+            }
+            if attempt >= self.config.max_attempts {
+                return Err(final_error(error, attempt, only_connect_failures));
+            }
+            let delay = match wait {
+                Some(wait) => wait.min(self.config.max_retry_after),
+                None => backoff_delay(
+                    attempt,
+                    self.config.backoff_base,
+                    self.config.backoff_max,
+                ),
+            };
+            tracing::warn!(url = %self.url, attempt, %error, ?delay, "model call failed; retrying");
+            if let Some(events) = events {
+                let _ = events.send(StreamEvent::Retrying {
+                    attempt: attempt + 1,
+                    reason: error.to_string(),
+                    delay,
+                });
+            }
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                () = tokio::time::sleep(delay) => {}
+            }
+            attempt += 1;
+        }
+    }
+
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+}
+
+/// The error returned once the attempts are used up: the connect error itself when
+/// no attempt ever reached the server, the timeout itself when the last attempt
+/// timed out, and [`ProviderError::RetriesExhausted`] around the last error otherwise.
+fn final_error(error: ProviderError, attempts: u32, only_connect_failures: bool) -> ProviderError {
+    match error {
+        ProviderError::Connect { url, message } if only_connect_failures => ProviderError::Connect {
+            url,
+            message: format!("{message} ({attempts} attempts)"),
+        },
+        ProviderError::Timeout(after) => ProviderError::Timeout(after),
+        last => ProviderError::RetriesExhausted {
+            attempts,
+            last: Box::new(last),
+        },
+    }
+}

@@ -1,0 +1,126 @@
+//! `list_runs` over 10,000 runs, warm, with small conversations and with each
+//! conversation 100x larger. The listing reads only `session.json`, so the two
+//! figures should match. Prints its figures; run with
+//! `cargo bench -p reprise-session --bench runs`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use reprise_session::run_meta::{SESSION_JSON, SessionJson};
+use reprise_session::{Entry, Message, list_runs};
+
+const RUNS: usize = 10_000;
+const ROUNDS: usize = 15;
+
+fn conversation(messages: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for n in 0..messages {
+        let message = if n % 2 == 0 {
+            Message::user(format!("question {n}: {}", "lorem ipsum dolor ".repeat(8)))
+        } else {
+            Message::assistant(format!("answer {n}: {}", "sit amet consectetur ".repeat(8)))
+        };
+        out.extend(serde_json::to_vec(&Entry::message(message)).unwrap_or_default());
+        out.push(b'\n');
+    }
+    out
+}
+
+fn make_runs(dir: &Path, conversation: &[u8]) {
+    fs::create_dir_all(dir).expect("create bench dir");
+    let start = Timestamp::from_second(1_780_000_000).expect("timestamp");
+    for n in 0..RUNS {
+        let at = start
+            .checked_add(jiff::SignedDuration::from_secs(n as i64 * 60))
+            .expect("time");
+        let run = dir.join(format!("{}", at.strftime("%Y-%m-%dT%H-%M-%S-%3fZ")));
+        fs::create_dir(&run).expect("create run");
+        fs::write(run.join("session.log"), "> hi\nhello\n").expect("write log");
+        fs::write(run.join("conversation.jsonl"), conversation).expect("write conversation");
+        let meta = SessionJson {
+            session_id: format!("session-{n}"),
+            updated_at: Some(at),
+            last_message: Some(format!("question {n}: what now?")),
+            message_count: 4,
+            ..SessionJson::default()
+        };
+        fs::write(
+            run.join(SESSION_JSON),
+            serde_json::to_vec(&meta).expect("encode"),
+        )
+        .expect("write session.json");
+    }
+}
+
+fn time_list(dir: &Path) -> Duration {
+    let started = Instant::now();
+    let list = list_runs(dir).expect("list_runs");
+    let elapsed = started.elapsed();
+    assert_eq!(list.runs.len(), RUNS);
+    elapsed
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let root: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/bench-tmp")
+        .join(format!("runs-{}", std::process::id()));
+    let small_dir = root.join("small");
+    let large_dir = root.join("large");
+    let small = conversation(4);
+    let large = small.repeat(100);
+    let made = Instant::now();
+    make_runs(&small_dir, &small);
+    make_runs(&large_dir, &large);
+    println!(
+        "generated 2 x {RUNS} runs in {:.1} s: conversation {} bytes (small) and {} bytes (100x)",
+        made.elapsed().as_secs_f64(),
+        small.len(),
+        large.len()
+    );
+
+    // Warm both trees, then alternate so that noise hits both alike.
+    for _ in 0..2 {
+        time_list(&small_dir);
+        time_list(&large_dir);
+    }
+    let mut small_times = Vec::new();
+    let mut large_times = Vec::new();
+    for _ in 0..ROUNDS {
+        small_times.push(time_list(&small_dir));
+        large_times.push(time_list(&large_dir));
+    }
+    let (small_min, large_min) = (
+        *small_times.iter().min().expect("rounds"),
+        *large_times.iter().min().expect("rounds"),
+    );
+    let (small_med, large_med) = (median(small_times), median(large_times));
+    println!(
+        "list_runs over {RUNS} runs, small conversations: median {:.1} ms, min {:.1} ms (target <= 100 ms)",
+        ms(small_med),
+        ms(small_min)
+    );
+    println!(
+        "list_runs over {RUNS} runs, conversations 100x larger: median {:.1} ms, min {:.1} ms",
+        ms(large_med),
+        ms(large_min)
+    );
+    println!(
+        "ratio large/small: median {:.2}x, min {:.2}x (target <= 1.5x)",
+        ms(large_med) / ms(small_med),
+        ms(large_min) / ms(small_min)
+    );
+    if let Err(error) = fs::remove_dir_all(&root) {
+        eprintln!("could not remove {}: {error}", root.display());
+    }
+}

@@ -1,0 +1,39 @@
+//! Test support for reprise: a scripted OpenAI-compatible chat-completions server.
+//!
+//! [`ScriptedServer`] listens on `127.0.0.1` and answers each
+//! `POST /v1/chat/completions` with the next [`Reply`] of its queue: a streamed (SSE)
+//! or non-streamed completion built from text and tool calls, the verbatim bytes of a
+//! captured stream, an error status, or a fault (a cut connection, a stall, a delay,
+//! a malformed chunk). It records every request so a test can assert on what a
+//! client sent, and [`check_tool_call_pairing`] checks the rule servers enforce on
+//! tool calls and tool results.
+//!
+//! ```
+//! use std::time::Duration;
+//! use reprise_testkit::{Reply, ScriptedServer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let server = ScriptedServer::start_with([
+//!     Reply::status(500, "boom"),
+//!     Reply::text("Hello there").cut_after(2),          // dies mid-stream
+//!     Reply::text("Hello there").stall_after(1, Duration::from_secs(5)),
+//!     Reply::raw_sse(&b"data: {\"choices\":[]}\n\n"[..]), // replay a capture
+//!     Reply::text("Hello there").with_usage(10, 2),
+//! ])
+//! .await;
+//! assert!(server.base_url().starts_with("http://127.0.0.1:"));
+//! assert_eq!(server.remaining(), 5);
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod frames;
+mod invariant;
+mod reply;
+mod server;
+
+pub use invariant::check_tool_call_pairing;
+pub use reply::{Reply, ScriptedCall};
+pub use server::{RecordedRequest, ScriptedServer, unreachable_base_url};
