@@ -95,7 +95,8 @@ impl ToolApprover for AskingApprover {
             .map(|set| set.contains(&invocation.name))
             .unwrap_or(false);
         if remembered {
-            self.decisions.put(&invocation.id, "allow (always for this run)");
+            self.decisions
+                .put(&invocation.id, "allow (always for this run)");
             return Approval::Allow;
         }
         let (reply, answer) = oneshot::channel();
@@ -118,7 +119,8 @@ impl ToolApprover for AskingApprover {
                 if let Ok(mut set) = self.always.lock() {
                     set.insert(invocation.name.clone());
                 }
-                self.decisions.put(&invocation.id, "ask: always for this run");
+                self.decisions
+                    .put(&invocation.id, "ask: always for this run");
                 Approval::Allow
             }
             Ok(Answer::No) | Err(_) => {

@@ -74,7 +74,12 @@ pub fn conversation_date(folder: &RunFolder) -> String {
 
 /// The line shown after a resumed conversation is redrawn.
 pub fn resumed_line(folder: &RunFolder) -> String {
-    format!("(resumed the conversation of {})", conversation_date(folder))
+    resumed_text(&conversation_date(folder))
+}
+
+/// `(resumed the conversation of <date>)`.
+pub fn resumed_text(date: &str) -> String {
+    format!("(resumed the conversation of {date})")
 }
 
 /// The runs for the `/resume` list, newest first.
@@ -126,12 +131,10 @@ pub async fn fork_into(
 ) -> Result<RunFolder> {
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
-    tokio::task::spawn_blocking(move || {
-        reprise_session::fork_run(&source_dir, &target_dir, up_to)
-    })
-    .await
-    .context("the fork was interrupted")?
-    .with_context(|| format!("cannot fork run {}", source.name()))?;
+    tokio::task::spawn_blocking(move || reprise_session::fork_run(&source_dir, &target_dir, up_to))
+        .await
+        .context("the fork was interrupted")?
+        .with_context(|| format!("cannot fork run {}", source.name()))?;
     Ok(RunFolder::open(&target.dir)?)
 }
 
@@ -190,10 +193,19 @@ mod tests {
     fn slash_commands_are_recognised() {
         assert_eq!(Line::parse("/resume"), Line::Resume);
         assert_eq!(Line::parse(" /exit "), Line::Exit);
-        assert_eq!(Line::parse("/frobnicate now"), Line::Unknown("/frobnicate".into()));
+        assert_eq!(
+            Line::parse("/frobnicate now"),
+            Line::Unknown("/frobnicate".into())
+        );
         assert_eq!(Line::parse("   "), Line::Empty);
-        assert_eq!(Line::parse("hello /resume"), Line::Message("hello /resume".into()));
-        assert_eq!(Line::parse("//not a command"), Line::Message("//not a command".into()));
+        assert_eq!(
+            Line::parse("hello /resume"),
+            Line::Message("hello /resume".into())
+        );
+        assert_eq!(
+            Line::parse("//not a command"),
+            Line::Message("//not a command".into())
+        );
     }
 
     #[test]
@@ -205,7 +217,10 @@ mod tests {
         };
         assert_eq!(StartWith::from_args(&args(None, false)), StartWith::New);
         assert_eq!(StartWith::from_args(&args(None, true)), StartWith::Latest);
-        assert_eq!(StartWith::from_args(&args(Some(""), false)), StartWith::Pick);
+        assert_eq!(
+            StartWith::from_args(&args(Some(""), false)),
+            StartWith::Pick
+        );
         assert_eq!(
             StartWith::from_args(&args(Some("2026"), false)),
             StartWith::Named("2026".into())

@@ -157,9 +157,19 @@ mod tests {
 
     #[test]
     fn run_commands_parse() {
-        let cli = Cli::try_parse_from(["reprise", "--runs-dir", "/tmp/r", "fork", "last", "--at", "3"])
-            .unwrap();
-        assert!(matches!(cli.command, Some(Command::Fork { ref run, at: Some(3) }) if run == "last"));
+        let cli = Cli::try_parse_from([
+            "reprise",
+            "--runs-dir",
+            "/tmp/r",
+            "fork",
+            "last",
+            "--at",
+            "3",
+        ])
+        .unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Fork { ref run, at: Some(3) }) if run == "last")
+        );
         assert_eq!(cli.chat.runs_dir, Some(PathBuf::from("/tmp/r")));
     }
 }

@@ -211,7 +211,10 @@ mod tests {
             model: Some("flag-model".into()),
             ..ChatArgs::default()
         };
-        let env = env_of(&[("REPRISE_BASE_URL", "http://env/v1"), ("REPRISE_MODEL", "env-model")]);
+        let env = env_of(&[
+            ("REPRISE_BASE_URL", "http://env/v1"),
+            ("REPRISE_MODEL", "env-model"),
+        ]);
         let settings = resolve(&args, &env).unwrap();
         assert_eq!(settings.model, "flag-model");
         assert_eq!(settings.base_url, "http://env/v1");
@@ -237,12 +240,9 @@ mod tests {
 
     #[test]
     fn a_bad_config_names_file_and_line() {
-        let error = parse_config(
-            Path::new("/x/config.toml"),
-            "model = \"a\"\nbase_url = 3\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let error = parse_config(Path::new("/x/config.toml"), "model = \"a\"\nbase_url = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("/x/config.toml:2:"), "{error}");
         let error = parse_config(Path::new("c.toml"), "model = \"a\"\n\nmodle = \"b\"\n")
             .unwrap_err()

@@ -13,7 +13,8 @@ use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
 use reprise_session::{
-    RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder, read_conversation_with_warnings,
+    RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder,
+    read_conversation_with_warnings,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
@@ -192,7 +193,14 @@ impl ChatSession {
         let forward = async move {
             let mut at_line_start = true;
             while let Some(event) = events_rx.recv().await {
-                record_event(log, transcript, decisions, redactor, &event, &mut at_line_start);
+                record_event(
+                    log,
+                    transcript,
+                    decisions,
+                    redactor,
+                    &event,
+                    &mut at_line_start,
+                );
                 let _ = ui.send(UiEvent::Agent(event));
             }
             if !at_line_start {
@@ -254,7 +262,12 @@ fn record_event(
                 "⚙ {who}{name} {}\n",
                 redactor.redact(&one_line(arguments))
             ));
-            let record = TranscriptRecord::tool_call(agent.clone(), id.clone(), name.clone(), arguments.clone());
+            let record = TranscriptRecord::tool_call(
+                agent.clone(),
+                id.clone(),
+                name.clone(),
+                arguments.clone(),
+            );
             if let Err(error) = transcript.record(&record) {
                 tracing::warn!("transcript.jsonl: {error}");
             }

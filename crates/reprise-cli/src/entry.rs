@@ -51,7 +51,13 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
-            done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout))
+            done(crate::run_cmds::rm(
+                &runs_dir,
+                &run,
+                yes,
+                &mut input,
+                &mut stdout,
+            ))
         }
         Some(Command::Mcp {
             action: McpAction::List,

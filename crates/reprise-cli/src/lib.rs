@@ -6,15 +6,15 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod cli;
-pub mod config;
-pub mod tui;
 pub mod approval;
 pub mod chat;
+pub mod cli;
+pub mod config;
 pub mod driver;
+pub mod entry;
+pub mod mcp_cmds;
 pub mod plain;
 pub mod run_cmds;
 pub mod server_error;
-pub mod entry;
-pub mod mcp_cmds;
 pub mod tools;
+pub mod tui;

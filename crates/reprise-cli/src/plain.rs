@@ -118,7 +118,11 @@ impl Printer {
 
 /// Runs the plain chat until stdin ends, `/exit`, or Ctrl-C at the prompt. Returns
 /// the exit code: 1 when the last turn failed, so scripts can tell.
-pub async fn run(opener: Opener, mut ui: UnboundedReceiver<UiEvent>, args: &ChatArgs) -> Result<i32> {
+pub async fn run(
+    opener: Opener,
+    mut ui: UnboundedReceiver<UiEvent>,
+    args: &ChatArgs,
+) -> Result<i32> {
     let interactive = std::io::stdin().is_terminal();
     let mut printer = Printer {
         at_line_start: true,
@@ -144,9 +148,9 @@ pub async fn run(opener: Opener, mut ui: UnboundedReceiver<UiEvent>, args: &Chat
         show_resumed(&mut session, &mut printer)?;
         if session.run_name() != fresh_name {
             // The folder made at this start says where the conversation went.
-            if let Ok(mut log) = reprise_session::SessionLog::open(
-                &opener.settings.runs_dir.join(&fresh_name),
-            ) {
+            if let Ok(mut log) =
+                reprise_session::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
+            {
                 let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
             }
         }

@@ -104,7 +104,12 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
 
 /// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
 /// (its first N messages). Prints the new run's name.
-pub async fn fork(runs_dir: &Path, spec: &str, at: Option<usize>, out: &mut dyn Write) -> Result<()> {
+pub async fn fork(
+    runs_dir: &Path,
+    spec: &str,
+    at: Option<usize>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let source = find_run(runs_dir, spec)?;
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());

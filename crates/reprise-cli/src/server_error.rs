@@ -71,7 +71,10 @@ mod tests {
             }),
         };
         let text = describe_provider_error(&error, "http://localhost:11434/v1", "llama3.2");
-        assert!(text.contains("http://localhost:11434/v1/chat/completions"), "{text}");
+        assert!(
+            text.contains("http://localhost:11434/v1/chat/completions"),
+            "{text}"
+        );
         assert!(text.contains("connection refused"), "{text}");
         assert!(text.contains("--base-url"), "{text}");
         assert!(text.contains("--model"), "{text}");

@@ -30,7 +30,9 @@ struct ListDir {
 fn inside(root: &Path, path: &str) -> Result<PathBuf, String> {
     let relative = Path::new(path);
     if relative.is_absolute() {
-        return Err(format!("{path}: give a path relative to the working directory"));
+        return Err(format!(
+            "{path}: give a path relative to the working directory"
+        ));
     }
     if relative
         .components()
@@ -55,7 +57,8 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
                     .await
                     .map_err(|e| format!("{}: {e}", args.path))?;
                 let cut = bytes.len() > MAX_READ;
-                let mut text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_READ)]).into_owned();
+                let mut text =
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_READ)]).into_owned();
                 if cut {
                     text.push_str(&format!("\n[… cut: the file has {} bytes]", bytes.len()));
                 }
@@ -102,7 +105,10 @@ mod tests {
     #[test]
     fn paths_stay_under_the_root() {
         let root = Path::new("/work/here");
-        assert_eq!(inside(root, "a/b.txt").unwrap(), PathBuf::from("/work/here/a/b.txt"));
+        assert_eq!(
+            inside(root, "a/b.txt").unwrap(),
+            PathBuf::from("/work/here/a/b.txt")
+        );
         assert!(inside(root, "../etc/passwd").is_err());
         assert!(inside(root, "a/../../x").is_err());
         assert!(inside(root, "/etc/passwd").is_err());

@@ -25,7 +25,11 @@ async fn two_turn_chat(sandbox: &Sandbox, server: &ScriptedServer) -> common::Ou
         Reply::text("You are welcome."),
     ]);
     sandbox
-        .chat(&server.base_url(), &["--yes"], "what do my notes say?\nthanks\n")
+        .chat(
+            &server.base_url(),
+            &["--yes"],
+            "what do my notes say?\nthanks\n",
+        )
         .await
 }
 
@@ -36,47 +40,92 @@ async fn a_two_turn_chat_with_a_tool_call_is_shown_and_kept_in_the_run_folder() 
     let server = ScriptedServer::start().await;
     let out = two_turn_chat(&sandbox, &server).await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("⚙ read_file {\"path\":\"notes.txt\"}"), "{}", out.stdout);
-    assert!(out.stdout.contains("↳ buy milk (+2 lines)"), "{}", out.stdout);
-    assert!(out.stdout.contains("The note says **buy milk**."), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("↳ buy milk (+2 lines)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("The note says **buy milk**."),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("You are welcome."), "{}", out.stdout);
 
     // The third request carries the whole conversation, tool call and result included.
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 3);
     server.assert_tool_call_pairing();
-    let roles: Vec<String> = roles_and_texts(&bodies[2]).into_iter().map(|(r, _)| r).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "user"]);
+    let roles: Vec<String> = roles_and_texts(&bodies[2])
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
     let tool_message = &bodies[2]["messages"][3];
     assert_eq!(tool_message["tool_call_id"], "call_1");
-    assert!(tool_message["content"].as_str().unwrap().contains("buy milk"));
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("buy milk")
+    );
 
     // One run folder, with everything SPEC lists.
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 1);
     let run = &runs[0];
-    for file in ["session.log", "transcript.jsonl", "conversation.jsonl", "session.json"] {
+    for file in [
+        "session.log",
+        "transcript.jsonl",
+        "conversation.jsonl",
+        "session.json",
+    ] {
         assert!(run.join(file).exists(), "{file} missing");
     }
     let log = std::fs::read_to_string(run.join("session.log")).unwrap();
     assert!(log.contains("› what do my notes say?"), "{log}");
     assert!(log.contains("⚙ read_file"), "{log}");
     assert!(log.contains("You are welcome."), "{log}");
-    assert!(!log.contains('\u{1b}'), "escape codes in session.log: {log:?}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in session.log: {log:?}"
+    );
 
     let transcript = jsonl(&run.join("transcript.jsonl"));
-    let kinds: Vec<&str> = transcript.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = transcript
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["tool_call", "tool_result"]);
     assert_eq!(transcript[0]["name"], "read_file");
     assert_eq!(transcript[1]["is_error"], false);
-    assert!(transcript[1]["decision"].as_str().unwrap().contains("allow"));
+    assert!(
+        transcript[1]["decision"]
+            .as_str()
+            .unwrap()
+            .contains("allow")
+    );
     let raw = std::fs::read_to_string(run.join("transcript.jsonl")).unwrap();
     assert!(raw.contains("buy milk"));
     assert!(!raw.contains(AWS_KEY), "AWS key in transcript: {raw}");
-    assert!(!raw.contains(GITHUB_TOKEN), "GitHub token in transcript: {raw}");
+    assert!(
+        !raw.contains(GITHUB_TOKEN),
+        "GitHub token in transcript: {raw}"
+    );
 
     let history = jsonl(&sandbox.runs_dir().join("history.jsonl"));
-    let texts: Vec<&str> = history.iter().map(|h| h["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = history
+        .iter()
+        .map(|h| h["text"].as_str().unwrap())
+        .collect();
     assert_eq!(texts, ["what do my notes say?", "thanks"]);
 }
 
@@ -92,17 +141,28 @@ async fn continue_redraws_and_sends_the_whole_history() {
 
     server.push(Reply::text("Still here."));
     let out = sandbox
-        .chat(&server.base_url(), &["--continue", "--yes"], "one more thing\n")
+        .chat(
+            &server.base_url(),
+            &["--continue", "--yes"],
+            "one more thing\n",
+        )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     // The redraw: the person's messages and the replies, then the resumed line.
-    let redraw_at = out.stdout.find("› what do my notes say?").expect(&out.stdout);
+    let redraw_at = out
+        .stdout
+        .find("› what do my notes say?")
+        .expect(&out.stdout);
     let reply_at = out.stdout.find("You are welcome.").expect(&out.stdout);
     let resumed_at = out
         .stdout
         .find("(resumed the conversation of ")
         .expect(&out.stdout);
-    assert!(redraw_at < reply_at && reply_at < resumed_at, "{}", out.stdout);
+    assert!(
+        redraw_at < reply_at && reply_at < resumed_at,
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("Still here."));
 
     let bodies = server.request_bodies();
@@ -110,7 +170,16 @@ async fn continue_redraws_and_sends_the_whole_history() {
     let roles: Vec<&str> = last.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         roles,
-        ["system", "user", "assistant", "tool", "assistant", "user", "assistant", "user"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ]
     );
     assert_eq!(last[1].1, "what do my notes say?");
     assert_eq!(last[5].1, "thanks");
@@ -134,7 +203,9 @@ async fn the_prompt_argument_is_sent_once_and_resume_by_number_picks_the_older_r
     server.push_all([Reply::text("About bread."), Reply::text("About bikes.")]);
     let out = sandbox.chat(&server.base_url(), &["bake bread"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let out = sandbox.chat(&server.base_url(), &["fix the bike"], "").await;
+    let out = sandbox
+        .chat(&server.base_url(), &["fix the bike"], "")
+        .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(sandbox.conversations().len(), 2);
 
@@ -146,7 +217,11 @@ async fn the_prompt_argument_is_sent_once_and_resume_by_number_picks_the_older_r
     // Newest first: 1 is the bike, 2 the bread.
     let one = out.stdout.find("  1. ").unwrap();
     let two = out.stdout.find("  2. ").unwrap();
-    assert!(out.stdout[one..two].contains("fix the bike"), "{}", out.stdout);
+    assert!(
+        out.stdout[one..two].contains("fix the bike"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout[two..].contains("bake bread"), "{}", out.stdout);
     assert!(out.stdout.contains("(resumed the conversation of "));
 
@@ -167,11 +242,18 @@ async fn resume_with_a_bad_number_asks_again_and_empty_cancels() {
         .chat(&server.base_url(), &[], "/resume\n7\n\nhello\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("type a number from 1 to 1"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("type a number from 1 to 1"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("(cancelled)"), "{}", out.stdout);
     // Not resumed: the new message starts a conversation of its own.
     let bodies = server.request_bodies();
-    let texts: Vec<String> = roles_and_texts(&bodies[1]).into_iter().map(|(_, t)| t).collect();
+    let texts: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
     assert_eq!(texts[1..], ["hello".to_owned()]);
 }
 
@@ -194,9 +276,15 @@ async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
     let bodies = server.request_bodies();
     let denied = &bodies[1]["messages"][3];
     assert_eq!(denied["role"], "tool");
-    assert!(denied["content"].as_str().unwrap().contains("not allowed"), "{denied}");
+    assert!(
+        denied["content"].as_str().unwrap().contains("not allowed"),
+        "{denied}"
+    );
     let allowed = &bodies[3]["messages"][7];
-    assert!(allowed["content"].as_str().unwrap().contains("buy milk"), "{allowed}");
+    assert!(
+        allowed["content"].as_str().unwrap().contains("buy milk"),
+        "{allowed}"
+    );
 
     let run = sandbox.conversations().remove(0);
     let transcript = jsonl(&run.join("transcript.jsonl"));
@@ -242,7 +330,11 @@ async fn no_server_gives_one_clear_message() {
     assert!(out.stderr.contains(&url), "{}", out.stderr);
     assert!(out.stderr.contains("--base-url"), "{}", out.stderr);
     assert!(out.stderr.contains("--model"), "{}", out.stderr);
-    assert!(out.stderr.contains("http://localhost:11434/v1"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("http://localhost:11434/v1"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test]
@@ -254,6 +346,10 @@ async fn help_and_unknown_commands_are_answered_without_the_model() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(out.stdout.contains("/resume"), "{}", out.stdout);
-    assert!(out.stdout.contains("unknown command /bogus"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("unknown command /bogus"),
+        "{}",
+        out.stdout
+    );
     assert_eq!(server.request_count(), 0);
 }

@@ -1,6 +1,6 @@
 //! Turns streamed chunks into one complete assistant message.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use reprise_session::{Content, Message, ToolCall};
 use serde_json::Value;
@@ -30,6 +30,8 @@ pub struct Accumulator {
     text: String,
     reasoning: String,
     calls: BTreeMap<usize, PartialCall>,
+    /// Wire index -> slot, for servers that reuse an index for a new call.
+    aliases: HashMap<usize, usize>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     done: bool,
@@ -80,9 +82,7 @@ impl Accumulator {
     /// Takes one parsed chunk and returns the events it produced.
     pub fn push_chunk(&mut self, chunk: ChunkWire) -> Result<Vec<StreamEvent>, ProviderError> {
         if let Some(error) = chunk.error {
-            let message = error
-                .message
-                .unwrap_or_else(|| "(no message)".to_owned());
+            let message = error.message.unwrap_or_else(|| "(no message)".to_owned());
             return Err(ProviderError::StreamCut(format!(
                 "the server reported an error mid-stream: {message}"
             )));
@@ -117,17 +117,32 @@ impl Accumulator {
         Ok(events)
     }
 
-    fn push_call(&mut self, call: crate::wire::ToolCallDeltaWire, events: &mut Vec<StreamEvent>) {
-        let id = call.id.filter(|id| !id.is_empty());
-        // Servers without `index` send one call per delta: a new id starts a new call.
-        let index = match call.index {
-            Some(index) => index,
-            None => match (&id, self.calls.last_key_value()) {
-                (Some(id), Some((last, partial))) if partial.id != *id => last + 1,
+    /// Where a tool-call delta goes. Usually its `index`; but servers without `index`
+    /// send one call per delta, and some put every parallel call at index 0: in both
+    /// cases a new id starts a new call, and later id-less deltas with that wire
+    /// index follow it.
+    fn slot_for(&mut self, wire_index: Option<usize>, id: Option<&str>) -> usize {
+        let next_free = self.calls.last_key_value().map_or(0, |(last, _)| last + 1);
+        let Some(wire_index) = wire_index else {
+            return match (id, self.calls.last_key_value()) {
+                (Some(id), Some((_, partial))) if partial.id != id => next_free,
                 (_, Some((last, _))) => *last,
                 (_, None) => 0,
-            },
+            };
         };
+        let current = self.aliases.get(&wire_index).copied().unwrap_or(wire_index);
+        match (id, self.calls.get(&current)) {
+            (Some(id), Some(partial)) if !partial.id.is_empty() && partial.id != id => {
+                self.aliases.insert(wire_index, next_free);
+                next_free
+            }
+            _ => current,
+        }
+    }
+
+    fn push_call(&mut self, call: crate::wire::ToolCallDeltaWire, events: &mut Vec<StreamEvent>) {
+        let id = call.id.filter(|id| !id.is_empty());
+        let index = self.slot_for(call.index, id.as_deref());
         let partial = self.calls.entry(index).or_default();
         if let Some(id) = id
             && partial.id.is_empty()
@@ -157,8 +172,7 @@ impl Accumulator {
         }
     }
 
-    /// Ends the stream. `clean_end` says whether the byte stream ended normally
-    /// (rather than with a transport error). The response counts as complete when
+    /// Ends the stream. The response counts as complete when
     /// `[DONE]` or a `finish_reason` arrived; otherwise it is
     /// [`ProviderError::StreamCut`] and no message is returned.
     ///
@@ -204,9 +218,10 @@ impl Accumulator {
             Message::assistant_tool_calls(text, calls)
         };
         if !self.reasoning.is_empty() {
-            message
-                .extra
-                .insert("reasoning_content".to_owned(), Value::String(self.reasoning));
+            message.extra.insert(
+                "reasoning_content".to_owned(),
+                Value::String(self.reasoning),
+            );
         }
         if let Some(usage) = self.usage {
             events.push(StreamEvent::Usage(usage));
@@ -260,6 +275,55 @@ mod tests {
         assert_eq!(calls[0].function.name, "a");
         assert!(matches!(&events[0], StreamEvent::ToolCallStarted { name, .. } if name == "a"));
         assert_eq!(completion.message.content, None);
+    }
+
+    #[test]
+    fn calls_sharing_index_zero_with_different_ids_stay_apart() {
+        let mut acc = Accumulator::new();
+        for data in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ] {
+            acc.push_data(data).unwrap();
+        }
+        let (completion, _) = acc.finish().unwrap();
+        let calls: Vec<_> = completion
+            .message
+            .calls()
+            .iter()
+            .map(|c| {
+                (
+                    c.id.as_str(),
+                    c.function.name.as_str(),
+                    c.function.arguments.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(calls, vec![("a", "f", r#"{"x":1}"#), ("b", "g", "{}")]);
+    }
+
+    #[test]
+    fn calls_without_index_are_told_apart_by_id() {
+        let mut acc = Accumulator::new();
+        for data in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"}"}}]}}]}"#,
+            "[DONE]",
+        ] {
+            acc.push_data(data).unwrap();
+        }
+        let (completion, _) = acc.finish().unwrap();
+        let calls: Vec<_> = completion
+            .message
+            .calls()
+            .iter()
+            .map(|c| (c.id.as_str(), c.function.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, vec![("a", "{}"), ("b", "{}")]);
     }
 
     #[test]

@@ -85,6 +85,12 @@ impl OpenAiConfig {
         self
     }
 
+    /// Adds a top-level field to every request body (`temperature`, `seed`, …).
+    pub fn body_field(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.extra_body.insert(name.into(), value);
+        self
+    }
+
     /// Sets the request timeout (until the response headers arrive).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;

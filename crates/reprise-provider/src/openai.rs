@@ -73,10 +73,15 @@ impl OpenAiProvider {
         reqwest::Url::parse(&url)
             .map_err(|error| ProviderError::Config(format!("bad base URL {base:?}: {error}")))?;
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
-                .map_err(|_| ProviderError::Config("the API key is not a valid header value".to_owned()))?;
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+                    ProviderError::Config("the API key is not a valid header value".to_owned())
+                })?;
             value.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, value);
         }
@@ -91,7 +96,9 @@ impl OpenAiProvider {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|error| ProviderError::Config(format!("cannot build the HTTP client: {error}")))?;
+            .map_err(|error| {
+                ProviderError::Config(format!("cannot build the HTTP client: {error}"))
+            })?;
         Ok(OpenAiProvider {
             config,
             url,
@@ -149,17 +156,22 @@ impl OpenAiProvider {
             .body(body)
             .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
-            Err(_) => return Err(Failure::retry(ProviderError::Timeout(self.config.request_timeout))),
+            Err(_) => {
+                return Err(Failure::retry(ProviderError::Timeout(
+                    self.config.request_timeout,
+                )));
+            }
             Ok(Err(error)) => return Err(Failure::retry(self.send_error(&error))),
             Ok(Ok(response)) => response,
         };
         let status = response.status();
         if !status.is_success() {
             let wait = retry_after(response.headers());
-            let text = match tokio::time::timeout(self.config.request_timeout, response.text()).await {
-                Ok(Ok(text)) => text,
-                _ => String::new(),
-            };
+            let text =
+                match tokio::time::timeout(self.config.request_timeout, response.text()).await {
+                    Ok(Ok(text)) => text,
+                    _ => String::new(),
+                };
             let error = ProviderError::Status {
                 url: self.url.clone(),
                 status: status.as_u16(),
@@ -168,7 +180,10 @@ impl OpenAiProvider {
             let code = status.as_u16();
             return Err(if code == 429 || code == 408 || status.is_server_error() {
                 Failure::Retry { error, wait }
-            } else if code == 400 && asked_usage && text.to_ascii_lowercase().contains("stream_options") {
+            } else if code == 400
+                && asked_usage
+                && text.to_ascii_lowercase().contains("stream_options")
+            {
                 Failure::StreamOptionsRejected(error)
             } else {
                 Failure::Fatal(error)
@@ -181,16 +196,25 @@ impl OpenAiProvider {
             .is_some_and(|value| value.starts_with("application/json"));
         if self.config.stream && !is_json {
             let bytes = idle_limited(response.bytes_stream(), self.config.stream_idle_timeout);
-            decode_sse(bytes, events).await.map_err(classify_decode_error)
+            decode_sse(bytes, events)
+                .await
+                .map_err(classify_decode_error)
         } else {
             // Asked not to stream, or the server ignored `stream: true`.
-            let body = match tokio::time::timeout(self.config.request_timeout, response.bytes()).await {
-                Err(_) => return Err(Failure::retry(ProviderError::Timeout(self.config.request_timeout))),
-                Ok(Err(error)) => {
-                    return Err(Failure::retry(ProviderError::StreamCut(error_chain(&error))));
-                }
-                Ok(Ok(body)) => body,
-            };
+            let body =
+                match tokio::time::timeout(self.config.request_timeout, response.bytes()).await {
+                    Err(_) => {
+                        return Err(Failure::retry(ProviderError::Timeout(
+                            self.config.request_timeout,
+                        )));
+                    }
+                    Ok(Err(error)) => {
+                        return Err(Failure::retry(ProviderError::StreamCut(error_chain(
+                            &error,
+                        ))));
+                    }
+                    Ok(Ok(body)) => body,
+                };
             let completion = parse_completion(&body).map_err(classify_decode_error)?;
             emit_whole(&completion, events);
             Ok(completion)
@@ -247,23 +271,35 @@ fn idle_limited(
             Err(_) => Some((Err(ProviderError::Timeout(idle)), None)),
             Ok(None) => None,
             Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(stream))),
-            Ok(Some(Err(error))) => Some((
-                Err(ProviderError::StreamCut(error_chain(&error))),
-                None,
-            )),
+            Ok(Some(Err(error))) => {
+                Some((Err(ProviderError::StreamCut(error_chain(&error))), None))
+            }
         }
     })
 }
 
 /// Reads a non-streaming `chat.completion` body.
 pub fn parse_completion(body: &[u8]) -> Result<Completion, ProviderError> {
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body)
+        && value.get("choices").is_none()
+        && value.get("error").is_some()
+    {
+        return Err(ProviderError::Malformed(format!(
+            "the server answered with an error: {}",
+            error_message(&String::from_utf8_lossy(body))
+        )));
+    }
     let wire: CompletionWire = serde_json::from_slice(body).map_err(|error| {
         let shown: String = String::from_utf8_lossy(body).chars().take(200).collect();
-        ProviderError::Malformed(format!("the answer is not a chat completion ({error}): {shown}"))
+        ProviderError::Malformed(format!(
+            "the answer is not a chat completion ({error}): {shown}"
+        ))
     })?;
     let usage = wire.usage.map(Usage::from);
     let Some(choice) = wire.choices.into_iter().next() else {
-        return Err(ProviderError::Malformed("the answer has no choices".to_owned()));
+        return Err(ProviderError::Malformed(
+            "the answer has no choices".to_owned(),
+        ));
     };
     Ok(Completion {
         message: normalize_message(choice.message),
@@ -343,11 +379,7 @@ impl Provider for OpenAiProvider {
             }
             let delay = match wait {
                 Some(wait) => wait.min(self.config.max_retry_after),
-                None => backoff_delay(
-                    attempt,
-                    self.config.backoff_base,
-                    self.config.backoff_max,
-                ),
+                None => backoff_delay(attempt, self.config.backoff_base, self.config.backoff_max),
             };
             tracing::warn!(url = %self.url, attempt, %error, ?delay, "model call failed; retrying");
             if let Some(events) = events {
@@ -376,10 +408,12 @@ impl Provider for OpenAiProvider {
 /// timed out, and [`ProviderError::RetriesExhausted`] around the last error otherwise.
 fn final_error(error: ProviderError, attempts: u32, only_connect_failures: bool) -> ProviderError {
     match error {
-        ProviderError::Connect { url, message } if only_connect_failures => ProviderError::Connect {
-            url,
-            message: format!("{message} ({attempts} attempts)"),
-        },
+        ProviderError::Connect { url, message } if only_connect_failures => {
+            ProviderError::Connect {
+                url,
+                message: format!("{message} ({attempts} attempts)"),
+            }
+        }
         ProviderError::Timeout(after) => ProviderError::Timeout(after),
         last => ProviderError::RetriesExhausted {
             attempts,

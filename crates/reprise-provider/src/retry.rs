@@ -55,8 +55,9 @@ mod tests {
     #[test]
     fn backoff_is_jittered() {
         let base = Duration::from_secs(1);
-        let samples: std::collections::HashSet<_> =
-            (0..20).map(|_| backoff_delay(3, base, Duration::from_secs(10))).collect();
+        let samples: std::collections::HashSet<_> = (0..20)
+            .map(|_| backoff_delay(3, base, Duration::from_secs(10)))
+            .collect();
         assert!(samples.len() > 1);
     }
 
@@ -70,7 +71,10 @@ mod tests {
         headers.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
         let mut dated = HeaderMap::new();
-        dated.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        dated.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(retry_after(&dated), None);
     }
 }

@@ -53,10 +53,14 @@ where
                 return Err(error);
             }
             Err(EventStreamError::Utf8(error)) => {
-                return Err(ProviderError::Malformed(format!("stream is not UTF-8: {error}")));
+                return Err(ProviderError::Malformed(format!(
+                    "stream is not UTF-8: {error}"
+                )));
             }
             Err(EventStreamError::Parser(error)) => {
-                return Err(ProviderError::Malformed(format!("not an event stream: {error}")));
+                return Err(ProviderError::Malformed(format!(
+                    "not an event stream: {error}"
+                )));
             }
         };
         match event.event.as_str() {

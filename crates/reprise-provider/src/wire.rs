@@ -35,9 +35,7 @@ fn lenient_u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
 }
 
 /// An optional index that may arrive as a number or be missing.
-fn lenient_index<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<usize>, D::Error> {
+fn lenient_index<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
     Ok(Value::deserialize(deserializer)?
         .as_u64()
         .and_then(|index| usize::try_from(index).ok()))
@@ -261,13 +259,22 @@ mod tests {
         let call: ToolCallDeltaWire =
             serde_json::from_str(r#"{"index":0,"function":{"name":"f","arguments":{"a":1}}}"#)
                 .unwrap();
-        assert_eq!(call.function.unwrap().arguments.as_deref(), Some(r#"{"a":1}"#));
+        assert_eq!(
+            call.function.unwrap().arguments.as_deref(),
+            Some(r#"{"a":1}"#)
+        );
     }
 
     #[test]
     fn error_message_reads_openai_shape_plain_shape_and_text() {
-        assert_eq!(error_message(r#"{"error":{"message":"bad key","type":"x"}}"#), "bad key");
-        assert_eq!(error_message(r#"{"error":"model not found"}"#), "model not found");
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad key","type":"x"}}"#),
+            "bad key"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
         assert_eq!(error_message(r#"{"message":"nope"}"#), "nope");
         assert_eq!(error_message(" upstream down \n"), "upstream down");
         assert_eq!(error_message(""), "(empty body)");

@@ -61,7 +61,11 @@ fn retries(events: &[StreamEvent]) -> Vec<(u32, String, Duration)> {
     events
         .iter()
         .filter_map(|event| match event {
-            StreamEvent::Retrying { attempt, reason, delay } => Some((*attempt, reason.clone(), *delay)),
+            StreamEvent::Retrying {
+                attempt,
+                reason,
+                delay,
+            } => Some((*attempt, reason.clone(), *delay)),
             _ => None,
         })
         .collect()
@@ -69,20 +73,43 @@ fn retries(events: &[StreamEvent]) -> Vec<(u32, String, Duration)> {
 
 #[tokio::test]
 async fn streams_text_and_sends_a_well_formed_request() {
-    let server = ScriptedServer::start_with([Reply::text("Hello there, traveller.").with_usage(11, 6)]).await;
+    let server =
+        ScriptedServer::start_with([Reply::text("Hello there, traveller.").with_usage(11, 6)])
+            .await;
     let provider = provider(
         config(&server.base_url())
             .api_key("sk-test-123")
-            .header("x-org", "acme"),
+            .header("x-org", "acme")
+            .body_field("temperature", json!(0.2)),
     );
     let (result, events) = run(&provider).await;
     let completion = result.unwrap();
-    assert_eq!(completion.message, Message::assistant("Hello there, traveller."));
+    assert_eq!(
+        completion.message,
+        Message::assistant("Hello there, traveller.")
+    );
     assert_eq!(completion.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(completion.usage, Some(Usage { prompt_tokens: 11, completion_tokens: 6, total_tokens: 17 }));
+    assert_eq!(
+        completion.usage,
+        Some(Usage {
+            prompt_tokens: 11,
+            completion_tokens: 6,
+            total_tokens: 17
+        })
+    );
     assert_eq!(text_of(&events), "Hello there, traveller.");
-    assert!(events.iter().filter(|e| matches!(e, StreamEvent::TextDelta(_))).count() > 1, "text arrives in pieces");
-    assert_eq!(events.last(), Some(&StreamEvent::Usage(completion.usage.unwrap())));
+    assert!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::TextDelta(_)))
+            .count()
+            > 1,
+        "text arrives in pieces"
+    );
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Usage(completion.usage.unwrap()))
+    );
 
     let recorded = &server.requests()[0];
     assert_eq!(recorded.header("authorization"), Some("Bearer sk-test-123"));
@@ -102,6 +129,7 @@ async fn streams_text_and_sends_a_well_formed_request() {
             }}],
             "stream": true,
             "stream_options": {"include_usage": true},
+            "temperature": 0.2,
         })
     );
 }
@@ -109,7 +137,11 @@ async fn streams_text_and_sends_a_well_formed_request() {
 #[tokio::test]
 async fn parallel_tool_calls_come_back_in_index_order_with_whole_arguments() {
     let server = ScriptedServer::start_with([Reply::tool_calls([
-        ScriptedCall::new("call_talk", "talk_to", r#"{"who":"the smith","topic":"echoes"}"#),
+        ScriptedCall::new(
+            "call_talk",
+            "talk_to",
+            r#"{"who":"the smith","topic":"echoes"}"#,
+        ),
         ScriptedCall::new("id-without-prefix", "buy", r#"{"item":"torch","qty":2}"#),
     ])
     .chunk_chars(3)])
@@ -122,7 +154,11 @@ async fn parallel_tool_calls_come_back_in_index_order_with_whole_arguments() {
         Message::assistant_tool_calls(
             None,
             vec![
-                ToolCall::function("call_talk", "talk_to", r#"{"who":"the smith","topic":"echoes"}"#),
+                ToolCall::function(
+                    "call_talk",
+                    "talk_to",
+                    r#"{"who":"the smith","topic":"echoes"}"#
+                ),
                 ToolCall::function("id-without-prefix", "buy", r#"{"item":"torch","qty":2}"#),
             ]
         )
@@ -134,7 +170,10 @@ async fn parallel_tool_calls_come_back_in_index_order_with_whole_arguments() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, vec![(0, "talk_to".to_owned()), (1, "buy".to_owned())]);
+    assert_eq!(
+        started,
+        vec![(0, "talk_to".to_owned()), (1, "buy".to_owned())]
+    );
     // The message serializes back the way servers expect it in the next request.
     let wire = serde_json::to_value(&completion.message).unwrap();
     assert_eq!(wire["content"], Value::Null);
@@ -143,17 +182,31 @@ async fn parallel_tool_calls_come_back_in_index_order_with_whole_arguments() {
 
 #[tokio::test]
 async fn non_streaming_answer_is_read_whole() {
-    let server = ScriptedServer::start_with([Reply::tool_call("call_1", "buy", r#"{"item":"rope"}"#)
-        .with_text("Buying rope.")
-        .with_reasoning("The cave is deep.")
-        .with_usage(20, 4)])
-    .await;
+    let server =
+        ScriptedServer::start_with([Reply::tool_call("call_1", "buy", r#"{"item":"rope"}"#)
+            .with_text("Buying rope.")
+            .with_reasoning("The cave is deep.")
+            .with_usage(20, 4)])
+        .await;
     let (result, events) = run(&provider(config(&server.base_url()).stream(false))).await;
     let completion = result.unwrap();
     assert_eq!(completion.message.text(), "Buying rope.");
-    assert_eq!(completion.message.calls(), &[ToolCall::function("call_1", "buy", r#"{"item":"rope"}"#)]);
-    assert_eq!(completion.message.extra["reasoning_content"], "The cave is deep.");
-    assert_eq!(completion.usage, Some(Usage { prompt_tokens: 20, completion_tokens: 4, total_tokens: 24 }));
+    assert_eq!(
+        completion.message.calls(),
+        &[ToolCall::function("call_1", "buy", r#"{"item":"rope"}"#)]
+    );
+    assert_eq!(
+        completion.message.extra["reasoning_content"],
+        "The cave is deep."
+    );
+    assert_eq!(
+        completion.usage,
+        Some(Usage {
+            prompt_tokens: 20,
+            completion_tokens: 4,
+            total_tokens: 24
+        })
+    );
     assert_eq!(text_of(&events), "Buying rope.");
     let body = &server.request_bodies()[0];
     assert_eq!(body["stream"], false);
@@ -171,19 +224,55 @@ async fn a_server_that_ignores_stream_true_and_answers_json_is_understood() {
 }
 
 #[tokio::test]
+async fn a_200_json_error_body_is_retried_with_its_message() {
+    let server = ScriptedServer::start_with([
+        Reply::json(json!({"error": {"message": "upstream model crashed"}})),
+        Reply::text("recovered"),
+    ])
+    .await;
+    let (result, events) = run(&provider(config(&server.base_url()).stream(false))).await;
+    assert_eq!(result.unwrap().message.text(), "recovered");
+    assert!(
+        retries(&events)[0].1.contains("upstream model crashed"),
+        "{:?}",
+        retries(&events)
+    );
+}
+
+#[tokio::test]
 async fn every_capture_replayed_over_http_gives_its_tool_calls() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/sse");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/sse");
     let cases = [
-        ("openai_gpt-4o-2024-08-06_parallel-tool-calls_split-args_usage-chunk.sse", vec!["GetWeatherArgs", "get_stock_price"]),
-        ("vllm_llama-3.1-8b-instruct_tool-call_usage-every-chunk.sse", vec!["searchGoogle"]),
-        ("ollama_qwen2.5-coder-7b_parallel-tool-calls_whole.sse", vec!["run_command", "run_command"]),
-        ("llamacpp_b7010_gpt-oss-20b_reasoning-content_tool-call.sse", vec!["weather"]),
+        (
+            "openai_gpt-4o-2024-08-06_parallel-tool-calls_split-args_usage-chunk.sse",
+            vec!["GetWeatherArgs", "get_stock_price"],
+        ),
+        (
+            "vllm_llama-3.1-8b-instruct_tool-call_usage-every-chunk.sse",
+            vec!["searchGoogle"],
+        ),
+        (
+            "ollama_qwen2.5-coder-7b_parallel-tool-calls_whole.sse",
+            vec!["run_command", "run_command"],
+        ),
+        (
+            "llamacpp_b7010_gpt-oss-20b_reasoning-content_tool-call.sse",
+            vec!["weather"],
+        ),
     ];
     for (file, names) in cases {
-        let server = ScriptedServer::start_with([Reply::raw_sse(std::fs::read(dir.join(file)).unwrap())]).await;
+        let server =
+            ScriptedServer::start_with([Reply::raw_sse(std::fs::read(dir.join(file)).unwrap())])
+                .await;
         let (result, _) = run(&provider(config(&server.base_url()))).await;
         let completion = result.unwrap_or_else(|error| panic!("{file}: {error}"));
-        let got: Vec<_> = completion.message.calls().iter().map(|call| call.function.name.as_str()).collect();
+        let got: Vec<_> = completion
+            .message
+            .calls()
+            .iter()
+            .map(|call| call.function.name.as_str())
+            .collect();
         assert_eq!(got, names, "{file}");
         assert_eq!(server.request_count(), 1, "{file}: no retry needed");
     }
@@ -201,8 +290,16 @@ async fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
     let retries = retries(&events);
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0].0, 2);
-    assert_eq!(retries[0].2, Duration::from_secs(1), "the wait is the server's Retry-After");
-    assert!(retries[0].1.contains("429") && retries[0].1.contains("Rate limit reached"), "{}", retries[0].1);
+    assert_eq!(
+        retries[0].2,
+        Duration::from_secs(1),
+        "the wait is the server's Retry-After"
+    );
+    assert!(
+        retries[0].1.contains("429") && retries[0].1.contains("Rate limit reached"),
+        "{}",
+        retries[0].1
+    );
     assert_eq!(server.request_count(), 2);
 }
 
@@ -221,7 +318,11 @@ async fn retry_after_longer_than_the_limit_is_cut_to_the_limit() {
 
 #[tokio::test]
 async fn server_error_is_retried_then_succeeds() {
-    let server = ScriptedServer::start_with([Reply::status(500, "Internal Server Error"), Reply::text("fine now")]).await;
+    let server = ScriptedServer::start_with([
+        Reply::status(500, "Internal Server Error"),
+        Reply::text("fine now"),
+    ])
+    .await;
     let (result, events) = run(&provider(config(&server.base_url()))).await;
     assert_eq!(result.unwrap().message.text(), "fine now");
     assert_eq!(retries(&events).len(), 1);
@@ -230,16 +331,24 @@ async fn server_error_is_retried_then_succeeds() {
 
 #[tokio::test]
 async fn server_errors_every_time_end_in_retries_exhausted_with_the_last_error() {
-    let server = ScriptedServer::start_with((0..4).map(|n| Reply::error(502, format!("bad gateway {n}")))).await;
+    let server =
+        ScriptedServer::start_with((0..4).map(|n| Reply::error(502, format!("bad gateway {n}"))))
+            .await;
     let (result, events) = run(&provider(config(&server.base_url()))).await;
     match result.unwrap_err() {
         ProviderError::RetriesExhausted { attempts, last } => {
             assert_eq!(attempts, 4);
-            assert!(matches!(*last, ProviderError::Status { status: 502, ref message, .. } if message == "bad gateway 3"), "{last}");
+            assert!(
+                matches!(*last, ProviderError::Status { status: 502, ref message, .. } if message == "bad gateway 3"),
+                "{last}"
+            );
         }
         other => panic!("expected RetriesExhausted, got {other}"),
     }
-    assert_eq!(retries(&events).iter().map(|r| r.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(
+        retries(&events).iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
     assert_eq!(server.request_count(), 4);
 }
 
@@ -251,19 +360,27 @@ async fn a_stream_cut_mid_message_is_retried_and_never_returned() {
     ])
     .await;
     let (result, events) = run(&provider(config(&server.base_url()))).await;
-    assert_eq!(result.unwrap().message, Message::assistant("The second answer, whole"));
+    assert_eq!(
+        result.unwrap().message,
+        Message::assistant("The second answer, whole")
+    );
     let retries = retries(&events);
     assert_eq!(retries.len(), 1);
     assert!(retries[0].1.contains("cut off"), "{}", retries[0].1);
     // The UI saw the start of the first answer, then the retry, then the second one.
-    let retry_at = events.iter().position(|e| matches!(e, StreamEvent::Retrying { .. })).unwrap();
+    let retry_at = events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::Retrying { .. }))
+        .unwrap();
     assert!(text_of(&events[..retry_at]).starts_with("The "));
     assert_eq!(text_of(&events[retry_at..]), "The second answer, whole");
 }
 
 #[tokio::test]
 async fn a_stream_cut_every_time_is_an_error_not_a_message() {
-    let server = ScriptedServer::start_with((0..3).map(|_| Reply::text("never finished").cut_after(2))).await;
+    let server =
+        ScriptedServer::start_with((0..3).map(|_| Reply::text("never finished").cut_after(2)))
+            .await;
     let (result, _) = run(&provider(config(&server.base_url()).max_attempts(3))).await;
     match result.unwrap_err() {
         ProviderError::RetriesExhausted { attempts: 3, last } => {
@@ -277,10 +394,16 @@ async fn a_stream_cut_every_time_is_an_error_not_a_message() {
 #[tokio::test]
 async fn a_stream_that_ends_cleanly_before_any_finish_reason_counts_as_cut() {
     let partial = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Half a"},"finish_reason":null}]}"#;
-    let server = ScriptedServer::start_with([Reply::sse([partial]).without_done(), Reply::sse([partial]).without_done()]).await;
+    let server = ScriptedServer::start_with([
+        Reply::sse([partial]).without_done(),
+        Reply::sse([partial]).without_done(),
+    ])
+    .await;
     let (result, _) = run(&provider(config(&server.base_url()).max_attempts(2))).await;
     match result.unwrap_err() {
-        ProviderError::RetriesExhausted { last, .. } => assert!(matches!(*last, ProviderError::StreamCut(_)), "{last}"),
+        ProviderError::RetriesExhausted { last, .. } => {
+            assert!(matches!(*last, ProviderError::StreamCut(_)), "{last}")
+        }
         other => panic!("expected a cut, got {other}"),
     }
 }
@@ -288,11 +411,11 @@ async fn a_stream_that_ends_cleanly_before_any_finish_reason_counts_as_cut() {
 #[tokio::test]
 async fn an_idle_stream_times_out_and_is_retried() {
     let server = ScriptedServer::start_with([
-        Reply::text("stalls after two chunks").stall_after(2, Duration::from_secs(5)),
+        Reply::text("stalls after two chunks").stall_after(2, Duration::from_secs(20)),
         Reply::text("prompt answer"),
     ])
     .await;
-    let provider = provider(config(&server.base_url()).stream_idle_timeout(Duration::from_millis(300)));
+    let provider = provider(config(&server.base_url()).stream_idle_timeout(Duration::from_secs(1)));
     let (result, events) = run(&provider).await;
     assert_eq!(result.unwrap().message.text(), "prompt answer");
     let retries = retries(&events);
@@ -303,29 +426,37 @@ async fn an_idle_stream_times_out_and_is_retried() {
 #[tokio::test]
 async fn idle_every_time_ends_in_a_timeout_error() {
     let server = ScriptedServer::start_with(
-        (0..2).map(|_| Reply::text("stalls").stall_after(1, Duration::from_secs(5))),
+        (0..2).map(|_| Reply::text("stalls").stall_after(1, Duration::from_secs(20))),
     )
     .await;
     let provider = provider(
         config(&server.base_url())
-            .stream_idle_timeout(Duration::from_millis(200))
+            .stream_idle_timeout(Duration::from_secs(1))
             .max_attempts(2),
     );
     let (result, _) = run(&provider).await;
-    assert!(matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_millis(200)), "{result:?}");
+    assert!(
+        matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_secs(1)),
+        "{result:?}"
+    );
     assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn a_slow_response_hits_the_request_timeout() {
-    let server = ScriptedServer::start_with([Reply::text("too late").delayed(Duration::from_secs(5))]).await;
+    let server =
+        ScriptedServer::start_with([Reply::text("too late").delayed(Duration::from_secs(20))])
+            .await;
     let provider = provider(
         config(&server.base_url())
-            .request_timeout(Duration::from_millis(200))
+            .request_timeout(Duration::from_secs(1))
             .max_attempts(1),
     );
     let (result, _) = run(&provider).await;
-    assert!(matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_millis(200)), "{result:?}");
+    assert!(
+        matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_secs(1)),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -335,13 +466,21 @@ async fn a_malformed_chunk_is_retried_and_reported_clearly_if_it_persists() {
     let server = ScriptedServer::start_with([Reply::malformed_chunk(), Reply::text("clean")]).await;
     let (result, events) = run(&provider(config(&server.base_url()))).await;
     assert_eq!(result.unwrap().message.text(), "clean");
-    assert!(retries(&events)[0].1.contains("not valid JSON"), "{:?}", retries(&events));
+    assert!(
+        retries(&events)[0].1.contains("not valid JSON"),
+        "{:?}",
+        retries(&events)
+    );
 
-    let server = ScriptedServer::start_with([Reply::malformed_chunk(), Reply::malformed_chunk()]).await;
+    let server =
+        ScriptedServer::start_with([Reply::malformed_chunk(), Reply::malformed_chunk()]).await;
     let (result, _) = run(&provider(config(&server.base_url()).max_attempts(2))).await;
     match result.unwrap_err() {
         ProviderError::RetriesExhausted { attempts: 2, last } => {
-            assert!(matches!(*last, ProviderError::Malformed(ref text) if text.contains("\"Hel")), "{last}");
+            assert!(
+                matches!(*last, ProviderError::Malformed(ref text) if text.contains("\"Hel")),
+                "{last}"
+            );
         }
         other => panic!("expected RetriesExhausted(Malformed), got {other}"),
     }
@@ -368,7 +507,11 @@ async fn unauthorized_fails_at_once_with_the_servers_message() {
     .await;
     let (result, events) = run(&provider(config(&server.base_url()).api_key("sk-wrong"))).await;
     match result.unwrap_err() {
-        ProviderError::Status { status, message, url } => {
+        ProviderError::Status {
+            status,
+            message,
+            url,
+        } => {
             assert_eq!(status, 401);
             assert_eq!(message, "Incorrect API key provided: sk-wrong.");
             assert_eq!(url, format!("{}/chat/completions", server.base_url()));
@@ -382,7 +525,11 @@ async fn unauthorized_fails_at_once_with_the_servers_message() {
 #[tokio::test]
 async fn other_unfixable_client_errors_fail_at_once_with_the_body_text() {
     for status in [400u16, 403, 404, 422] {
-        let server = ScriptedServer::start_with([Reply::status(status, format!("plain refusal {status}")), Reply::text("no")]).await;
+        let server = ScriptedServer::start_with([
+            Reply::status(status, format!("plain refusal {status}")),
+            Reply::text("no"),
+        ])
+        .await;
         let (result, _) = run(&provider(config(&server.base_url()))).await;
         assert!(
             matches!(result, Err(ProviderError::Status { status: s, ref message, .. }) if s == status && *message == format!("plain refusal {status}")),
@@ -395,7 +542,10 @@ async fn other_unfixable_client_errors_fail_at_once_with_the_body_text() {
 #[tokio::test]
 async fn a_server_rejecting_stream_options_is_asked_again_without_and_remembered() {
     let server = ScriptedServer::start_with([
-        Reply::error(400, "Unrecognized request argument supplied: stream_options"),
+        Reply::error(
+            400,
+            "Unrecognized request argument supplied: stream_options",
+        ),
         Reply::text("first"),
         Reply::text("second"),
     ])
@@ -430,7 +580,7 @@ async fn no_server_listening_is_a_connect_error_naming_the_url() {
 #[tokio::test]
 async fn cancelling_mid_stream_ends_at_once_with_cancelled() {
     let server = ScriptedServer::start_with([
-        Reply::text("a long answer that stalls").stall_after(3, Duration::from_secs(30)),
+        Reply::text("a long answer that stalls").stall_after(3, Duration::from_secs(30))
     ])
     .await;
     let provider = std::sync::Arc::new(provider(config(&server.base_url())));
@@ -452,7 +602,10 @@ async fn cancelling_mid_stream_ends_at_once_with_cancelled() {
     cancel.cancel();
     // Had cancellation not worked, the call would end in 30 s with the whole text.
     let result = call.await.unwrap();
-    assert!(matches!(result, Err(ProviderError::Cancelled)), "{result:?}");
+    assert!(
+        matches!(result, Err(ProviderError::Cancelled)),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -460,16 +613,60 @@ async fn a_cancelled_token_stops_before_sending() {
     let server = ScriptedServer::start_with([Reply::text("x")]).await;
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let result = provider(config(&server.base_url())).complete(&request(), None, &cancel).await;
+    let result = provider(config(&server.base_url()))
+        .complete(&request(), None, &cancel)
+        .await;
     assert!(matches!(result, Err(ProviderError::Cancelled)));
     assert_eq!(server.request_count(), 0);
 }
 
 #[tokio::test]
 async fn bad_configuration_is_refused() {
-    assert!(matches!(OpenAiProvider::new(OpenAiConfig::new("m").base_url("localhost:11434")), Err(ProviderError::Config(_))));
-    assert!(matches!(OpenAiProvider::new(OpenAiConfig::new("m").header("bad header", "x")), Err(ProviderError::Config(_))));
+    assert!(matches!(
+        OpenAiProvider::new(OpenAiConfig::new("m").base_url("localhost:11434")),
+        Err(ProviderError::Config(_))
+    ));
+    assert!(matches!(
+        OpenAiProvider::new(OpenAiConfig::new("m").header("bad header", "x")),
+        Err(ProviderError::Config(_))
+    ));
     let provider = provider(OpenAiConfig::new("m").base_url("http://127.0.0.1:9/v1/"));
     assert_eq!(provider.url(), "http://127.0.0.1:9/v1/chat/completions");
     assert_eq!(provider.model(), "m");
+    let keyed = OpenAiProvider::new(OpenAiConfig::new("m").api_key("sk-do-not-print")).unwrap();
+    assert!(!format!("{keyed:?}").contains("sk-do-not-print"));
+}
+
+#[tokio::test]
+async fn cancelling_while_waiting_to_retry_ends_at_once() {
+    let server = ScriptedServer::start_with([
+        Reply::error(429, "wait a minute").with_header("Retry-After", "30"),
+        Reply::text("must not be reached"),
+    ])
+    .await;
+    let provider = std::sync::Arc::new(provider(config(&server.base_url())));
+    let cancel = CancellationToken::new();
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let call = {
+        let provider = provider.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move { provider.complete(&request(), Some(&sender), &cancel).await })
+    };
+    loop {
+        match receiver.recv().await {
+            Some(StreamEvent::Retrying { delay, .. }) => {
+                assert_eq!(delay, Duration::from_secs(30));
+                break;
+            }
+            Some(_) => continue,
+            None => panic!("the call ended without a retry"),
+        }
+    }
+    cancel.cancel();
+    let result = call.await.unwrap();
+    assert!(
+        matches!(result, Err(ProviderError::Cancelled)),
+        "{result:?}"
+    );
+    assert_eq!(server.request_count(), 1);
 }

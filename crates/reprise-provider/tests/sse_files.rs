@@ -46,7 +46,11 @@ fn expected(name: &str) -> Expected {
                 ),
             ],
             reasoning: None,
-            usage: Some(Usage { prompt_tokens: 149, completion_tokens: 60, total_tokens: 209 }),
+            usage: Some(Usage {
+                prompt_tokens: 149,
+                completion_tokens: 60,
+                total_tokens: 209,
+            }),
         },
         VLLM => Expected {
             calls: vec![(
@@ -55,7 +59,11 @@ fn expected(name: &str) -> Expected {
                 json!({"query": "latest news on ai"}),
             )],
             reasoning: None,
-            usage: Some(Usage { prompt_tokens: 226, completion_tokens: 20, total_tokens: 246 }),
+            usage: Some(Usage {
+                prompt_tokens: 226,
+                completion_tokens: 20,
+                total_tokens: 246,
+            }),
         },
         OLLAMA => Expected {
             calls: vec![
@@ -71,8 +79,14 @@ fn expected(name: &str) -> Expected {
                 "weather",
                 json!({"location": "Florence, Italy"}),
             )],
-            reasoning: Some("User wants weather in Florence, Italy. We can use the weather function."),
-            usage: Some(Usage { prompt_tokens: 139, completion_tokens: 41, total_tokens: 180 }),
+            reasoning: Some(
+                "User wants weather in Florence, Italy. We can use the weather function.",
+            ),
+            usage: Some(Usage {
+                prompt_tokens: 139,
+                completion_tokens: 41,
+                total_tokens: 180,
+            }),
         },
         other => panic!("no expectation written for {other}"),
     }
@@ -89,20 +103,32 @@ fn check(name: &str, completion: &Completion) {
     let want = expected(name);
     let message = &completion.message;
     assert_eq!(message.role.as_str(), "assistant", "{name}");
-    assert_eq!(message.content, None, "{name}: tool-call replies carry no text");
-    assert_eq!(completion.finish_reason.as_deref(), Some("tool_calls"), "{name}");
+    assert_eq!(
+        message.content, None,
+        "{name}: tool-call replies carry no text"
+    );
+    assert_eq!(
+        completion.finish_reason.as_deref(),
+        Some("tool_calls"),
+        "{name}"
+    );
     let calls = message.calls();
     assert_eq!(calls.len(), want.calls.len(), "{name}");
     for (call, (id, tool, arguments)) in calls.iter().zip(&want.calls) {
         assert_eq!(call.id, *id, "{name}");
         assert_eq!(call.kind, "function", "{name}");
         assert_eq!(call.function.name, *tool, "{name}");
-        let parsed: Value = serde_json::from_str(&call.function.arguments)
-            .unwrap_or_else(|error| panic!("{name}: arguments {:?}: {error}", call.function.arguments));
+        let parsed: Value =
+            serde_json::from_str(&call.function.arguments).unwrap_or_else(|error| {
+                panic!("{name}: arguments {:?}: {error}", call.function.arguments)
+            });
         assert_eq!(parsed, *arguments, "{name}");
     }
     assert_eq!(
-        message.extra.get("reasoning_content").and_then(Value::as_str),
+        message
+            .extra
+            .get("reasoning_content")
+            .and_then(Value::as_str),
         want.reasoning,
         "{name}"
     );
@@ -122,7 +148,11 @@ fn all_files() -> Vec<String> {
 #[test]
 fn every_capture_has_an_expectation_and_decodes_whole() {
     let names = all_files();
-    assert_eq!(names.len(), 4, "a new capture needs an expectation here: {names:?}");
+    assert_eq!(
+        names.len(),
+        4,
+        "a new capture needs an expectation here: {names:?}"
+    );
     for name in names {
         let completion = decode_pieces(vec![read(&name)]).unwrap();
         check(&name, &completion);
@@ -157,7 +187,11 @@ fn every_capture_decodes_one_byte_at_a_time() {
 fn events_follow_the_stream() {
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let bytes = read(LLAMACPP);
-    let completion = block_on(decode_sse(stream::iter([Ok::<_, ProviderError>(bytes)]), Some(&sender))).unwrap();
+    let completion = block_on(decode_sse(
+        stream::iter([Ok::<_, ProviderError>(bytes)]),
+        Some(&sender),
+    ))
+    .unwrap();
     drop(sender);
     let mut reasoning = String::new();
     let mut started = Vec::new();
@@ -172,11 +206,26 @@ fn events_follow_the_stream() {
         }
     }
     assert_eq!(reasoning, expected(LLAMACPP).reasoning.unwrap());
-    assert_eq!(started, vec![(0, "g2KOIWzn722hzEaZQmNVP4roUPEiYafL".to_owned(), "weather".to_owned())]);
-    assert_eq!(usage, vec![completion.usage.unwrap()], "usage is reported once, at the end");
+    assert_eq!(
+        started,
+        vec![(
+            0,
+            "g2KOIWzn722hzEaZQmNVP4roUPEiYafL".to_owned(),
+            "weather".to_owned()
+        )]
+    );
+    assert_eq!(
+        usage,
+        vec![completion.usage.unwrap()],
+        "usage is reported once, at the end"
+    );
 
     let (sender, mut receiver) = mpsc::unbounded_channel();
-    block_on(decode_sse(stream::iter([Ok::<_, ProviderError>(read(OPENAI))]), Some(&sender))).unwrap();
+    block_on(decode_sse(
+        stream::iter([Ok::<_, ProviderError>(read(OPENAI))]),
+        Some(&sender),
+    ))
+    .unwrap();
     drop(sender);
     let mut names = Vec::new();
     while let Ok(event) = receiver.try_recv() {
@@ -184,7 +233,13 @@ fn events_follow_the_stream() {
             names.push((index, name));
         }
     }
-    assert_eq!(names, vec![(0, "GetWeatherArgs".to_owned()), (1, "get_stock_price".to_owned())]);
+    assert_eq!(
+        names,
+        vec![
+            (0, "GetWeatherArgs".to_owned()),
+            (1, "get_stock_price".to_owned())
+        ]
+    );
 }
 
 #[test]
@@ -196,7 +251,10 @@ fn a_capture_cut_before_its_finish_reason_is_an_error_not_a_message() {
         // Everything up to the event holding the finish reason, then a clean end.
         let event_start = text[..finish].rfind("data: ").unwrap();
         let error = decode_pieces(vec![bytes[..event_start].to_vec()]).unwrap_err();
-        assert!(matches!(error, ProviderError::StreamCut(_)), "{name}: {error}");
+        assert!(
+            matches!(error, ProviderError::StreamCut(_)),
+            "{name}: {error}"
+        );
         // The same cut as a transport failure.
         let error = block_on(decode_sse(
             stream::iter(vec![
@@ -206,7 +264,10 @@ fn a_capture_cut_before_its_finish_reason_is_an_error_not_a_message() {
             None,
         ))
         .unwrap_err();
-        assert!(matches!(error, ProviderError::StreamCut(_)), "{name}: {error}");
+        assert!(
+            matches!(error, ProviderError::StreamCut(_)),
+            "{name}: {error}"
+        );
     }
 }
 

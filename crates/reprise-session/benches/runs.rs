@@ -62,6 +62,20 @@ fn time_list(dir: &Path) -> Duration {
     elapsed
 }
 
+/// The floor for comparison: list the folder and `fs::read` every `session.json`,
+/// on one thread, parsing nothing.
+fn time_bare_reads(dir: &Path) -> Duration {
+    let started = Instant::now();
+    let mut bytes = 0;
+    for entry in fs::read_dir(dir).expect("read_dir") {
+        let path = entry.expect("entry").path().join(SESSION_JSON);
+        bytes += fs::read(path).expect("read").len();
+    }
+    let elapsed = started.elapsed();
+    assert!(bytes > 0);
+    elapsed
+}
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
@@ -96,10 +110,26 @@ fn main() {
     }
     let mut small_times = Vec::new();
     let mut large_times = Vec::new();
+    let mut bare_times = Vec::new();
     for _ in 0..ROUNDS {
         small_times.push(time_list(&small_dir));
         large_times.push(time_list(&large_dir));
+        bare_times.push(time_bare_reads(&small_dir));
     }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "machine: {threads} CPUs, load average {}",
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "floor: read_dir + fs::read of every session.json, one thread: median {:.1} ms",
+        ms(median(bare_times))
+    );
     let (small_min, large_min) = (
         *small_times.iter().min().expect("rounds"),
         *large_times.iter().min().expect("rounds"),

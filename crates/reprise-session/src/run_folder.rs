@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::fmt;
 use std::fs::{self, DirBuilder};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -214,18 +214,17 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(RunList::default()),
         Err(source) => return Err(RunError::io("list", runs_dir, source)),
     };
-    let mut list = RunList::default();
+    let mut dirs = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| RunError::io("list", runs_dir, source))?;
-        if !is_run_dir(&entry) {
-            continue;
+        if is_run_dir(&entry) {
+            dirs.push(entry.path());
         }
-        let dir = entry.path();
-        match read_summary(&dir) {
-            Ok(Some(summary)) => list.runs.push(summary),
-            Ok(None) => {}
-            Err(warning) => list.warnings.push(warning),
-        }
+    }
+    let mut list = RunList::default();
+    for (runs, warnings) in read_summaries(&dirs) {
+        list.runs.extend(runs);
+        list.warnings.extend(warnings);
     }
     list.runs.sort_by(|a, b| {
         (Reverse(a.updated_at), Reverse(a.name())).cmp(&(Reverse(b.updated_at), Reverse(b.name())))
@@ -248,22 +247,92 @@ fn is_run_dir(entry: &fs::DirEntry) -> bool {
     }
 }
 
+/// Runs with at least this many folders are read by several threads.
+const PARALLEL_FROM: usize = 256;
+
+/// The summaries of `dirs`, read in chunks by a few threads: each `session.json` is
+/// a separate open and read, and the time goes to those system calls.
+fn read_summaries(dirs: &[PathBuf]) -> Vec<(Vec<RunSummary>, Vec<RunWarning>)> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(4);
+    if threads < 2 || dirs.len() < PARALLEL_FROM {
+        return vec![read_chunk(dirs)];
+    }
+    let chunk = dirs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = dirs
+            .chunks(chunk)
+            .map(|part| (part, scope.spawn(move || read_chunk(part))))
+            .collect();
+        workers
+            .into_iter()
+            // A worker that panicked is redone here, so a listing is never partial.
+            .map(|(part, worker)| worker.join().unwrap_or_else(|_| read_chunk(part)))
+            .collect()
+    })
+}
+
+fn read_chunk(dirs: &[PathBuf]) -> (Vec<RunSummary>, Vec<RunWarning>) {
+    let mut runs = Vec::with_capacity(dirs.len());
+    let mut warnings = Vec::new();
+    let mut buf = Vec::with_capacity(16 * 1024);
+    for dir in dirs {
+        match read_summary(dir, &mut buf) {
+            Ok(Some(summary)) => runs.push(summary),
+            Ok(None) => {}
+            Err(warning) => warnings.push(warning),
+        }
+    }
+    (runs, warnings)
+}
+
+/// Reads a small file into `buf` with as few system calls as possible: one `read`
+/// when the file fits and its JSON parses, more only when it is cut short.
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Result<T, serde_json::Error>> {
+    let mut file = fs::File::open(path)?;
+    buf.clear();
+    let capacity = buf.capacity().max(4096);
+    buf.resize(capacity, 0);
+    let mut filled = 0;
+    loop {
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let read = file.read(&mut buf[filled..])?;
+        filled += read;
+        let parsed = serde_json::from_slice::<T>(&buf[..filled]);
+        // A short read almost always means the end of the file; when the JSON is cut
+        // short it was not, so read on until `read` says the file is done.
+        match parsed {
+            Err(error) if error.is_eof() && read > 0 => continue,
+            parsed => {
+                buf.truncate(filled);
+                return Ok(parsed);
+            }
+        }
+    }
+}
+
 /// `Ok(None)` for a run without `session.json` (not listed, not a problem).
-fn read_summary(dir: &Path) -> Result<Option<RunSummary>, RunWarning> {
+fn read_summary(dir: &Path, buf: &mut Vec<u8>) -> Result<Option<RunSummary>, RunWarning> {
     let path = dir.join(SESSION_JSON);
     let warn = |message: String| RunWarning {
         path: path.clone(),
         message,
     };
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
+    let parsed = match read_json::<SummaryFields>(&path, buf) {
+        Ok(parsed) => parsed,
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
             return Ok(None);
         }
         Err(error) => return Err(warn(format!("cannot read it: {error}"))),
     };
-    let fields: SummaryFields = serde_json::from_slice(&bytes)
-        .map_err(|error| warn(format!("not a valid session.json: {error}")))?;
+    let fields = parsed.map_err(|error| warn(format!("not a valid session.json: {error}")))?;
     validate_id("session", &fields.session_id)
         .map_err(|error| warn(format!("refused: {error}")))?;
     let updated_at = match fields.updated_at {

@@ -112,7 +112,9 @@ pub async fn run(
     }
     .context("cannot set up the terminal")?;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
-    let result = app.main_loop(&mut terminal, &mut ui, args.prompt.clone(), resumed).await;
+    let result = app
+        .main_loop(&mut terminal, &mut ui, args.prompt.clone(), resumed)
+        .await;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
     if inline {
         let _ = terminal.clear();
@@ -212,7 +214,10 @@ impl App {
             lines.push(Line::default());
             let height = u16::try_from(lines.len()).unwrap_or(u16::MAX);
             terminal.insert_before(height, |buffer| {
-                let area = Rect { height: buffer.area.height, ..buffer.area };
+                let area = Rect {
+                    height: buffer.area.height,
+                    ..buffer.area
+                };
                 Paragraph::new(lines).render(area, buffer);
             })?;
             self.printed += 1;
@@ -270,7 +275,9 @@ impl App {
 
     async fn next_queued(&mut self) {
         while self.running.is_none() && !self.exit && self.view.picker.is_none() {
-            let Some(text) = self.queue.pop_front() else { break };
+            let Some(text) = self.queue.pop_front() else {
+                break;
+            };
             self.view.queued = self.queue.iter().cloned().collect();
             self.submit(text).await;
         }
@@ -289,10 +296,9 @@ impl App {
             Typed::Empty => {}
             Typed::Exit => self.exit = true,
             Typed::Help => self.view.items.push(Item::Notice(HELP.to_owned())),
-            Typed::Unknown(command) => self
-                .view
-                .items
-                .push(Item::Error(format!("unknown command {command}; /help lists them"))),
+            Typed::Unknown(command) => self.view.items.push(Item::Error(format!(
+                "unknown command {command}; /help lists them"
+            ))),
             Typed::Resume => self.open_picker(),
             Typed::Fork => self.fork().await,
             Typed::Message(message) => self.start_turn(message),
@@ -300,7 +306,9 @@ impl App {
     }
 
     fn start_turn(&mut self, message: String) {
-        let Some(mut session) = self.session.take() else { return };
+        let Some(mut session) = self.session.take() else {
+            return;
+        };
         self.view.items.push(Item::User(message.clone()));
         self.view.scroll = 0;
         let cancel = CancellationToken::new();
@@ -433,7 +441,9 @@ impl App {
             .as_ref()
             .is_some_and(|s| s.folder.dir == folder.dir)
         {
-            self.view.items.push(Item::Notice("(already in that run)".to_owned()));
+            self.view
+                .items
+                .push(Item::Notice("(already in that run)".to_owned()));
             return;
         }
         match self.opener.open(folder).await {
@@ -452,7 +462,9 @@ impl App {
     }
 
     async fn fork(&mut self) {
-        let Some(session) = self.session.as_ref() else { return };
+        let Some(session) = self.session.as_ref() else {
+            return;
+        };
         let source = match reprise_session::RunFolder::open(&session.folder.dir) {
             Ok(source) if source.session_id.is_some() => source,
             Ok(_) => {
@@ -488,7 +500,9 @@ impl App {
 
     /// Redraws the resumed run's conversation, then the resumed line.
     fn show_resumed(&mut self) {
-        let Some(session) = self.session.as_mut() else { return };
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
         match redraw_of(&session.folder.dir) {
             Ok(redraw) => {
                 self.view.items.extend(redraw_items(&redraw.messages));

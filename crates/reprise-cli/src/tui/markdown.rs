@@ -141,8 +141,10 @@ impl Writer {
             Event::HardBreak => self.break_line(),
             Event::Rule => {
                 self.flush();
-                self.lines
-                    .push(Line::styled("─".repeat(24), Style::new().fg(Color::DarkGray)));
+                self.lines.push(Line::styled(
+                    "─".repeat(24),
+                    Style::new().fg(Color::DarkGray),
+                ));
             }
             Event::TaskListMarker(done) => self.text(if done { "[x] " } else { "[ ] " }),
             Event::FootnoteReference(name) => self.text(&format!("[^{name}]")),
@@ -208,9 +210,7 @@ impl Writer {
             }
             Tag::Emphasis => self.push_style(Style::new().add_modifier(Modifier::ITALIC)),
             Tag::Strong => self.push_style(Style::new().add_modifier(Modifier::BOLD)),
-            Tag::Strikethrough => {
-                self.push_style(Style::new().add_modifier(Modifier::CROSSED_OUT))
-            }
+            Tag::Strikethrough => self.push_style(Style::new().add_modifier(Modifier::CROSSED_OUT)),
             Tag::Link { dest_url, .. } => {
                 self.link_urls.push(dest_url.into_string());
                 self.push_style(

@@ -1,7 +1,7 @@
 //! The full-screen (and inline) terminal chat.
 
+pub mod app;
 pub mod markdown;
 pub mod render;
 pub mod view;
 pub mod wrap;
-pub mod app;

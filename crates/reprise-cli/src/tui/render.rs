@@ -84,7 +84,10 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
             for (i, line) in text.split('\n').enumerate() {
                 let marker = if i == 0 { "› " } else { "  " };
                 lines.push(Line::from(vec![
-                    Span::styled(marker, Style::new().fg(Color::Green).add_modifier(Modifier::BOLD)),
+                    Span::styled(
+                        marker,
+                        Style::new().fg(Color::Green).add_modifier(Modifier::BOLD),
+                    ),
                     Span::styled(line.to_owned(), Style::new().add_modifier(Modifier::BOLD)),
                 ]));
             }
@@ -140,7 +143,10 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
             }
             for (i, line) in content.iter().take(RESULT_LINES_SHOWN).enumerate() {
                 let marker = if i == 0 { marker } else { "    " };
-                lines.push(Line::styled(format!("{marker}{}", shorten(line, 100)), style));
+                lines.push(Line::styled(
+                    format!("{marker}{}", shorten(line, 100)),
+                    style,
+                ));
             }
             if content.len() > RESULT_LINES_SHOWN {
                 lines.push(Line::styled(
@@ -192,7 +198,9 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     if lines.last().is_some_and(|l| l.width() == 0) && view.streaming.is_empty() {
         lines.pop();
     }
-    let end = lines.len().saturating_sub(view.scroll.min(lines.len().saturating_sub(height)));
+    let end = lines
+        .len()
+        .saturating_sub(view.scroll.min(lines.len().saturating_sub(height)));
     let start = end.saturating_sub(height);
     frame.render_widget(Paragraph::new(lines[start..end].to_vec()), area);
 }

@@ -403,7 +403,10 @@ impl ChatView {
                 None
             }
             KeyCode::Enter => {
-                let name = picker.visible().get(picker.selected).map(|r| r.name.clone());
+                let name = picker
+                    .visible()
+                    .get(picker.selected)
+                    .map(|r| r.name.clone());
                 if name.is_some() {
                     self.picker = None;
                 }
@@ -487,23 +490,37 @@ mod tests {
         };
         let mut view = ChatView {
             picker: Some(Picker {
-                rows: vec![row("b", "bake bread"), row("a", "fix the bike"), row("0", "bread again")],
+                rows: vec![
+                    row("b", "bake bread"),
+                    row("a", "fix the bike"),
+                    row("0", "bread again"),
+                ],
                 ..Picker::default()
             }),
             ..ChatView::default()
         };
         view.on_key(key(KeyCode::Down));
-        assert_eq!(view.on_key(key(KeyCode::Enter)), Some(Action::Resume("a".into())));
+        assert_eq!(
+            view.on_key(key(KeyCode::Enter)),
+            Some(Action::Resume("a".into()))
+        );
         assert!(view.picker.is_none());
 
         view.picker = Some(Picker {
-            rows: vec![row("b", "bake bread"), row("a", "fix the bike"), row("0", "bread again")],
+            rows: vec![
+                row("b", "bake bread"),
+                row("a", "fix the bike"),
+                row("0", "bread again"),
+            ],
             ..Picker::default()
         });
         type_text(&mut view, "bread");
         view.on_key(key(KeyCode::Down));
         view.on_key(key(KeyCode::Down));
-        assert_eq!(view.on_key(key(KeyCode::Enter)), Some(Action::Resume("0".into())));
+        assert_eq!(
+            view.on_key(key(KeyCode::Enter)),
+            Some(Action::Resume("0".into()))
+        );
 
         view.picker = Some(Picker::default());
         assert_eq!(view.on_key(key(KeyCode::Enter)), None);
@@ -540,7 +557,12 @@ mod tests {
             result: None,
         }));
         view.tool_result("c1", "hello".into(), false);
-        let Item::Tool(tool) = &view.items[0] else { panic!() };
-        assert_eq!(tool.result.as_ref().map(|r| r.content.as_str()), Some("hello"));
+        let Item::Tool(tool) = &view.items[0] else {
+            panic!()
+        };
+        assert_eq!(
+            tool.result.as_ref().map(|r| r.content.as_str()),
+            Some("hello")
+        );
     }
 }

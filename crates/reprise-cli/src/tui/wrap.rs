@@ -48,7 +48,10 @@ pub fn wrap_line(line: &Line<'static>, width: usize) -> Vec<Line<'static>> {
 
 /// Wraps many lines.
 pub fn wrap_lines(lines: &[Line<'static>], width: usize) -> Vec<Line<'static>> {
-    lines.iter().flat_map(|line| wrap_line(line, width)).collect()
+    lines
+        .iter()
+        .flat_map(|line| wrap_line(line, width))
+        .collect()
 }
 
 fn push(row: &mut Vec<Span<'static>>, text: String, like: &Span<'static>) {
@@ -98,7 +101,11 @@ mod tests {
 
     #[test]
     fn breaks_at_spaces_and_keeps_styles() {
-        let line = Line::from(vec![Span::raw("the quick "), "brown".bold(), Span::raw(" fox jumps")]);
+        let line = Line::from(vec![
+            Span::raw("the quick "),
+            "brown".bold(),
+            Span::raw(" fox jumps"),
+        ]);
         let rows = wrap_line(&line, 11);
         assert_eq!(texts(&rows), vec!["the quick", "brown fox", "jumps"]);
         let brown = rows[1].spans.iter().find(|s| s.content == "brown").unwrap();

@@ -1,6 +1,8 @@
 //! Running the real `reprise` binary in tests.
 #![allow(dead_code)]
 
+pub mod pty;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 

@@ -1,0 +1,210 @@
+//! Figures for the chat's run commands and resume, printed (no assertions):
+//!
+//! - `reprise runs` over 10,000 runs (wall time of the whole process, and of
+//!   `reprise --version` for comparison: what starting the binary costs);
+//! - `reprise --continue` on a run with 10,000 messages: the redraw shown and the
+//!   session loaded, in plain mode (process exits at end of input) and full-screen
+//!   (a pseudo-terminal, until the resumed line is on screen); peak memory.
+//!
+//! Run with `cargo bench -p reprise-cli --bench chat`.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reprise_session::{
+    Durability, Entry, Message, RunStore, SessionKey, SessionStore, create_run_folder,
+};
+
+const RUNS: usize = 10_000;
+const MESSAGES: usize = 10_000;
+const REPEAT: usize = 5;
+
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_reprise")
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn command(cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(binary());
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", cwd.join("xdg"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs a command to its end; returns its wall time and its peak RSS in KiB.
+fn timed(cwd: &Path, args: &[&str]) -> (Duration, u64) {
+    let start = Instant::now();
+    let mut child = command(cwd, args).spawn().unwrap();
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    let elapsed = start.elapsed();
+    assert!(status.success(), "{args:?} failed");
+    (elapsed, peak_rss_of_children_kib())
+}
+
+fn peak_rss_of_children_kib() -> u64 {
+    // ru_maxrss of RUSAGE_CHILDREN: the largest peak of any child waited for so far.
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a complete rusage into the pointer it is given.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+}
+
+async fn make_runs(runs_dir: &Path, count: usize) {
+    for i in 0..count {
+        let folder = create_run_folder(runs_dir).unwrap();
+        let store = RunStore::with_durability(&folder.dir, Durability::None);
+        let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+        let entries = [
+            Entry::message(Message::user(format!("question number {i} about something"))),
+            Entry::message(Message::assistant(format!("answer number {i}"))),
+        ];
+        store.append(&key, &entries).await.unwrap();
+    }
+}
+
+async fn make_long_run(runs_dir: &Path, messages: usize) {
+    let folder = create_run_folder(runs_dir).unwrap();
+    let store = RunStore::with_durability(&folder.dir, Durability::None);
+    let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+    let mut entries = Vec::with_capacity(messages);
+    for i in 0..messages / 2 {
+        entries.push(Entry::message(Message::user(format!(
+            "question {i}: could you explain the next step of the plan in a few sentences?"
+        ))));
+        entries.push(Entry::message(Message::assistant(format!(
+            "Answer {i}: the next step is to **check** the inputs, then `run` the job, \
+             and finally look at the report. Nothing else is needed today."
+        ))));
+    }
+    for chunk in entries.chunks(1000) {
+        store.append(&key, chunk).await.unwrap();
+    }
+}
+
+/// The peak resident memory of a live process, from /proc (KiB).
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn full_screen_continue(cwd: &Path) -> (Duration, u64) {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 40,
+            cols: 120,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut builder = CommandBuilder::new(binary());
+    builder.args(["--continue", "--base-url", "http://127.0.0.1:9/v1"]);
+    builder.cwd(cwd);
+    builder.env("TERM", "xterm-256color");
+    builder.env("XDG_CONFIG_HOME", cwd.join("xdg"));
+    let start = Instant::now();
+    let mut child = pair.slave.spawn_command(builder).unwrap();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let mut writer = pair.master.take_writer().unwrap();
+    let mut parser = vt100::Parser::new(
+        std::num::NonZeroU16::new(40).unwrap(),
+        std::num::NonZeroU16::new(120).unwrap(),
+        0,
+    );
+    let mut buffer = [0u8; 65536];
+    let shown = loop {
+        let n = reader.read(&mut buffer).unwrap();
+        assert!(n > 0, "the chat closed before the redraw");
+        parser.process(&buffer[..n]);
+        if parser.screen().contents().contains("(resumed the conversation of") {
+            break start.elapsed();
+        }
+    };
+    let hwm = child.process_id().map_or(0, vm_hwm_kib);
+    use std::io::Write;
+    writer.write_all(b"\x04").unwrap();
+    writer.flush().unwrap();
+    // Drain until the chat exits.
+    while matches!(reader.read(&mut buffer), Ok(n) if n > 0) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
+    let _ = child.wait();
+    (shown, hwm)
+}
+
+#[tokio::main]
+async fn main() {
+    let root = tempfile::tempdir().unwrap();
+    let many = root.path().join("many");
+    std::fs::create_dir_all(many.join("xdg")).unwrap();
+    let setup = Instant::now();
+    make_runs(&many.join(".run"), RUNS).await;
+    println!("setup: {RUNS} runs written in {}", ms(setup.elapsed()));
+
+    let _ = timed(&many, &["runs"]); // warm the page cache
+    let version: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["--version"]).0).collect();
+    let runs: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["runs"]).0).collect();
+    let json: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["runs", "--json"]).0).collect();
+    println!("reprise --version (process start only): median {}", ms(median(version)));
+    println!("reprise runs, {RUNS} runs:               median {}", ms(median(runs)));
+    println!("reprise runs --json, {RUNS} runs:        median {}", ms(median(json)));
+
+    let long = root.path().join("long");
+    std::fs::create_dir_all(long.join("xdg")).unwrap();
+    make_long_run(&long.join(".run"), MESSAGES).await;
+    let args = ["--plain", "--continue", "--base-url", "http://127.0.0.1:9/v1"];
+    let _ = timed(&long, &args);
+    let mut plain = Vec::new();
+    let mut peak = 0;
+    for _ in 0..REPEAT {
+        let (elapsed, rss) = timed(&long, &args);
+        plain.push(elapsed);
+        peak = peak.max(rss);
+    }
+    println!(
+        "reprise --plain --continue, {MESSAGES} messages (redraw printed, session loaded, exit): median {}",
+        ms(median(plain))
+    );
+    let full: Vec<_> = (0..REPEAT).map(|_| full_screen_continue(&long)).collect();
+    let chat_peak = full.iter().map(|(_, hwm)| *hwm).max().unwrap_or(0);
+    println!(
+        "reprise --continue full-screen, {MESSAGES} messages, until the resumed line is on screen: median {}",
+        ms(median(full.iter().map(|(d, _)| *d).collect()))
+    );
+    println!(
+        "peak RSS of the full-screen chat with the {MESSAGES}-message run open: {:.1} MiB",
+        chat_peak as f64 / 1024.0
+    );
+    println!(
+        "peak RSS of any reprise process waited for so far (runs, --plain --continue): {:.1} MiB",
+        peak as f64 / 1024.0
+    );
+}
