@@ -70,7 +70,11 @@ impl Provider for InstantProvider {
 fn history(len: usize) -> Vec<Entry> {
     let words = |n: usize, seed: usize| -> String {
         (0..n)
-            .map(|i| ["cave", "echo", "torch", "silver", "key", "guard", "elder", "rope"][(i + seed) % 8])
+            .map(|i| {
+                [
+                    "cave", "echo", "torch", "silver", "key", "guard", "elder", "rope",
+                ][(i + seed) % 8]
+            })
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -101,12 +105,15 @@ fn median(mut values: Vec<Duration>) -> Duration {
 
 struct Figures {
     body_bytes: usize,
+    /// One store append of a short message, alone.
+    append: Duration,
     turn: Duration,
     serialize: Duration,
 }
 
 async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
     let id = format!("bench-{size}");
+    let key = SessionKey::session(&id).unwrap();
     store
         .append(&SessionKey::session(&id).unwrap(), &history(size))
         .await
@@ -117,7 +124,7 @@ async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
     });
     let mut agent = Agent::builder(provider.clone())
         .system("You are Astor, an adventurer.")
-        .store(store)
+        .store(store.clone())
         .session_id(id)
         .build()
         .await
@@ -134,8 +141,17 @@ async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
         turns.push(started.elapsed());
     }
     let calls = provider.calls.lock().unwrap().clone();
+    drop(agent);
+    let mut appends = Vec::with_capacity(TURNS);
+    for _ in 0..TURNS {
+        let entry = Entry::message(Message::user("Which way now?"));
+        let started = Instant::now();
+        store.append(&key, &[entry]).await.unwrap();
+        appends.push(started.elapsed());
+    }
     Figures {
         body_bytes: calls[calls.len() / 2].1,
+        append: median(appends),
         turn: median(turns),
         serialize: median(calls.iter().map(|(spent, _)| *spent).collect()),
     }
@@ -148,18 +164,19 @@ fn micros(duration: Duration) -> f64 {
 fn print_table(title: &str, rows: &[(usize, Figures)]) {
     println!("\n{title}");
     println!(
-        "{:>8} {:>11} {:>11} {:>13} {:>7} {:>17}",
-        "history", "body bytes", "turn µs", "serialize µs", "ratio", "turn - ser. µs"
+        "{:>8} {:>11} {:>11} {:>13} {:>7} {:>17} {:>11}",
+        "history", "body bytes", "turn µs", "serialize µs", "ratio", "turn - ser. µs", "append µs"
     );
     for (size, figures) in rows {
         println!(
-            "{:>8} {:>11} {:>11.1} {:>13.1} {:>6.2}x {:>17.1}",
+            "{:>8} {:>11} {:>11.1} {:>13.1} {:>6.2}x {:>17.1} {:>11.1}",
             size,
             figures.body_bytes,
             micros(figures.turn),
             micros(figures.serialize),
             figures.turn.as_secs_f64() / figures.serialize.as_secs_f64(),
             micros(figures.turn.saturating_sub(figures.serialize)),
+            micros(figures.append),
         );
     }
 }
@@ -172,7 +189,10 @@ fn bare_sync_cost(dir: &std::path::Path) -> Duration {
         .append(true)
         .open(dir.join("baseline.jsonl"))
         .unwrap();
-    let line = vec![b'x'; 1023].into_iter().chain([b'\n']).collect::<Vec<u8>>();
+    let line = vec![b'x'; 1023]
+        .into_iter()
+        .chain([b'\n'])
+        .collect::<Vec<u8>>();
     let mut samples = Vec::new();
     for _ in 0..50 {
         let started = Instant::now();
@@ -192,7 +212,10 @@ fn main() {
     runtime.block_on(async {
         let sync = bare_sync_cost(dir.path());
         println!("loop_cost: {TURNS} turns per size, medians; one model call per turn");
-        println!("bare write + fdatasync of 1 KB on this disk: {:.1} µs (a turn does 2)", micros(sync));
+        println!(
+            "bare write + fdatasync of 1 KB on this disk: {:.1} µs (a turn does 2)",
+            micros(sync)
+        );
 
         let mut disk = Vec::new();
         for size in SIZES {

@@ -209,11 +209,12 @@ async fn open(
 
 fn check_unique_names(config: &AgentConfig) -> Result<(), AgentError> {
     let mut seen = HashSet::new();
-    let names = config
-        .tools
-        .iter()
-        .map(|tool| tool.spec().name)
-        .chain(config.subagents.iter().map(|subagent| subagent.name.clone()));
+    let names = config.tools.iter().map(|tool| tool.spec().name).chain(
+        config
+            .subagents
+            .iter()
+            .map(|subagent| subagent.name.clone()),
+    );
     for name in names {
         if !seen.insert(name.clone()) {
             return Err(AgentError::Config(format!(
@@ -340,15 +341,37 @@ impl Agent {
     }
 
     /// A new agent, same configuration, on a copy of this session named `new_id`
-    /// (in the same store). This session stays as it is and keeps being this agent's.
+    /// (in the same store, with `forked_from` recorded). This session stays as it is
+    /// and keeps being this agent's. A run-folder store holds one session and refuses;
+    /// fork a run with [`reprise_session::fork_run`] and [`Agent::with_session`], or
+    /// use [`Agent::fork_into`].
     pub async fn fork(&self, new_id: &str) -> Result<Agent, AgentError> {
         self.store.fork(&self.session_id, new_id, None).await?;
-        open(self.config.clone(), Arc::clone(&self.store), new_id.to_owned()).await
+        open(
+            self.config.clone(),
+            Arc::clone(&self.store),
+            new_id.to_owned(),
+        )
+        .await
+    }
+
+    /// A new agent with this agent's configuration (provider, system prompt, tools,
+    /// subagents, approver, turn budget) on another session: for example the run
+    /// folder that [`reprise_session::fork_run`] just made. Takes that session's
+    /// writer lock and loads it, as [`AgentBuilder::build`] does.
+    pub async fn with_session(
+        &self,
+        store: Arc<dyn SessionStore>,
+        session_id: &str,
+    ) -> Result<Agent, AgentError> {
+        open(self.config.clone(), store, session_id.to_owned()).await
     }
 
     /// A new agent, same configuration, on a copy of this session (its subagents'
     /// transcripts included) written into another store as `new_id` — for example a
-    /// new run folder. The target session must not exist there yet.
+    /// new run folder. The target session must not exist there yet. Works with any
+    /// pair of stores; `forked_from` is not recorded (the store API has no field for
+    /// it), which `fork_run` does for run folders.
     pub async fn fork_into(
         &self,
         target: Arc<dyn SessionStore>,

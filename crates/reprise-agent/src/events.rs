@@ -44,7 +44,9 @@ pub enum AgentEvent {
         /// The tool's name.
         name: String,
     },
-    /// A tool call is about to run (after the approver, if any, was asked).
+    /// The loop takes up a tool call: the approver (if any) is asked next, then the
+    /// tool runs. Every call gets exactly one `ToolCallStarted` and, later, one
+    /// `ToolCallFinished` (denied, unknown, failed and cancelled calls too).
     ToolCallStarted {
         /// The agent running the tool.
         agent: String,

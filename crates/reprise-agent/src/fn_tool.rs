@@ -165,7 +165,9 @@ mod tests {
 
     #[tokio::test]
     async fn valid_arguments_reach_the_function() {
-        let output = buy_tool().call(invocation(r#"{"item":"torch","qty":2}"#)).await;
+        let output = buy_tool()
+            .call(invocation(r#"{"item":"torch","qty":2}"#))
+            .await;
         assert_eq!(output, ToolOutput::ok("torch x2"));
     }
 
@@ -173,21 +175,37 @@ mod tests {
     async fn a_missing_field_is_named_in_an_error_result() {
         let output = buy_tool().call(invocation(r#"{"item":"torch"}"#)).await;
         assert!(output.is_error);
-        assert!(output.content.contains("invalid arguments for buy"), "{}", output.content);
+        assert!(
+            output.content.contains("invalid arguments for buy"),
+            "{}",
+            output.content
+        );
         assert!(output.content.contains("qty"), "{}", output.content);
     }
 
     #[tokio::test]
     async fn a_wrong_type_and_broken_json_are_error_results() {
-        let wrong = buy_tool().call(invocation(r#"{"item":"torch","qty":"two"}"#)).await;
-        assert!(wrong.is_error && wrong.content.contains("invalid type"), "{}", wrong.content);
+        let wrong = buy_tool()
+            .call(invocation(r#"{"item":"torch","qty":"two"}"#))
+            .await;
+        assert!(
+            wrong.is_error && wrong.content.contains("invalid type"),
+            "{}",
+            wrong.content
+        );
         let broken = buy_tool().call(invocation(r#"{"item":"tor"#)).await;
-        assert!(broken.is_error && broken.content.contains("EOF"), "{}", broken.content);
+        assert!(
+            broken.is_error && broken.content.contains("EOF"),
+            "{}",
+            broken.content
+        );
     }
 
     #[tokio::test]
     async fn a_function_error_becomes_an_error_result() {
-        let output = buy_tool().call(invocation(r#"{"item":"dragon","qty":1}"#)).await;
+        let output = buy_tool()
+            .call(invocation(r#"{"item":"dragon","qty":1}"#))
+            .await;
         assert_eq!(output, ToolOutput::error("buy failed: not for sale"));
     }
 
@@ -206,6 +224,9 @@ mod tests {
         let spec = buy_tool().spec();
         assert_eq!(spec.name, "buy");
         assert_eq!(spec.parameters["type"], "object");
-        assert_eq!(spec.parameters["required"], serde_json::json!(["item", "qty"]));
+        assert_eq!(
+            spec.parameters["required"],
+            serde_json::json!(["item", "qty"])
+        );
     }
 }

@@ -38,7 +38,14 @@ pub fn openai_compatible(schema: Value) -> Value {
     schema.remove("title");
     let mut root = Value::Object(schema);
     let snapshot = root.clone();
-    inline_refs(&mut root, &Refs { root: &snapshot, defs: &defs }, 0);
+    inline_refs(
+        &mut root,
+        &Refs {
+            root: &snapshot,
+            defs: &defs,
+        },
+        0,
+    );
     if let Value::Object(map) = &mut root {
         if !map.contains_key("type") && !has_combinator(map) {
             map.insert("type".into(), Value::String("object".into()));

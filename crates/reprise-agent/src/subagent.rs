@@ -116,7 +116,11 @@ pub(crate) struct SubagentHandle {
 
 impl SubagentHandle {
     /// Runs one task in the child; its answer, or what went wrong, is the result.
-    pub(crate) fn call(self: Arc<Self>, arguments: String, ctx: RunContext) -> BoxFuture<'static, ToolOutput> {
+    pub(crate) fn call(
+        self: Arc<Self>,
+        arguments: String,
+        ctx: RunContext,
+    ) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             let args: SubagentArgs = match parse_arguments(&self.name, &arguments) {
                 Ok(args) => args,

@@ -8,7 +8,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use reprise_provider::{ChatRequest, Completion, Provider, ToolSpec};
+use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
     Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall, model_view, repair_entries,
 };
@@ -256,21 +256,37 @@ impl Thread {
             };
         };
         let (stream_tx, mut stream_rx) = unbounded_channel();
-        let call = self.provider.complete(&self.request, Some(&stream_tx), cancel);
+        let call = self
+            .provider
+            .complete(&self.request, Some(&stream_tx), cancel);
         tokio::pin!(call);
+        // Set once the stream reported usage; otherwise the completion's is reported.
+        let saw_usage = std::sync::atomic::AtomicBool::new(false);
+        let forward = |event: StreamEvent| {
+            if matches!(event, StreamEvent::Usage(_)) {
+                saw_usage.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let _ = events.send(AgentEvent::from_stream(&self.name, event));
+        };
         let result = loop {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break Err(AgentError::Cancelled),
-                Some(event) = stream_rx.recv() => {
-                    let _ = events.send(AgentEvent::from_stream(&self.name, event));
-                }
+                Some(event) = stream_rx.recv() => forward(event),
                 result = &mut call => break result.map_err(AgentError::from),
             }
         };
         // Deltas sent just before the call returned come before the message is recorded.
         while let Ok(event) = stream_rx.try_recv() {
-            let _ = events.send(AgentEvent::from_stream(&self.name, event));
+            forward(event);
+        }
+        // A non-streaming answer reports usage only in the completion.
+        if let Ok(Completion {
+            usage: Some(usage), ..
+        }) = &result
+            && !saw_usage.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            forward(StreamEvent::Usage(*usage));
         }
         result
     }
@@ -357,9 +373,9 @@ impl Thread {
                 };
                 let arguments = invocation.arguments;
                 Pending::Running {
-                    task: AbortOnDrop(tokio::spawn(async move {
-                        handle.call(arguments, child).await
-                    })),
+                    task: AbortOnDrop(tokio::spawn(
+                        async move { handle.call(arguments, child).await },
+                    )),
                     abort_on_cancel: false,
                 }
             }
@@ -394,10 +410,11 @@ async fn finish(
     };
     match joined {
         Ok(output) => output,
-        Err(error) if error.is_panic() => ToolOutput::error(format!(
-            "error: the tool {name} crashed: {}",
-            panic_message(error.into_panic())
-        )),
+        Err(error) if error.is_panic() => {
+            let message = panic_message(error.into_panic());
+            tracing::warn!(tool = name, "a tool panicked: {message}");
+            ToolOutput::error(format!("error: the tool {name} crashed: {message}"))
+        }
         Err(_) => ToolOutput::error(CANCELLED_BY_USER),
     }
 }

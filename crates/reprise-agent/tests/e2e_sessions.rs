@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use common::http::{buy, file_roles, messages_of, provider_for, talk_to};
 use reprise_agent::{Agent, AgentError};
-use reprise_session::{Entry, FileSessionStore, Message, SessionKey, SessionStore, StoreError, ToolCall};
+use reprise_session::{
+    Entry, FileSessionStore, Message, SessionKey, SessionStore, StoreError, ToolCall,
+};
 use reprise_testkit::{Reply, ScriptedCall, ScriptedServer};
 use serde_json::json;
 
@@ -56,7 +58,16 @@ async fn a_conversation_is_resumed_whole_and_forked_without_touching_the_source(
     let roles: Vec<&str> = day1_messages.iter().map(|m| m.role.as_str()).collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "tool", "tool", "tool", "assistant", "user", "assistant"]
+        [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ]
     );
     let results: Vec<(Option<&str>, String)> = day1_messages[2..5]
         .iter()
@@ -65,7 +76,10 @@ async fn a_conversation_is_resumed_whole_and_forked_without_touching_the_source(
     assert_eq!(
         results,
         [
-            (Some("call_1"), "The cave opens to the Silver Key.".to_owned()),
+            (
+                Some("call_1"),
+                "The cave opens to the Silver Key.".to_owned()
+            ),
             (Some("call_2"), "torch: 5 gold, 15 left".to_owned()),
             (Some("call_3"), "No torch, no entry.".to_owned()),
         ]
@@ -89,16 +103,25 @@ async fn a_conversation_is_resumed_whole_and_forked_without_touching_the_source(
     day2.run("I got the Silver Key. What now?").await.unwrap();
     let day2_request = messages_of(server.request_bodies().last().unwrap());
     assert_eq!(day2_request.len(), 1 + day1_messages.len() + 1);
-    assert_eq!(day2_request[0], json!({"role": "system", "content": SYSTEM}));
+    assert_eq!(
+        day2_request[0],
+        json!({"role": "system", "content": SYSTEM})
+    );
     for (sent, recorded) in day2_request[1..].iter().zip(&day1_messages) {
         assert_eq!(sent["role"], recorded.role.as_str());
         assert_eq!(sent["content"].as_str().unwrap_or(""), recorded.text());
-        assert_eq!(sent["tool_call_id"].as_str(), recorded.tool_call_id.as_deref());
+        assert_eq!(
+            sent["tool_call_id"].as_str(),
+            recorded.tool_call_id.as_deref()
+        );
     }
     // The day-1 request that carried the same prefix sent it byte for byte the same.
     let day1_last = messages_of(&server.request_bodies()[2]);
     assert_eq!(day2_request[..day1_last.len()], day1_last[..]);
-    assert_eq!(day2_request.last().unwrap()["content"], "I got the Silver Key. What now?");
+    assert_eq!(
+        day2_request.last().unwrap()["content"],
+        "I got the Silver Key. What now?"
+    );
 
     // The fork: same history, its own file; the source does not change.
     let source_before = std::fs::read(&file).unwrap();
@@ -106,17 +129,23 @@ async fn a_conversation_is_resumed_whole_and_forked_without_touching_the_source(
     assert_eq!(west.messages(), day2.messages());
     assert_eq!(west.session_id(), "quest-2");
     server.push(Reply::text("There is a flooded tunnel to the west."));
-    west.run("Suppose the key does not fit. Another way in?").await.unwrap();
+    west.run("Suppose the key does not fit. Another way in?")
+        .await
+        .unwrap();
     assert_eq!(std::fs::read(&file).unwrap(), source_before);
     assert_eq!(west.messages().len(), day2.messages().len() + 2);
     let fork_request = messages_of(server.request_bodies().last().unwrap());
     assert_eq!(fork_request.len(), 1 + day2.messages().len() + 1);
     let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("quest-2.meta.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.path().join("quest-2.meta.json")).unwrap())
+            .unwrap();
     assert_eq!(meta["forked_from"]["session"], "quest-1");
     // A fork onto an existing id is refused and leaves it alone.
     let again = day2.fork("quest-2").await.unwrap_err();
-    assert!(matches!(again, AgentError::Store(StoreError::AlreadyExists { .. })), "{again}");
+    assert!(
+        matches!(again, AgentError::Store(StoreError::AlreadyExists { .. })),
+        "{again}"
+    );
 
     server.assert_tool_call_pairing();
 }
@@ -156,23 +185,44 @@ async fn resuming_after_a_crash_between_call_and_result_sends_valid_requests() {
     ])
     .await;
     let mut agent = quest(&server, &store, "crashed").await.unwrap();
-    assert_eq!(agent.load_warnings().len(), 1, "{:?}", agent.load_warnings());
+    assert_eq!(
+        agent.load_warnings().len(),
+        1,
+        "{:?}",
+        agent.load_warnings()
+    );
     let history = agent.messages();
     assert_eq!(history.len(), 4);
     assert_eq!(history[3].tool_call_id.as_deref(), Some("call_b"));
-    assert!(history[3].text().contains("interrupted"), "{}", history[3].text());
+    assert!(
+        history[3].text().contains("interrupted"),
+        "{}",
+        history[3].text()
+    );
 
     agent.run("Did it work?").await.unwrap();
     server.assert_tool_call_pairing();
     assert_eq!(server.request_count(), 2);
     let first = messages_of(&server.request_bodies()[0]);
-    let ids: Vec<&str> = first.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    let ids: Vec<&str> = first
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
     assert_eq!(ids, ["call_a", "call_b"]);
     // The file holds only complete lines, the repair among them.
     let roles = file_roles(&file);
     assert_eq!(
         roles,
-        ["user", "assistant", "tool", "tool", "user", "assistant", "tool", "assistant"]
+        [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "user",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
     );
 }
 
@@ -190,7 +240,10 @@ async fn a_second_agent_on_the_same_session_fails_at_once_with_locked() {
     // Another store object on the same directory meets the OS lock.
     let other = Arc::new(FileSessionStore::new(dir.path()));
     let other_store = quest(&server, &other, "solo").await.unwrap_err();
-    assert!(matches!(other_store, AgentError::Store(StoreError::Locked { .. })), "{other_store}");
+    assert!(
+        matches!(other_store, AgentError::Store(StoreError::Locked { .. })),
+        "{other_store}"
+    );
     assert!(other_store.to_string().contains("solo"));
     assert_eq!(server.request_count(), 0);
 }

@@ -58,7 +58,10 @@ async fn a_subagent_called_again_after_a_resume_continues_its_conversation() {
     }
     assert_eq!(
         scout_calls,
-        [("main".to_owned(), "scout".to_owned()), ("scout".to_owned(), "talk_to".to_owned())]
+        [
+            ("main".to_owned(), "scout".to_owned()),
+            ("scout".to_owned(), "talk_to".to_owned())
+        ]
     );
     assert_eq!(day1.messages()[2].text(), "The guard wants a torch.");
     drop(day1);
@@ -70,11 +73,18 @@ async fn a_subagent_called_again_after_a_resume_continues_its_conversation() {
     assert_eq!(meta["sessionId"], "quest");
     assert_eq!(meta["subagents"]["scout"], "subagents/scout.jsonl");
     let scout_file = run.path().join("subagents/scout.jsonl");
-    assert_eq!(file_roles(&scout_file), ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(
+        file_roles(&scout_file),
+        ["user", "assistant", "tool", "assistant"]
+    );
 
     // Resumed in a new process (a new store and agent): the scout remembers.
     server.push_all([
-        Reply::tool_call("p2", "scout", r#"{"task":"Did the guard say anything else?"}"#),
+        Reply::tool_call(
+            "p2",
+            "scout",
+            r#"{"task":"Did the guard say anything else?"}"#,
+        ),
         Reply::text("Only the torch, as I said before."),
         Reply::text("Just the torch."),
     ]);
@@ -114,7 +124,14 @@ async fn a_subagent_called_again_after_a_resume_continues_its_conversation() {
     assert_eq!(scout_tools, ["talk_to"]);
     assert_eq!(
         file_roles(&scout_file),
-        ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ]
     );
     server.assert_tool_call_pairing();
 }
@@ -148,10 +165,16 @@ async fn bad_arguments_and_a_panicking_tool_give_error_results_and_the_loop_goes
         .build()
         .await
         .unwrap();
-    assert_eq!(agent.run("Buy a torch.").await.unwrap(), "Bought a torch despite everything.");
+    assert_eq!(
+        agent.run("Buy a torch.").await.unwrap(),
+        "Bought a torch despite everything."
+    );
     let results = messages_of(&server.request_bodies()[1]);
     let bad = results[2]["content"].as_str().unwrap();
-    assert!(bad.contains("invalid arguments for buy") && bad.contains("item"), "{bad}");
+    assert!(
+        bad.contains("invalid arguments for buy") && bad.contains("item"),
+        "{bad}"
+    );
     let crashed = results[3]["content"].as_str().unwrap();
     assert!(crashed.contains("the tool fell over"), "{crashed}");
     assert_eq!(results[4]["content"], "torch: 5 gold, 15 left");
@@ -191,7 +214,10 @@ async fn cancelling_keeps_complete_messages_and_closes_the_call_in_flight() {
         canceller.cancel();
     });
     let (events_tx, _events) = mpsc::unbounded_channel();
-    let error = agent.run_streaming("Dig in.", events_tx, cancel).await.unwrap_err();
+    let error = agent
+        .run_streaming("Dig in.", events_tx, cancel)
+        .await
+        .unwrap_err();
     assert!(matches!(error, AgentError::Cancelled));
     let file = run.path().join("conversation.jsonl");
     assert_eq!(file_roles(&file), ["user", "assistant", "tool", "tool"]);
@@ -199,7 +225,8 @@ async fn cancelling_keeps_complete_messages_and_closes_the_call_in_flight() {
     assert_eq!(agent.messages()[3].text(), CANCELLED_BY_USER);
 
     // Cancelled mid-stream: the half answer is not recorded.
-    server.push(Reply::text("A long answer that never ends").stall_after(2, Duration::from_secs(30)));
+    server
+        .push(Reply::text("A long answer that never ends").stall_after(2, Duration::from_secs(30)));
     let cancel = CancellationToken::new();
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let canceller = cancel.clone();
@@ -210,11 +237,84 @@ async fn cancelling_keeps_complete_messages_and_closes_the_call_in_flight() {
             }
         }
     });
-    let error = agent.run_streaming("Talk to me.", events_tx, cancel).await.unwrap_err();
+    let error = agent
+        .run_streaming("Talk to me.", events_tx, cancel)
+        .await
+        .unwrap_err();
     assert!(matches!(error, AgentError::Cancelled));
-    assert_eq!(file_roles(&file), ["user", "assistant", "tool", "tool", "user"]);
+    assert_eq!(
+        file_roles(&file),
+        ["user", "assistant", "tool", "tool", "user"]
+    );
 
     server.push(Reply::text("Here I am."));
     assert_eq!(agent.run("Still there?").await.unwrap(), "Here I am.");
+    server.assert_tool_call_pairing();
+}
+
+#[tokio::test]
+async fn a_conversation_forks_into_a_new_run_folder_with_its_subagents() {
+    let runs = tempfile::tempdir().unwrap();
+    let (run_a, run_b, run_c) = (
+        runs.path().join("a"),
+        runs.path().join("b"),
+        runs.path().join("c"),
+    );
+    let server = ScriptedServer::start_with([
+        Reply::tool_call("p1", "scout", r#"{"task":"Look at the east door."}"#),
+        Reply::text("The east door is locked."),
+        Reply::text("Locked, says the scout."),
+    ])
+    .await;
+    let store_a: Arc<dyn SessionStore> = Arc::new(create_run_store(&run_a));
+    let mut source = parent(&server, store_a, "quest-a").await;
+    source.run("Check the door.").await.unwrap();
+    let conversation_a = std::fs::read(run_a.join("conversation.jsonl")).unwrap();
+    let scout_a = std::fs::read(run_a.join("subagents/scout.jsonl")).unwrap();
+
+    // A run store holds one session: forking inside it is refused with a pointer to fork_run.
+    let refused = source.fork("quest-x").await.unwrap_err();
+    assert!(refused.to_string().contains("fork_run"), "{refused}");
+
+    // Into a new run folder, by copying through the store API.
+    let mut copy = source
+        .fork_into(Arc::new(create_run_store(&run_b)), "quest-b")
+        .await
+        .unwrap();
+    assert_eq!(copy.messages(), source.messages());
+    assert_eq!(
+        copy.subagent_messages("scout").await,
+        source.subagent_messages("scout").await
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_b.join("session.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessionId"], "quest-b");
+    assert_eq!(meta["subagents"]["scout"], "subagents/scout.jsonl");
+
+    // Into a new run folder with the session core's fork_run, then the same agent on it.
+    let new_id = reprise_session::fork_run(&run_a, &run_c, None).unwrap();
+    let mut branch = source
+        .with_session(Arc::new(create_run_store(&run_c)), &new_id)
+        .await
+        .unwrap();
+    assert_eq!(branch.messages(), source.messages());
+    assert_eq!(
+        branch.subagent_messages("scout").await,
+        source.subagent_messages("scout").await
+    );
+
+    // Both branches go on; the source run folder does not change.
+    server.push_all([Reply::text("Try the west."), Reply::text("Try the roof.")]);
+    copy.run("Another way?").await.unwrap();
+    branch.run("Another way?").await.unwrap();
+    assert_eq!(
+        std::fs::read(run_a.join("conversation.jsonl")).unwrap(),
+        conversation_a
+    );
+    assert_eq!(
+        std::fs::read(run_a.join("subagents/scout.jsonl")).unwrap(),
+        scout_a
+    );
+    assert_eq!(copy.messages().len(), source.messages().len() + 2);
     server.assert_tool_call_pairing();
 }

@@ -13,7 +13,9 @@ use reprise_agent::{
     ToolInvocation, tool,
 };
 use reprise_provider::ProviderError;
-use reprise_session::{Entry, MemoryStore, Message, Role, SessionKey, SessionStore, StoreError, ToolCall};
+use reprise_session::{
+    Entry, MemoryStore, Message, Role, SessionKey, SessionStore, StoreError, ToolCall,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{Notify, mpsc};
@@ -49,7 +51,13 @@ async fn stored_messages(store: &MemoryStore, key: &SessionKey) -> Vec<Message> 
         .load(key)
         .await
         .unwrap()
-        .map(|loaded| loaded.entries.into_iter().filter_map(|e| e.message).collect())
+        .map(|loaded| {
+            loaded
+                .entries
+                .into_iter()
+                .filter_map(|e| e.message)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -95,13 +103,19 @@ async fn parallel_calls_run_concurrently_and_are_recorded_in_call_order() {
     let answer = guard(agent.run("go")).await.unwrap();
     assert_eq!(answer, "both done");
     let history = agent.messages();
-    assert_eq!(roles(history), ["user", "assistant", "tool", "tool", "assistant"]);
+    assert_eq!(
+        roles(history),
+        ["user", "assistant", "tool", "tool", "assistant"]
+    );
     assert_eq!(history[2].tool_call_id.as_deref(), Some("a"));
     assert_eq!(history[2].text(), "first done");
     assert_eq!(history[3].tool_call_id.as_deref(), Some("b"));
     assert_eq!(history[3].text(), "second done");
     // What is in the store is exactly what the agent holds.
-    assert_eq!(stored_messages(&store, &SessionKey::session("par").unwrap()).await, history);
+    assert_eq!(
+        stored_messages(&store, &SessionKey::session("par").unwrap()).await,
+        history
+    );
     // The second request carries the system prompt, the prompt, the calls and results.
     let second_request = request_messages(&provider.requests()[1]);
     assert_eq!(second_request.len(), 5);
@@ -146,12 +160,32 @@ async fn bad_arguments_unknown_tools_errors_and_panics_become_error_results() {
         .unwrap();
     assert_eq!(answer, "I bought a torch.");
     let results: Vec<String> = agent.messages()[2..8].iter().map(Message::text).collect();
-    assert!(results[0].contains("invalid arguments for buy") && results[0].contains("item"), "{}", results[0]);
-    assert!(results[1].contains("invalid arguments for buy"), "{}", results[1]);
-    assert!(results[2].contains("no tool named \"fly\""), "{}", results[2]);
-    assert!(results[2].contains("buy"), "the model is told which tools exist: {}", results[2]);
+    assert!(
+        results[0].contains("invalid arguments for buy") && results[0].contains("item"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].contains("invalid arguments for buy"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[2].contains("no tool named \"fly\""),
+        "{}",
+        results[2]
+    );
+    assert!(
+        results[2].contains("buy"),
+        "the model is told which tools exist: {}",
+        results[2]
+    );
     assert!(results[3].contains("the shop is closed"), "{}", results[3]);
-    assert!(results[4].contains("crashed") && results[4].contains("kaboom"), "{}", results[4]);
+    assert!(
+        results[4].contains("crashed") && results[4].contains("kaboom"),
+        "{}",
+        results[4]
+    );
     assert_eq!(results[5], "bought torch");
 
     let mut finished = Vec::new();
@@ -162,8 +196,15 @@ async fn bad_arguments_unknown_tools_errors_and_panics_become_error_results() {
     }
     assert_eq!(
         finished,
-        [("c1", true), ("c2", true), ("c3", true), ("c4", true), ("c5", true), ("c6", false)]
-            .map(|(id, err)| (id.to_owned(), err))
+        [
+            ("c1", true),
+            ("c2", true),
+            ("c3", true),
+            ("c4", true),
+            ("c5", true),
+            ("c6", false)
+        ]
+        .map(|(id, err)| (id.to_owned(), err))
     );
 }
 
@@ -183,9 +224,15 @@ async fn max_turns_ends_with_a_clear_error_and_a_consistent_history() {
         .await
         .unwrap();
     let error = agent.run("loop").await.unwrap_err();
-    assert!(matches!(error, AgentError::MaxTurns { max_turns: 2 }), "{error}");
+    assert!(
+        matches!(error, AgentError::MaxTurns { max_turns: 2 }),
+        "{error}"
+    );
     assert!(error.to_string().contains("2 turns"));
-    assert_eq!(roles(agent.messages()), ["user", "assistant", "tool", "assistant", "tool"]);
+    assert_eq!(
+        roles(agent.messages()),
+        ["user", "assistant", "tool", "assistant", "tool"]
+    );
     // The next run sends a history the server accepts (the mock checks it).
     assert_eq!(agent.run("stop now").await.unwrap(), "never reached");
 }
@@ -212,10 +259,15 @@ async fn cancelling_mid_stream_records_nothing_of_the_answer() {
         }
         seen
     });
-    let error = guard(agent.run_streaming("tell me", events_tx, cancel)).await.unwrap_err();
+    let error = guard(agent.run_streaming("tell me", events_tx, cancel))
+        .await
+        .unwrap_err();
     assert!(matches!(error, AgentError::Cancelled), "{error}");
     let seen = watcher.await.unwrap();
-    assert!(seen.contains(&AgentEvent::TextDelta { agent: "main".into(), text: "Half an ans".into() }));
+    assert!(seen.contains(&AgentEvent::TextDelta {
+        agent: "main".into(),
+        text: "Half an ans".into()
+    }));
     assert_eq!(roles(agent.messages()), ["user"]);
     let key = SessionKey::session("cut").unwrap();
     assert_eq!(roles(&stored_messages(&store, &key).await), ["user"]);
@@ -259,7 +311,9 @@ async fn cancelling_during_tools_keeps_finished_results_and_closes_the_rest() {
         canceller.cancel();
     });
     let (events_tx, _events_rx) = mpsc::unbounded_channel();
-    let error = guard(agent.run_streaming("go", events_tx, cancel)).await.unwrap_err();
+    let error = guard(agent.run_streaming("go", events_tx, cancel))
+        .await
+        .unwrap_err();
     assert!(matches!(error, AgentError::Cancelled));
     let history = agent.messages();
     assert_eq!(roles(history), ["user", "assistant", "tool", "tool"]);
@@ -270,7 +324,10 @@ async fn cancelling_during_tools_keeps_finished_results_and_closes_the_rest() {
     assert_eq!(&stored_messages(&store, &key).await, history);
 
     provider.push(answer("Stopped, as asked."));
-    assert_eq!(agent.run("what happened?").await.unwrap(), "Stopped, as asked.");
+    assert_eq!(
+        agent.run("what happened?").await.unwrap(),
+        "Stopped, as asked."
+    );
 }
 
 struct DenyPurchases {
@@ -294,8 +351,12 @@ impl ToolApprover for DenyPurchases {
 
 #[tokio::test]
 async fn a_denied_call_gets_an_error_result_with_the_reason() {
-    let approver = Arc::new(DenyPurchases { asked: Mutex::default() });
-    let look = tool("look", "Look around.", |_: Nothing| async move { Ok::<_, String>("a shop") });
+    let approver = Arc::new(DenyPurchases {
+        asked: Mutex::default(),
+    });
+    let look = tool("look", "Look around.", |_: Nothing| async move {
+        Ok::<_, String>("a shop")
+    });
     let provider = MockProvider::new([
         calls(&[("l", "look", "{}"), ("b", "buy", r#"{"item":"torch"}"#)]),
         answer("I looked but did not buy."),
@@ -313,10 +374,16 @@ async fn a_denied_call_gets_an_error_result_with_the_reason() {
     agent.run("shop").await.unwrap();
     assert_eq!(agent.messages()[2].text(), "a shop");
     let denied = agent.messages()[3].text();
-    assert!(denied.contains("not allowed") && denied.contains("no spending today"), "{denied}");
+    assert!(
+        denied.contains("not allowed") && denied.contains("no spending today"),
+        "{denied}"
+    );
     assert_eq!(
         *approver.asked.lock().unwrap(),
-        [("astor".to_owned(), "look".to_owned()), ("astor".to_owned(), "buy".to_owned())]
+        [
+            ("astor".to_owned(), "look".to_owned()),
+            ("astor".to_owned(), "buy".to_owned())
+        ]
     );
 }
 
@@ -344,9 +411,13 @@ async fn events_follow_the_turn_and_every_record_is_already_stored() {
         kinds.push(match &event {
             AgentEvent::ModelCallStarted { turn, .. } => format!("model{turn}"),
             AgentEvent::TextDelta { text, .. } => format!("text:{text}"),
-            AgentEvent::ToolCallStarted { name, arguments, .. } => format!("start:{name}:{arguments}"),
+            AgentEvent::ToolCallStarted {
+                name, arguments, ..
+            } => format!("start:{name}:{arguments}"),
             AgentEvent::ToolCallFinished { output, .. } => format!("done:{}", output.content),
-            AgentEvent::MessageRecorded { message, key, uuid, .. } => {
+            AgentEvent::MessageRecorded {
+                message, key, uuid, ..
+            } => {
                 let stored = store.load(key).await.unwrap().unwrap();
                 assert!(stored.entries.iter().any(|entry| entry.uuid == *uuid));
                 format!("recorded:{}", message.role.as_str())
@@ -373,7 +444,11 @@ async fn events_follow_the_turn_and_every_record_is_already_stored() {
 #[tokio::test]
 async fn a_second_agent_on_the_same_session_is_refused_at_once() {
     let store = Arc::new(MemoryStore::new());
-    let first = agent_on(MockProvider::new([]), &store, "solo").await.build().await.unwrap();
+    let first = agent_on(MockProvider::new([]), &store, "solo")
+        .await
+        .build()
+        .await
+        .unwrap();
     let error = agent_on(MockProvider::new([]), &store, "solo")
         .await
         .build()
@@ -384,7 +459,11 @@ async fn a_second_agent_on_the_same_session_is_refused_at_once() {
         "{error}"
     );
     drop(first);
-    agent_on(MockProvider::new([]), &store, "solo").await.build().await.unwrap();
+    agent_on(MockProvider::new([]), &store, "solo")
+        .await
+        .build()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -397,7 +476,10 @@ async fn provider_errors_are_returned_and_leave_only_complete_messages() {
         .await
         .unwrap();
     let error = agent.run("hello").await.unwrap_err();
-    assert!(matches!(error, AgentError::Provider(ProviderError::StreamCut(_))), "{error}");
+    assert!(
+        matches!(error, AgentError::Provider(ProviderError::StreamCut(_))),
+        "{error}"
+    );
     assert_eq!(roles(agent.messages()), ["user"]);
 }
 
@@ -441,7 +523,10 @@ async fn resuming_closes_interrupted_calls_even_mid_history() {
     // The request is accepted by the pairing check inside the mock; the orphan is gone
     // and x2's result sits right after its call.
     let sent = request_messages(&provider.requests()[0]);
-    let ids: Vec<&str> = sent.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    let ids: Vec<&str> = sent
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
     assert_eq!(ids, ["x1", "x2"]);
     assert_eq!(sent[5]["content"], "are you there?");
 }
@@ -449,8 +534,11 @@ async fn resuming_closes_interrupted_calls_even_mid_history() {
 #[tokio::test]
 async fn a_subagent_continues_its_conversation_across_resumes() {
     let scout = || {
-        Subagent::new("scout", "Explores a place.", "You are a scout.")
-            .tool(tool("look", "Look.", |_: Nothing| async move { Ok::<_, String>("a dark cave") }))
+        Subagent::new("scout", "Explores a place.", "You are a scout.").tool(tool(
+            "look",
+            "Look.",
+            |_: Nothing| async move { Ok::<_, String>("a dark cave") },
+        ))
     };
     let provider = MockProvider::new([
         calls(&[("p1", "scout", r#"{"task":"look at the cave"}"#)]),
@@ -465,7 +553,10 @@ async fn a_subagent_continues_its_conversation_across_resumes() {
         .build()
         .await
         .unwrap();
-    assert_eq!(day1.run("send the scout").await.unwrap(), "The scout says: dark cave.");
+    assert_eq!(
+        day1.run("send the scout").await.unwrap(),
+        "The scout says: dark cave."
+    );
     let child = day1.subagent_messages("scout").await.unwrap();
     assert_eq!(roles(&child), ["user", "assistant", "tool", "assistant"]);
     let parent_result = &day1.messages()[2];
@@ -492,4 +583,47 @@ async fn a_subagent_continues_its_conversation_across_resumes() {
     assert_eq!(child_day2[5]["content"], "anything new?");
     let sub_key = SessionKey::subagent("subs", "scout").unwrap();
     assert_eq!(stored_messages(&store, &sub_key).await.len(), 6);
+}
+
+#[tokio::test]
+async fn cancelling_while_a_subagent_works_closes_its_call_and_the_parents() {
+    let started = Arc::new(Notify::new());
+    let in_tool = started.clone();
+    let dig = tool("dig", "Digs forever.", move |_: Nothing| {
+        let started = in_tool.clone();
+        async move {
+            started.notify_one();
+            std::future::pending::<()>().await;
+            Ok::<_, String>("unreachable")
+        }
+    });
+    let provider = MockProvider::new([
+        calls(&[("p1", "digger", r#"{"task":"dig a tunnel"}"#)]),
+        calls(&[("d1", "dig", "{}")]),
+    ]);
+    let store = Arc::new(MemoryStore::new());
+    let mut agent = agent_on(provider.clone(), &store, "deep")
+        .await
+        .subagent(Subagent::new("digger", "Digs.", "You dig.").tool(dig))
+        .build()
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        started.notified().await;
+        canceller.cancel();
+    });
+    let (events_tx, _events_rx) = mpsc::unbounded_channel();
+    let error = guard(agent.run_streaming("dig", events_tx, cancel))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AgentError::Cancelled));
+    let child = agent.subagent_messages("digger").await.unwrap();
+    assert_eq!(roles(&child), ["user", "assistant", "tool"]);
+    assert_eq!(child[2].text(), CANCELLED_BY_USER);
+    assert_eq!(roles(agent.messages()), ["user", "assistant", "tool"]);
+    assert_eq!(agent.messages()[2].text(), CANCELLED_BY_USER);
+    let sub_key = SessionKey::subagent("deep", "digger").unwrap();
+    assert_eq!(stored_messages(&store, &sub_key).await, child);
 }

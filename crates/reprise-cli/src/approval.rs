@@ -1,15 +1,13 @@
-//! Asking the person before a tool runs, and remembering what was decided so the
-//! transcript can say it.
-//!
-//! The policy (allow/deny patterns from the config) belongs to the step gate of
-//! reprise-mcp; until it is wired in, every tool call is asked about (or allowed
-//! with `--yes`), with "always" remembered for the current run only.
+//! The step gate of a run (reprise-mcp's [`StepGate`]), asking through the screen,
+//! and what it decided, kept until the transcript records the call's result.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use anyhow::Result;
 use async_trait::async_trait;
-use reprise_agent::{Approval, ToolApprover, ToolInvocation};
+use reprise_mcp::{GateAnswer, GateAsker, GateDecision, GateMode, GatePolicy, GateRequest, StepGate};
+use reprise_redact::Redactor;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
@@ -40,93 +38,74 @@ pub struct Ask {
     pub reply: oneshot::Sender<Answer>,
 }
 
-/// What was decided about each call, by call id, until its result is written.
+/// What the gate decided about each call (`(decision, reason)` by call id), until
+/// the call's result is written to the transcript.
 #[derive(Clone, Debug, Default)]
-pub struct Decisions(Arc<Mutex<HashMap<String, String>>>);
+pub struct Decisions(Arc<Mutex<HashMap<String, (String, String)>>>);
 
 impl Decisions {
     /// Remembers the decision about call `id`.
-    pub fn put(&self, id: &str, decision: &str) {
+    pub fn put(&self, id: &str, decision: &str, reason: &str) {
         if let Ok(mut map) = self.0.lock() {
-            map.insert(id.to_owned(), decision.to_owned());
+            map.insert(id.to_owned(), (decision.to_owned(), reason.to_owned()));
         }
     }
 
     /// The decision about call `id`, forgotten once taken.
-    pub fn take(&self, id: &str) -> Option<String> {
+    pub fn take(&self, id: &str) -> Option<(String, String)> {
         self.0.lock().ok()?.remove(id)
     }
 }
 
-/// The approver for one run's session, or none when every call may run unasked.
-pub fn approver_for_run(
-    settings: &Settings,
+/// Asks the person through the screen (the full-screen question box, or a line in
+/// the plain mode).
+struct ScreenAsker {
     ui: UnboundedSender<UiEvent>,
-    decisions: Decisions,
-) -> Option<Arc<dyn ToolApprover>> {
-    Some(Arc::new(AskingApprover {
-        yes: settings.yes,
-        ui,
-        decisions,
-        always: Mutex::new(HashSet::new()),
-        redactor: reprise_redact::Redactor::new().with_env_secrets(),
-    }))
-}
-
-/// Asks the screen about every call, except tools answered "always" in this run.
-struct AskingApprover {
-    yes: bool,
-    ui: UnboundedSender<UiEvent>,
-    decisions: Decisions,
-    always: Mutex<HashSet<String>>,
-    redactor: reprise_redact::Redactor,
+    redactor: Redactor,
 }
 
 #[async_trait]
-impl ToolApprover for AskingApprover {
-    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
-        if self.yes {
-            self.decisions.put(&invocation.id, "allow (--yes)");
-            return Approval::Allow;
-        }
-        let remembered = self
-            .always
-            .lock()
-            .map(|set| set.contains(&invocation.name))
-            .unwrap_or(false);
-        if remembered {
-            self.decisions
-                .put(&invocation.id, "allow (always for this run)");
-            return Approval::Allow;
-        }
+impl GateAsker for ScreenAsker {
+    async fn ask(&self, request: &GateRequest) -> GateAnswer {
         let (reply, answer) = oneshot::channel();
         let ask = Ask {
-            agent: agent.to_owned(),
-            tool: invocation.name.clone(),
-            arguments: self.redactor.redact(&invocation.arguments).into_owned(),
+            agent: request.agent.clone(),
+            tool: request.tool.clone(),
+            arguments: self.redactor.redact(&request.arguments).into_owned(),
             reply,
         };
         if self.ui.send(UiEvent::Ask(ask)).is_err() {
-            self.decisions.put(&invocation.id, "deny (nobody to ask)");
-            return Approval::Deny("nobody was there to approve it".to_owned());
+            return GateAnswer::No;
         }
         match answer.await {
-            Ok(Answer::Yes) => {
-                self.decisions.put(&invocation.id, "ask: yes");
-                Approval::Allow
-            }
-            Ok(Answer::Always) => {
-                if let Ok(mut set) = self.always.lock() {
-                    set.insert(invocation.name.clone());
-                }
-                self.decisions
-                    .put(&invocation.id, "ask: always for this run");
-                Approval::Allow
-            }
-            Ok(Answer::No) | Err(_) => {
-                self.decisions.put(&invocation.id, "ask: no");
-                Approval::Deny("the person said no".to_owned())
-            }
+            Ok(Answer::Yes) => GateAnswer::Yes,
+            Ok(Answer::Always) => GateAnswer::AlwaysForThisRun,
+            Ok(Answer::No) | Err(_) => GateAnswer::No,
         }
     }
+}
+
+fn label(decision: &GateDecision) -> String {
+    serde_json::to_value(decision.decision)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{:?}", decision.decision))
+}
+
+/// A new gate for one run: its "always for this run" answers die with it.
+pub fn gate_for_run(
+    settings: &Settings,
+    ui: UnboundedSender<UiEvent>,
+    redactor: Redactor,
+    decisions: Decisions,
+) -> Result<StepGate> {
+    let policy = GatePolicy::from_config(&settings.gate.clone().unwrap_or_default())?;
+    let mode = if settings.yes {
+        GateMode::Yes
+    } else {
+        GateMode::Ask(Arc::new(ScreenAsker { ui, redactor }))
+    };
+    Ok(StepGate::new(policy, mode).with_reporter(move |decision| {
+        decisions.put(&decision.call_id, &label(decision), &decision.reason);
+    }))
 }

@@ -34,10 +34,10 @@ pub struct FileConfig {
     pub system_prompt: Option<String>,
     /// The most model calls one turn may make.
     pub max_turns: Option<u32>,
-    /// MCP servers, handed to reprise-mcp as written.
-    pub mcp: Option<toml::Table>,
-    /// The step gate's policy, handed to reprise-mcp as written.
-    pub gate: Option<toml::Table>,
+    /// MCP servers (`[mcp]`, `[mcp.servers.<name>]`).
+    pub mcp: Option<reprise_mcp::McpConfig>,
+    /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
+    pub gate: Option<reprise_mcp::GateConfig>,
 }
 
 /// Everything the chat and the run commands need, resolved.
@@ -61,10 +61,10 @@ pub struct Settings {
     pub yes: bool,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
-    /// The `[mcp]` table of the config.
-    pub mcp: Option<toml::Table>,
-    /// The `[gate]` table of the config.
-    pub gate: Option<toml::Table>,
+    /// The `[mcp]` section of the config.
+    pub mcp: Option<reprise_mcp::McpConfig>,
+    /// The `[gate]` section of the config.
+    pub gate: Option<reprise_mcp::GateConfig>,
 }
 
 /// The system prompt when the config gives none.
@@ -105,7 +105,17 @@ pub fn read_config(path: &Path) -> Result<FileConfig> {
 /// Parses config text; errors name the file and the line.
 pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
     match toml::from_str::<FileConfig>(text) {
-        Ok(config) => Ok(config),
+        Ok(config) => {
+            if let Some(mcp) = &config.mcp {
+                mcp.validate()
+                    .map_err(|error| anyhow::anyhow!("bad config file {}: [mcp]: {error}", path.display()))?;
+            }
+            if let Some(gate) = &config.gate {
+                reprise_mcp::GatePolicy::from_config(gate)
+                    .map_err(|error| anyhow::anyhow!("bad config file {}: [gate]: {error}", path.display()))?;
+            }
+            Ok(config)
+        }
         Err(error) => {
             let position = error
                 .span()

@@ -19,7 +19,7 @@ use reprise_session::{
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Decisions, approver_for_run};
+use crate::approval::{Decisions, gate_for_run};
 use crate::config::Settings;
 use crate::server_error::describe_agent_error;
 
@@ -30,6 +30,8 @@ pub enum UiEvent {
     Agent(AgentEvent),
     /// The step gate asks whether a tool call may run.
     Ask(crate::approval::Ask),
+    /// Something happened to an MCP server (started, failed, restarted).
+    Mcp(reprise_mcp::McpNotice),
 }
 
 /// Everything needed to open the session of any run folder: `/resume` and `/fork`
@@ -59,6 +61,7 @@ pub struct ChatSession {
     redactor: Redactor,
     ui: UnboundedSender<UiEvent>,
     settings_summary: (String, String),
+    hub: Option<reprise_mcp::McpHub>,
 }
 
 /// How a turn ended.
@@ -97,21 +100,38 @@ impl Opener {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let decisions = Decisions::default();
-        let mut builder = Agent::builder(Arc::clone(&self.provider))
+        // Each run gets its own servers and its own gate: nothing one run allowed
+        // "always" reaches another.
+        let hub = self.start_servers().await?;
+        let mut tools = self.tools.clone();
+        if let Some(hub) = &hub {
+            tools.extend(hub.tools());
+        }
+        let gate = gate_for_run(
+            &self.settings,
+            self.ui.clone(),
+            self.redactor.clone(),
+            decisions.clone(),
+        )?;
+        let approver: Arc<dyn ToolApprover> = Arc::new(gate);
+        let built = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
-            .tools(self.tools.iter().cloned())
+            .tools(tools)
             .store(Arc::new(store))
             .session_id(session_id)
-            .max_turns(self.settings.max_turns as usize);
-        let approver: Option<Arc<dyn ToolApprover>> =
-            approver_for_run(&self.settings, self.ui.clone(), decisions.clone());
-        if let Some(approver) = approver {
-            builder = builder.approver(approver);
-        }
-        let agent = builder
+            .max_turns(self.settings.max_turns as usize)
+            .approver(approver)
             .build()
-            .await
-            .map_err(|error| anyhow::anyhow!("cannot open run {}: {error}", folder.name()))?;
+            .await;
+        let agent = match built {
+            Ok(agent) => agent,
+            Err(error) => {
+                if let Some(hub) = &hub {
+                    hub.shutdown().await;
+                }
+                anyhow::bail!("cannot open run {}: {error}", folder.name());
+            }
+        };
         let log = SessionLog::open(&folder.dir)?;
         let transcript = Transcript::open(&folder.dir, self.redactor.clone())?;
         Ok(ChatSession {
@@ -123,7 +143,34 @@ impl Opener {
             redactor: self.redactor.clone(),
             ui: self.ui.clone(),
             settings_summary: (self.settings.base_url.clone(), self.settings.model.clone()),
+            hub,
         })
+    }
+
+    /// Starts the configured MCP servers (none configured: none started). Their
+    /// notices go to the screen.
+    async fn start_servers(&self) -> Result<Option<reprise_mcp::McpHub>> {
+        let Some(mcp) = self.settings.mcp.as_ref().filter(|m| !m.servers.is_empty()) else {
+            return Ok(None);
+        };
+        let (notices, mut received) = unbounded_channel();
+        let ui = self.ui.clone();
+        tokio::spawn(async move {
+            while let Some(notice) = received.recv().await {
+                if ui.send(UiEvent::Mcp(notice)).is_err() {
+                    break;
+                }
+            }
+        });
+        let hub = reprise_mcp::McpHub::start(
+            mcp,
+            &reprise_mcp::ResolveContext::from_process(),
+            reprise_mcp::HubOptions {
+                notices: Some(notices),
+            },
+        )
+        .await?;
+        Ok(Some(hub))
     }
 }
 
@@ -153,6 +200,13 @@ pub fn redraw_of(dir: &Path) -> Result<Redraw> {
 }
 
 impl ChatSession {
+    /// Ends the session: its MCP servers are shut down (and its writer lock released).
+    pub async fn close(self) {
+        if let Some(hub) = &self.hub {
+            hub.shutdown().await;
+        }
+    }
+
     /// The run folder's name.
     pub fn run_name(&self) -> &str {
         self.folder.name()
@@ -288,8 +342,10 @@ fn record_event(
                 output.content.clone(),
                 output.is_error,
             );
-            if let Some(decision) = decisions.take(id) {
-                record = record.with_decision(decision);
+            if let Some((decision, reason)) = decisions.take(id) {
+                record = record
+                    .with_decision(decision)
+                    .with_field("reason", serde_json::Value::String(reason));
             }
             if let Err(error) = transcript.record(&record) {
                 tracing::warn!("transcript.jsonl: {error}");

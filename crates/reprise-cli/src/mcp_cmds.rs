@@ -4,27 +4,16 @@ use anyhow::Result;
 
 use crate::config::Settings;
 
-/// Shows the configured MCP servers.
+/// Shows the configured MCP servers: whether each starts, and its tools.
 pub async fn list(settings: &Settings) -> Result<()> {
-    let servers = settings
-        .mcp
-        .as_ref()
-        .and_then(|mcp| mcp.get("servers"))
-        .and_then(|servers| servers.as_table());
-    match servers {
-        None => println!(
-            "no MCP servers configured{}",
-            settings
-                .config_file
-                .as_ref()
-                .map(|p| format!(" in {}", p.display()))
-                .unwrap_or_default()
-        ),
-        Some(servers) => {
-            for name in servers.keys() {
-                println!("{name}");
-            }
-        }
+    let config = settings.mcp.clone().unwrap_or_default();
+    let report =
+        reprise_mcp::list_servers(&config, &reprise_mcp::ResolveContext::from_process()).await?;
+    print!("{}", report.to_text());
+    if config.servers.is_empty()
+        && let Some(file) = &settings.config_file
+    {
+        println!("(config file: {})", file.display());
     }
     Ok(())
 }

@@ -156,6 +156,9 @@ pub async fn run(
         }
     }
     warn_load(&session, &mut printer);
+    while let Ok(UiEvent::Mcp(notice)) = ui.try_recv() {
+        eprintln!("{notice}");
+    }
 
     let mut first = args.prompt.clone();
     let mut code = 0;
@@ -206,7 +209,7 @@ pub async fn run(
                     }
                     match opener.open(target).await {
                         Ok(next) => {
-                            session = next;
+                            std::mem::replace(&mut session, next).close().await;
                             show_resumed(&mut session, &mut printer)?;
                             warn_load(&session, &mut printer);
                         }
@@ -223,7 +226,7 @@ pub async fn run(
                             next.run_name(),
                             session.run_name()
                         );
-                        session = next;
+                        std::mem::replace(&mut session, next).close().await;
                         session.log_line(&line);
                         printer.line(&line);
                     }
@@ -251,6 +254,7 @@ pub async fn run(
             }
         }
     }
+    session.close().await;
     Ok(code)
 }
 
@@ -305,6 +309,7 @@ impl ShownSession {
     async fn handle(&self, event: UiEvent, lines: &mut Lines, printer: &mut Printer) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
+            UiEvent::Mcp(notice) => eprintln!("{notice}"),
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
                 printer.line(&format!(

@@ -254,3 +254,23 @@ async fn sigkill_mid_turn_then_continue_loses_nothing_shown_as_complete() {
     assert_eq!(messages[3]["content"], "buy milk\n");
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_mode_keeps_the_shell_text_and_prints_the_conversation_below_it() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("Inline answer."));
+    let mut pty = chat(&sandbox, &server, &["--inline", "--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    pty.wait_text("fix the bike").await;
+    pty.line("and the tyres?");
+    pty.wait_text("Inline answer.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["fix the bike", "About bikes.", "and the tyres?"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}

@@ -292,7 +292,7 @@ async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
         .iter()
         .filter_map(|r| r["decision"].as_str())
         .collect();
-    assert_eq!(decisions, ["ask: no", "ask: yes"]);
+    assert_eq!(decisions, ["ask-no", "ask-yes"]);
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use reprise_agent::{Tool, ToolInvocation};
+use reprise_agent::ToolInvocation;
 use reprise_mcp::{HubOptions, McpConfig, McpHub, ResolveContext};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
@@ -23,8 +23,9 @@ const START_ROUNDS: usize = 5;
 const CALLS: usize = 400;
 
 fn server_path() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.test-deps/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../../.test-deps/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
     assert!(
         path.is_file(),
         "the reference MCP server is missing at {}: run scripts/install-test-deps.sh",
@@ -68,13 +69,17 @@ async fn main() {
     let mut slowest_own = Vec::new();
     for _ in 0..START_ROUNDS {
         let begun = Instant::now();
-        let hub = McpHub::start(&config(1), &ctx, HubOptions::default()).await.unwrap();
+        let hub = McpHub::start(&config(1), &ctx, HubOptions::default())
+            .await
+            .unwrap();
         alone.push(begun.elapsed());
         assert!(hub.statuses()[0].result.is_ok());
         hub.shutdown().await;
 
         let begun = Instant::now();
-        let hub = McpHub::start(&config(3), &ctx, HubOptions::default()).await.unwrap();
+        let hub = McpHub::start(&config(3), &ctx, HubOptions::default())
+            .await
+            .unwrap();
         three.push(begun.elapsed());
         assert!(hub.statuses().iter().all(|s| s.result.is_ok()));
         slowest_own.push(hub.statuses().iter().map(|s| s.elapsed).max().unwrap());
@@ -92,7 +97,9 @@ async fn main() {
     );
 
     // 2. Call overhead.
-    let hub = McpHub::start(&config(1), &ctx, HubOptions::default()).await.unwrap();
+    let hub = McpHub::start(&config(1), &ctx, HubOptions::default())
+        .await
+        .unwrap();
     let tool = hub
         .tools()
         .into_iter()
@@ -146,8 +153,16 @@ async fn main() {
     let mean = |v: &[Duration]| v.iter().sum::<Duration>() / v.len() as u32;
     let (ours_med, raw_med) = (median(ours.clone()), median(raw.clone()));
     println!("tool call `echo`, {CALLS} calls each, interleaved:");
-    println!("  direct rmcp peer.call_tool: median {}  mean {}", us(raw_med), us(mean(&raw)));
-    println!("  through McpTool::call:      median {}  mean {}", us(ours_med), us(mean(&ours)));
+    println!(
+        "  direct rmcp peer.call_tool: median {}  mean {}",
+        us(raw_med),
+        us(mean(&raw))
+    );
+    println!(
+        "  through McpTool::call:      median {}  mean {}",
+        us(ours_med),
+        us(mean(&ours))
+    );
     println!(
         "  overhead of our layer: median {:+.0} µs  mean {:+.0} µs  (target < 2000 µs)",
         (ours_med.as_secs_f64() - raw_med.as_secs_f64()) * 1e6,

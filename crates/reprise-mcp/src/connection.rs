@@ -2,6 +2,7 @@
 //! [`crate::rmcp_client`] knows it, everything else talks to this trait.
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::error::ConnectionError;
@@ -53,6 +54,10 @@ pub trait McpConnection: Send + Sync {
     /// `None` while the connection is usable; otherwise why it is not (the process
     /// exited with …, the transport closed), with the server's last stderr lines.
     fn failure(&self) -> Option<String>;
+
+    /// Resolves when the connection breaks (the process exits, the transport closes).
+    /// The future does not keep the connection alive.
+    fn closed(&self) -> BoxFuture<'static, ()>;
 
     /// Closes the connection cleanly: the session is ended, a child process gets EOF,
     /// then SIGTERM, then SIGKILL, and is waited for. Idempotent.

@@ -2,7 +2,7 @@
 //! restarted (a bounded number of times) when they fail, shut down together.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -41,7 +41,10 @@ pub struct ToolInfo {
 }
 
 /// How one configured server's start went.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// Serialized (for `reprise mcp list --json`) as `{"name", "transport", "started",
+/// "tools": [...] | "error": "...", "elapsed_ms"}`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServerStatus {
     /// The server's name.
     pub name: String,
@@ -50,12 +53,23 @@ pub struct ServerStatus {
     /// Its tools, or why it did not start.
     pub result: Result<Vec<ToolInfo>, String>,
     /// How long starting took (spawn, handshake, tool list).
-    #[serde(serialize_with = "millis")]
     pub elapsed: Duration,
 }
 
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
+impl Serialize for ServerStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("ServerStatus", 5)?;
+        out.serialize_field("name", &self.name)?;
+        out.serialize_field("transport", &self.transport)?;
+        out.serialize_field("started", &self.result.is_ok())?;
+        match &self.result {
+            Ok(tools) => out.serialize_field("tools", tools)?,
+            Err(error) => out.serialize_field("error", error)?,
+        }
+        out.serialize_field("elapsed_ms", &(self.elapsed.as_secs_f64() * 1000.0).round())?;
+        out.end()
+    }
 }
 
 /// The MCP servers of one run. Build one per run folder; never share it between runs.
@@ -130,8 +144,7 @@ impl McpHub {
                     });
                 }
                 Ok((spec, (connection, remote_tools))) => {
-                    let slot =
-                        Arc::new(ServerSlot::new(spec, connection, budget, notifier.clone()));
+                    let slot = ServerSlot::new(spec, connection, budget, notifier.clone());
                     let tools = slot_tools(&slot, remote_tools, &notifier);
                     notifier.send(
                         &name,
@@ -225,8 +238,13 @@ fn slot_tools(
     tools
 }
 
+/// A live connection and the generation it belongs to.
+type Live = (Arc<dyn McpConnection>, u64);
+
 /// One server's connection and restart bookkeeping.
 struct ServerSlot {
+    /// Itself, for the tasks that watch its connections.
+    me: Weak<ServerSlot>,
     spec: ServerSpec,
     max_restarts: u32,
     state: Mutex<SlotState>,
@@ -251,8 +269,9 @@ impl ServerSlot {
         connection: Arc<dyn McpConnection>,
         max_restarts: u32,
         notifier: Notifier,
-    ) -> Self {
-        ServerSlot {
+    ) -> Arc<Self> {
+        let slot = Arc::new_cyclic(|me| ServerSlot {
+            me: me.clone(),
             spec,
             max_restarts,
             state: Mutex::new(SlotState {
@@ -264,7 +283,24 @@ impl ServerSlot {
             }),
             start_lock: tokio::sync::Mutex::new(()),
             notifier,
+        });
+        if let Some(connection) = slot.state().connection.clone() {
+            slot.watch(&connection);
         }
+        slot
+    }
+
+    /// Notices a connection that breaks between calls as it happens (so the chat can
+    /// say so at once), by retiring it.
+    fn watch(&self, connection: &Arc<dyn McpConnection>) {
+        let closed = connection.closed();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            closed.await;
+            if let Some(slot) = me.upgrade() {
+                let _ = slot.current();
+            }
+        });
     }
 
     fn name(&self) -> &str {
@@ -279,7 +315,7 @@ impl ServerSlot {
     }
 
     /// A usable connection: the current one, or a restarted one.
-    async fn connection(&self) -> Result<(Arc<dyn McpConnection>, u64), String> {
+    async fn connection(&self) -> Result<Live, String> {
         if let Some(found) = self.current()? {
             return Ok(found);
         }
@@ -323,6 +359,7 @@ impl ServerSlot {
                 state.down_reason = None;
                 let generation = state.generation;
                 drop(state);
+                self.watch(&connection);
                 self.notifier
                     .send(self.name(), NoticeKind::Restarted, "restarted");
                 Ok((connection, generation))
@@ -356,7 +393,7 @@ impl ServerSlot {
     }
 
     /// The current connection if it is alive; a dead one is retired (and said).
-    fn current(&self) -> Result<Option<(Arc<dyn McpConnection>, u64)>, String> {
+    fn current(&self) -> Result<Option<Live>, String> {
         let state = self.state();
         if state.shut_down {
             return Err(self.shut_down_message());
@@ -404,27 +441,35 @@ impl ServerSlot {
         format!("MCP server {:?} was shut down with its run", self.name())
     }
 
+    /// One call; a cancelled turn abandons it at once, even while the server restarts.
     async fn call(
         &self,
         remote_name: &str,
         arguments: Option<Map<String, Value>>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> ToolOutput {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => ToolOutput::error(format!(
+                "the call of {remote_name:?} on MCP server {:?} was cancelled",
+                self.name()
+            )),
+            output = self.call_uncancelled(remote_name, arguments) => output,
+        }
+    }
+
+    async fn call_uncancelled(
+        &self,
+        remote_name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> ToolOutput {
         let (connection, generation) = match self.connection().await {
             Ok(found) => found,
             Err(message) => return ToolOutput::error(message),
         };
         let timeout = self.spec.call_timeout;
-        let outcome = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                return ToolOutput::error(format!(
-                    "the call of {remote_name:?} on MCP server {:?} was cancelled",
-                    self.name()
-                ));
-            }
-            outcome = tokio::time::timeout(timeout, connection.call_tool(remote_name, arguments)) => outcome,
-        };
+        let outcome =
+            tokio::time::timeout(timeout, connection.call_tool(remote_name, arguments)).await;
         match outcome {
             Ok(Ok(result)) => render_result(&result),
             Ok(Err(error)) if error.is_fatal() => {

@@ -28,8 +28,10 @@ pub const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM",
 pub struct ResolveContext {
     /// A relative `cwd` is joined to this directory.
     pub base_dir: PathBuf,
-    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    env: EnvLookup,
 }
+
+type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl ResolveContext {
     /// Variables from `lookup`, relative paths from `base_dir`.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ContentBlock, Implementation,
     ProtocolVersion, ResourceContents,
@@ -30,6 +31,8 @@ use crate::resolve::{ServerSpec, TransportSpec};
 const EXIT_GRACE: Duration = Duration::from_millis(1500);
 /// How long to wait for a dying child's exit status, to say why it died.
 const EXIT_STATUS_WAIT: Duration = Duration::from_millis(300);
+/// How often a remote connection is checked for closure.
+const TRANSPORT_POLL: Duration = Duration::from_millis(500);
 /// Stderr lines kept to explain a failure.
 const STDERR_LINES: usize = 20;
 /// Stderr lines quoted in a message.
@@ -243,6 +246,23 @@ impl McpConnection for RmcpConnection {
         self.peer
             .is_transport_closed()
             .then(|| format!("the connection closed{}", self.stderr.quote()))
+    }
+
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        if let Some(child) = &self.child {
+            let mut exit = child.exit.clone();
+            return Box::pin(async move {
+                let _ = exit.wait_for(Option::is_some).await;
+            });
+        }
+        // rmcp offers no close event; its peer is cheap to poll and does not keep the
+        // session alive.
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            while !peer.is_transport_closed() {
+                tokio::time::sleep(TRANSPORT_POLL).await;
+            }
+        })
     }
 
     async fn shutdown(&self) {

@@ -390,3 +390,82 @@ async fn streamable_http_server_with_header_from_the_environment() {
     hub.shutdown().await;
     server.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn http_headers_reach_the_wire_and_a_failing_endpoint_is_reported() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A loopback endpoint that records the first request's head and answers 500.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let captured = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops")
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&head).to_lowercase()
+    });
+    let text = format!(
+        "startup_timeout_secs = 10\n[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{WEB_TOKEN}}\", X-Team = \"blue\" }}\n"
+    );
+    let hub = McpHub::start(
+        &config(&text),
+        &ctx_with(&[("WEB_TOKEN", "t0k-from-env")]),
+        HubOptions::default(),
+    )
+    .await
+    .unwrap();
+    let head = captured.await.unwrap();
+    assert!(head.starts_with("post /mcp "), "{head}");
+    assert!(
+        head.contains("authorization: bearer t0k-from-env\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("x-team: blue\r\n"), "{head}");
+    let reason = hub.statuses()[0].result.clone().unwrap_err();
+    assert!(
+        reason.contains(&format!("http://127.0.0.1:{port}/mcp")),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("t0k-from-env"),
+        "a secret leaked into a message: {reason}"
+    );
+    assert!(hub.tools().is_empty());
+}
+
+#[tokio::test]
+async fn the_list_report_serializes_for_json_output() {
+    let text = format!(
+        "{}[servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        everything_table("ev")
+    );
+    let report = list_servers(&config(&text), &ctx_with(&[])).await.unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    let servers = json["servers"].as_array().unwrap();
+    assert_eq!(servers[0]["name"], "broken");
+    assert_eq!(servers[0]["started"], false);
+    assert!(
+        servers[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not start")
+    );
+    assert_eq!(servers[1]["started"], true);
+    assert!(servers[1]["elapsed_ms"].as_f64().unwrap() > 0.0);
+    let tools = servers[1]["tools"].as_array().unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == "ev__echo" && t["remote_name"] == "echo")
+    );
+}

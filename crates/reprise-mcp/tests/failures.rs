@@ -281,9 +281,15 @@ async fn a_server_that_died_while_idle_is_restarted_by_the_next_call() {
         quoted(&everything_server()),
         quoted(dir.path())
     );
-    let hub = McpHub::start(&config(&text), &ctx_with(&[]), HubOptions::default())
-        .await
-        .unwrap();
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    let hub = McpHub::start(
+        &config(&text),
+        &ctx_with(&[]),
+        HubOptions { notices: Some(tx) },
+    )
+    .await
+    .unwrap();
+    assert_eq!(notices.recv().await.unwrap().kind, NoticeKind::Started);
     let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
         .unwrap()
         .trim()
@@ -294,6 +300,22 @@ async fn a_server_that_died_while_idle_is_restarted_by_the_next_call() {
         .status()
         .unwrap();
     assert!(wait_gone(pid).await);
+    // The chat hears of it at once, not at the next call.
+    let failed = tokio::time::timeout(Duration::from_secs(10), notices.recv())
+        .await
+        .expect("no notice of the death")
+        .unwrap();
+    assert_eq!(failed.kind, NoticeKind::Failed);
+    assert!(
+        failed.message.contains("killed by signal 9"),
+        "{}",
+        failed.message
+    );
+    assert!(
+        failed.message.contains("restarted on the next call"),
+        "{}",
+        failed.message
+    );
     let echo = find(&hub, "ev__echo");
     let out = echo
         .call(invocation("c1", "ev__echo", r#"{"message":"back"}"#))

@@ -183,6 +183,12 @@ async fn unlisted_tools_are_asked_yes_no_and_always_for_this_run() {
         names,
         ["ask-yes", "ask-no", "always", "allow", "allow", "ask-yes"]
     );
+    let strs: Vec<&str> = decisions.iter().map(|d| d.as_str()).collect();
+    assert_eq!(strs, names);
+    assert_eq!(
+        decisions.iter().map(|d| d.runs()).collect::<Vec<_>>(),
+        [true, false, true, true, true, true]
+    );
 }
 
 #[tokio::test]

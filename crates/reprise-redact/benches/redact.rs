@@ -75,9 +75,15 @@ fn main() {
     let plain_mbs = throughput(&redactor, &plain);
     let mixed_mbs = throughput(&redactor, &mixed);
     let known_mbs = throughput(&with_known, &mixed);
-    let masked = redactor.redact(&mixed).matches(reprise_redact::MASK).count();
+    let masked = redactor
+        .redact(&mixed)
+        .matches(reprise_redact::MASK)
+        .count();
 
-    println!("redact, {} KiB text without secrets: {plain_mbs:.1} MB/s", plain.len() / 1024);
+    println!(
+        "redact, {} KiB text without secrets: {plain_mbs:.1} MB/s",
+        plain.len() / 1024
+    );
     println!(
         "redact, {} KiB mixed text ({masked} secrets masked): {mixed_mbs:.1} MB/s",
         mixed.len() / 1024

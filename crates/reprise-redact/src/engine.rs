@@ -1,8 +1,8 @@
 //! The compiled pattern table and the search for the spans to mask.
 //!
-//! All patterns are compiled once per process. A [`RegexSet`] pass tells which
-//! patterns match at all, so ordinary text costs one scan; only the patterns that
-//! matched are run again to find their secret groups.
+//! All patterns are compiled once per process. On long texts a [`RegexSet`] pass
+//! tells which patterns match at all, so ordinary text costs one scan; only the
+//! patterns that matched are run again to find their secret groups.
 
 use std::sync::LazyLock;
 
@@ -73,14 +73,26 @@ fn compile(table: &[Pattern]) -> Result<Compiled, regex::Error> {
 
 /// The table, compiled on first use. `None` only if a pattern fails to compile, which
 /// the unit tests rule out; the redactor then fails closed (masks everything).
-pub(crate) static COMPILED: LazyLock<Option<Compiled>> =
-    LazyLock::new(|| compile(PATTERNS).ok());
+pub(crate) static COMPILED: LazyLock<Option<Compiled>> = LazyLock::new(|| compile(PATTERNS).ok());
+
+/// Texts at least this long are first scanned with the [`RegexSet`]. On 1 MB the set
+/// pass is about twice as fast as running each pattern (measured 105 vs 51 MB/s);
+/// on short texts each new text makes the set's lazy DFA build fresh states for all
+/// patterns at once, which costs more than the scan saves (the corpus of 855 short
+/// cases ran 7x faster, unoptimised, without the set).
+const SET_MIN_LEN: usize = 4096;
 
 /// Byte ranges of `text` that hold secrets, sorted and merged.
 pub(crate) fn secret_spans(compiled: &Compiled, text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
-    for index in compiled.set.matches(text).iter() {
-        pattern_spans(&compiled.patterns[index], text, &mut spans);
+    if text.len() < SET_MIN_LEN {
+        for pattern in &compiled.patterns {
+            pattern_spans(pattern, text, &mut spans);
+        }
+    } else {
+        for index in compiled.set.matches(text).iter() {
+            pattern_spans(&compiled.patterns[index], text, &mut spans);
+        }
     }
     merge(spans, text)
 }
@@ -197,7 +209,31 @@ mod tests {
                 failures.push(format!("{}: {out}", entry.name));
             }
         }
-        assert!(failures.is_empty(), "samples not redacted:\n{}", failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "samples not redacted:\n{}",
+            failures.join("\n")
+        );
+    }
+
+    /// The set pass on long texts finds exactly what running every pattern finds.
+    #[test]
+    fn set_pass_and_pattern_pass_agree() {
+        let compiled = COMPILED.as_ref().expect("the pattern table compiles");
+        let mut text = String::new();
+        while text.len() < 2 * SET_MIN_LEN {
+            for entry in PATTERNS {
+                text.push_str(entry.sample);
+                text.push_str("\nplain line with nothing secret, é日本\n");
+            }
+        }
+        let mut every = Vec::new();
+        for pattern in &compiled.patterns {
+            pattern_spans(pattern, &text, &mut every);
+        }
+        let every = merge(every, &text);
+        assert!(!every.is_empty());
+        assert_eq!(secret_spans(compiled, &text), every);
     }
 
     #[test]

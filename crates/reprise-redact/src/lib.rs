@@ -36,6 +36,12 @@ pub const MASK: &str = "[REDACTED]";
 /// one changes nothing.
 const MAX_PASSES: usize = 4;
 
+/// The names of the built-in patterns (`github_token`, `url_credentials`,
+/// `secret_assignment`, …), for documentation and diagnostics.
+pub fn pattern_names() -> impl Iterator<Item = &'static str> {
+    patterns::PATTERNS.iter().map(|p| p.name)
+}
+
 /// Replaces secrets in text. Cheap to clone and share.
 #[derive(Clone, Default)]
 pub struct Redactor {
@@ -81,8 +87,9 @@ impl Redactor {
     /// characters, flag words (`true`, `off`, …), plain numbers and file paths are
     /// ignored.
     pub fn with_env_secrets(self) -> Self {
-        let vars = std::env::vars_os()
-            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+        let vars = std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        });
         env::secret_values(vars)
             .into_iter()
             .fold(self, |redactor, value| redactor.with_secret(value))
@@ -261,6 +268,33 @@ mod tests {
             "See https://docs.example.com/auth for the token format.",
         ] {
             assert_eq!(r_redact(text), text, "touched benign text");
+        }
+    }
+
+    #[test]
+    fn pattern_names_cover_the_required_formats() {
+        let names: Vec<_> = pattern_names().collect();
+        for required in [
+            "aws_access_key_id",
+            "google_api_key",
+            "github_token",
+            "github_fine_grained_pat",
+            "gitlab_token",
+            "slack_token",
+            "stripe_secret_key",
+            "huggingface_token",
+            "anthropic_api_key",
+            "openai_api_key",
+            "groq_api_key",
+            "xai_api_key",
+            "replicate_api_token",
+            "jwt",
+            "pem_private_key",
+            "url_credentials",
+            "secret_assignment",
+            "bearer_token",
+        ] {
+            assert!(names.contains(&required), "missing pattern {required}");
         }
     }
 

@@ -53,7 +53,9 @@ const NOT_SECRET_NAME_ENDINGS: &[&str] = &[
 /// The class of a name that a value is assigned to, or `None` when the name does not
 /// announce a secret after all (`public_key`, `bypass`, `sort_key`).
 pub(crate) fn key_class(key: &str) -> Option<KeyClass> {
-    let key = key.trim_start_matches(['$', '-', '.', '_']).to_ascii_lowercase();
+    let key = key
+        .trim_start_matches(['$', '-', '.', '_'])
+        .to_ascii_lowercase();
     // A bare `key` names an entry (`<add key="…">`, `{"key": "name"}`), not a secret.
     if key.is_empty() || key == "key" || key.contains("public") || key.contains("publishable") {
         return None;
@@ -180,15 +182,28 @@ fn is_type_name(v: &str) -> bool {
 fn is_code_keyword(v: &str) -> bool {
     matches!(
         v.to_ascii_lowercase().as_str(),
-        "new" | "new-object" | "await" | "function" | "lambda" | "require" | "import" | "typeof"
-            | "this" | "self" | "return"
+        "new"
+            | "new-object"
+            | "await"
+            | "function"
+            | "lambda"
+            | "require"
+            | "import"
+            | "typeof"
+            | "this"
+            | "self"
+            | "return"
     )
 }
 
 /// Whether a value looks machine-generated: no spaces, long enough, letters and digits.
 pub(crate) fn looks_random(v: &str) -> bool {
     let len = v.chars().count();
-    if len < 12 || !v.chars().all(|c| c.is_ascii_alphanumeric() || "+/=_.-~".contains(c)) {
+    if len < 12
+        || !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+/=_.-~".contains(c))
+    {
         return false;
     }
     let digit = v.chars().any(|c| c.is_ascii_digit());
@@ -265,7 +280,13 @@ mod tests {
         ] {
             assert!(is_placeholder(v), "{v:?} should be a placeholder");
         }
-        for v in ["hunter22", "open sesame", "#gets0m3", "super$ecret", "AKCp8abc"] {
+        for v in [
+            "hunter22",
+            "open sesame",
+            "#gets0m3",
+            "super$ecret",
+            "AKCp8abc",
+        ] {
             assert!(!is_placeholder(v), "{v:?} should not be a placeholder");
         }
     }

@@ -26,7 +26,12 @@ fn bench_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/bench-tmp/storage")
         .canonicalize()
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-tmp/storage")));
+        .unwrap_or_else(|_| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/bench-tmp/storage"
+            ))
+        });
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -85,7 +90,7 @@ fn realistic_entry(i: usize) -> Entry {
 
 fn append_bench(dir: &Path) {
     println!("## durable append of a ~1 KB entry (Durability::Full: write + fdatasync)");
-    let rounds = 200;
+    let rounds = 201;
     let entries: Vec<Entry> = (0..rounds * 4).map(kilobyte_entry).collect();
     let line_len = serde_json::to_vec(&entries[0]).unwrap().len() + 1;
     println!("entry line: {line_len} bytes, {rounds} appends per variant, interleaved");
@@ -115,35 +120,49 @@ fn append_bench(dir: &Path) {
     let run = create_run_store(&run_dir);
     let key = SessionKey::session("bench").unwrap();
     let (_store_lock, _run_lock) = runtime.block_on(async {
-        (store.lock("bench").await.unwrap(), run.lock("bench").await.unwrap())
+        (
+            store.lock("bench").await.unwrap(),
+            run.lock("bench").await.unwrap(),
+        )
     });
     // Warm up: create every file.
     writer.append(&entries[..1]).unwrap();
     runtime.block_on(store.append(&key, &entries[..1])).unwrap();
     runtime.block_on(run.append(&key, &entries[..1])).unwrap();
 
+    // Blocks of consecutive appends per variant, alternated: interleaving single
+    // appends would let one file's fdatasync pay for another's pending metadata.
     let mut times = [Duration::ZERO; 4];
-    for i in 1..rounds {
-        let entry = &entries[i..i + 1];
-        let start = Instant::now();
-        let mut bytes = serde_json::to_vec(&entry[0]).unwrap();
-        bytes.push(b'\n');
-        bare.write_all(&bytes).unwrap();
-        bare.sync_data().unwrap();
-        times[0] += start.elapsed();
-
-        let start = Instant::now();
-        writer.append(entry).unwrap();
-        times[1] += start.elapsed();
-
-        let start = Instant::now();
-        runtime.block_on(store.append(&key, entry)).unwrap();
-        times[2] += start.elapsed();
-
-        let start = Instant::now();
-        runtime.block_on(run.append(&key, entry)).unwrap();
-        times[3] += start.elapsed();
+    let block = 25;
+    let mut next = 1;
+    for _ in 0..(rounds - 1) / block {
+        for (variant, time) in times.iter_mut().enumerate() {
+            let start = Instant::now();
+            for i in next..next + block {
+                let entry = &entries[i * 4 + variant..i * 4 + variant + 1];
+                match variant {
+                    0 => {
+                        let mut bytes = serde_json::to_vec(&entry[0]).unwrap();
+                        bytes.push(b'\n');
+                        bare.write_all(&bytes).unwrap();
+                        bare.sync_data().unwrap();
+                    }
+                    1 => {
+                        writer.append(entry).unwrap();
+                    }
+                    2 => {
+                        runtime.block_on(store.append(&key, entry)).unwrap();
+                    }
+                    _ => {
+                        runtime.block_on(run.append(&key, entry)).unwrap();
+                    }
+                }
+            }
+            *time += start.elapsed();
+        }
+        next += block;
     }
+    let rounds = next;
     let per = |d: Duration| d.as_secs_f64() * 1e6 / (rounds - 1) as f64;
     let base = per(times[0]);
     println!("bare write+fdatasync (encode included): {base:8.1} µs");
@@ -152,7 +171,11 @@ fn append_bench(dir: &Path) {
         ("FileSessionStore::append (lock held)", times[2]),
         ("RunStore::append (lock held, session.json kept)", times[3]),
     ] {
-        println!("{name:48} {:8.1} µs  ratio {:.3}x", per(time), per(time) / base);
+        println!(
+            "{name:48} {:8.1} µs  ratio {:.3}x",
+            per(time),
+            per(time) / base
+        );
     }
     println!();
 }
@@ -194,7 +217,10 @@ fn load_child(path: &Path) {
 }
 
 fn load_bench(path: &Path, len: u64) {
-    println!("## load of a {} MB session (load_file, warm page cache)", len >> 20);
+    println!(
+        "## load of a {} MB session (load_file, warm page cache)",
+        len >> 20
+    );
     let exe = std::env::current_exe().unwrap();
     let mut best = f64::MAX;
     for run in 0..3 {
@@ -225,7 +251,10 @@ fn load_bench(path: &Path, len: u64) {
 }
 
 fn fork_bench(dir: &Path, source: &Path) {
-    println!("## fork of a {} MB session vs std::fs::copy", std::fs::metadata(source).unwrap().len() >> 20);
+    println!(
+        "## fork of a {} MB session vs std::fs::copy",
+        std::fs::metadata(source).unwrap().len() >> 20
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -276,7 +305,9 @@ fn fork_bench(dir: &Path, source: &Path) {
     }
     // Fork up to an entry near the end: the bytes are scanned for the uuid.
     let store = FileSessionStore::with_durability(&store_dir, Durability::Flush);
-    let last = reprise_session::jsonl::load_file(source, "src").unwrap().unwrap();
+    let last = reprise_session::jsonl::load_file(source, "src")
+        .unwrap()
+        .unwrap();
     let up_to = last.entries[last.entries.len() - 2].uuid;
     drop(last);
     let start = Instant::now();
@@ -308,7 +339,7 @@ fn main() {
     let len = make_session(&session);
     load_bench(&session, len);
     fork_bench(&dir, &session);
-    let _ = std::fs::remove_file(&session);
+    // big.jsonl stays, so the next run skips generating it.
     let _ = std::fs::remove_dir_all(dir.join("store"));
     let _ = std::fs::remove_dir_all(dir.join("run"));
     for name in ["bare.jsonl", "writer.jsonl"] {

@@ -104,7 +104,13 @@ pub async fn append_then_load_in_order(subject: Subject) {
     let store = subject.store;
     let all = entries(5, "order");
     let first = store.append(&key("s1"), &all[..2]).await.unwrap();
-    assert_eq!(first, AppendReport { written: 2, skipped: 0 });
+    assert_eq!(
+        first,
+        AppendReport {
+            written: 2,
+            skipped: 0
+        }
+    );
     store.append(&key("s1"), &all[2..]).await.unwrap();
     assert_eq!(loaded(&*store, &key("s1")).await, all);
     store.append(&key("s1"), &[]).await.unwrap();
@@ -123,12 +129,21 @@ pub async fn load_of_missing_is_none(subject: Subject) {
 pub async fn duplicate_uuids_are_skipped(subject: Subject) {
     let store = subject.store;
     let [a, b, c] = [user("a"), user("b"), user("c")];
-    store.append(&key("s1"), &[a.clone(), b.clone()]).await.unwrap();
+    store
+        .append(&key("s1"), &[a.clone(), b.clone()])
+        .await
+        .unwrap();
     let report = store
         .append(&key("s1"), &[b.clone(), c.clone(), c.clone(), a.clone()])
         .await
         .unwrap();
-    assert_eq!(report, AppendReport { written: 1, skipped: 3 });
+    assert_eq!(
+        report,
+        AppendReport {
+            written: 1,
+            skipped: 3
+        }
+    );
     assert_eq!(loaded(&*store, &key("s1")).await, vec![a, b, c]);
 }
 
@@ -173,7 +188,9 @@ pub async fn concurrent_appends_all_land(subject: Subject) {
     assert_eq!(got, want);
 }
 
-async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
     // Polls every future to completion concurrently without a runtime dependency.
     let mut pinned: Vec<_> = futures.map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
@@ -249,11 +266,20 @@ pub async fn delete_subkey_then_session(subject: Subject) {
     let store = subject.store;
     let main = entries(2, "main");
     store.append(&key("s1"), &main).await.unwrap();
-    store.append(&sub("s1", "x"), &entries(1, "x")).await.unwrap();
-    store.append(&sub("s1", "y"), &entries(1, "y")).await.unwrap();
+    store
+        .append(&sub("s1", "x"), &entries(1, "x"))
+        .await
+        .unwrap();
+    store
+        .append(&sub("s1", "y"), &entries(1, "y"))
+        .await
+        .unwrap();
     store.delete(&sub("s1", "x")).await.unwrap();
     assert!(store.load(&sub("s1", "x")).await.unwrap().is_none());
-    assert_eq!(store.list_subkeys("s1").await.unwrap(), vec![sub("s1", "y")]);
+    assert_eq!(
+        store.list_subkeys("s1").await.unwrap(),
+        vec![sub("s1", "y")]
+    );
     assert_eq!(loaded(&*store, &key("s1")).await, main);
 
     store.delete(&key("s1")).await.unwrap();
@@ -320,11 +346,17 @@ pub async fn invalid_ids_are_refused(subject: Subject) {
             "lock({bad:?})"
         );
         assert!(
-            matches!(store.fork(bad, "ok", None).await, Err(StoreError::InvalidId(_))),
+            matches!(
+                store.fork(bad, "ok", None).await,
+                Err(StoreError::InvalidId(_))
+            ),
             "fork from {bad:?}"
         );
         assert!(
-            matches!(store.fork("ok", bad, None).await, Err(StoreError::InvalidId(_))),
+            matches!(
+                store.fork("ok", bad, None).await,
+                Err(StoreError::InvalidId(_))
+            ),
             "fork to {bad:?}"
         );
         assert!(SessionKey::session(bad).is_err(), "key {bad:?}");
@@ -349,7 +381,13 @@ pub async fn data_outlives_the_instance(subject: Subject) {
     assert_eq!(loaded(&*again, &sub("s1", "w")).await, all[..1].to_vec());
     // The reopened store still de-duplicates against what is on disk.
     let report = again.append(&key("s1"), &all).await.unwrap();
-    assert_eq!(report, AppendReport { written: 0, skipped: 3 });
+    assert_eq!(
+        report,
+        AppendReport {
+            written: 0,
+            skipped: 3
+        }
+    );
 }
 
 /// Sessions are separate; a store that holds one session refuses a second clearly.
@@ -365,7 +403,10 @@ pub async fn second_session_per_store(subject: Subject, caps: Capabilities) {
     } else {
         match store.append(&key("s2"), &two).await {
             Err(StoreError::Unsupported(message)) => {
-                assert!(message.contains("s1") && message.contains("s2"), "{message}");
+                assert!(
+                    message.contains("s1") && message.contains("s2"),
+                    "{message}"
+                );
             }
             other => panic!("second session: expected Unsupported, got {other:?}"),
         }

@@ -8,15 +8,13 @@
 //! message (the same mark Claude Code uses; see [`mark_command_expansion`]). A line the
 //! person typed that starts with `/` is kept: it is what they wrote.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::entry::Entry;
+use crate::jsonl::load_file;
 use crate::message::{Message, Role};
-use crate::private_fs::for_each_complete_line;
 use crate::run_error::RunError;
 use crate::store::LoadWarning;
 
@@ -66,59 +64,42 @@ pub fn read_conversation(dir: &Path) -> Result<Vec<ConversationMessage>, RunErro
 
 /// Like [`read_conversation`], returning the skipped lines as warnings.
 ///
-/// Lines are entry lines or bare messages (the seed's reference format); a torn last
-/// line is ignored, a line that is not JSON or not an entry is skipped with a
-/// warning, and an entry whose uuid was already seen is skipped.
+/// The file is read by the same reader as a session load ([`crate::jsonl::load_file`]):
+/// entry lines and bare messages (the seed's reference format); a torn last line is
+/// ignored, a corrupt line or a repeated uuid skipped, each with a warning.
 pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunError> {
     let path = dir.join(CONVERSATION_JSONL);
-    let mut conversation = Conversation::default();
-    let mut seen: HashSet<Uuid> = HashSet::new();
-    let messages = &mut conversation.messages;
-    for_each_complete_line(&path, &mut conversation.warnings, |line, text, warnings| {
-        if text.trim().is_empty() {
-            return;
+    // Only names the uuids derived for bare-message lines, which are not shown.
+    let session_hint = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("run");
+    let Some(loaded) = load_file(&path, session_hint)? else {
+        return Ok(Conversation::default());
+    };
+    let mut messages = Vec::new();
+    for entry in &loaded.entries {
+        if let Some(message) = entry.as_message()
+            && !is_command_expansion(entry)
+        {
+            push_shown(&mut messages, message);
         }
-        match parse_line(text) {
-            Ok(Parsed::Entry(entry)) => {
-                if !seen.insert(entry.uuid) {
-                    return;
-                }
-                let expansion = is_marked(&entry.extra);
-                if let Some(message) = entry.as_message()
-                    && !expansion
-                {
-                    push_shown(messages, message);
-                }
-            }
-            Ok(Parsed::Bare(message)) => push_shown(messages, &message),
-            Err(message) => warnings.push(LoadWarning {
-                file: path.clone(),
-                line,
-                message,
-            }),
-        }
-    })?;
-    Ok(conversation)
-}
-
-enum Parsed {
-    Entry(Entry),
-    Bare(Message),
-}
-
-fn parse_line(text: &str) -> Result<Parsed, String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|error| format!("not JSON, skipped: {error}"))?;
-    let bare = value.get("role").is_some() && value.get("uuid").is_none();
-    if bare {
-        serde_json::from_value(value)
-            .map(Parsed::Bare)
-            .map_err(|error| format!("not a message, skipped: {error}"))
-    } else {
-        serde_json::from_value(value)
-            .map(Parsed::Entry)
-            .map_err(|error| format!("not an entry, skipped: {error}"))
     }
+    Ok(Conversation {
+        messages,
+        warnings: loaded.warnings,
+    })
+}
+
+/// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
+/// entry or on its message): something the chat wrote, not the person. The run
+/// store should not take such an entry as the person's last message either.
+pub fn is_command_expansion(entry: &Entry) -> bool {
+    is_marked(&entry.extra)
+        || entry
+            .message
+            .as_ref()
+            .is_some_and(|message| is_marked(&message.extra))
 }
 
 fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
@@ -126,12 +107,7 @@ fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
 }
 
 fn push_shown(messages: &mut Vec<ConversationMessage>, message: &Message) {
-    let shown = match message.role {
-        Role::User => !is_marked(&message.extra),
-        Role::Assistant => true,
-        _ => false,
-    };
-    if !shown {
+    if !matches!(message.role, Role::User | Role::Assistant) {
         return;
     }
     let text = message.text();

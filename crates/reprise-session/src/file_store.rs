@@ -316,8 +316,8 @@ impl Inner {
         if !exists(&self.dir) {
             return Ok(());
         }
-        self.locks.with_writer(id, &self.lock_path(id), || {
-            match key.subagent_name() {
+        self.locks
+            .with_writer(id, &self.lock_path(id), || match key.subagent_name() {
                 None => {
                     remove_if_exists(&self.main_path(id))?;
                     remove_if_exists(&self.meta_path(id))?;
@@ -345,8 +345,7 @@ impl Inner {
                     let dir = self.subagents_dir(id);
                     if exists(&dir) { sync_dir(&dir) } else { Ok(()) }
                 }
-            }
-        })
+            })
     }
 
     fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>) -> Result<(), StoreError> {
@@ -401,7 +400,8 @@ impl Inner {
             &staged.transcript,
         )?;
         if sync {
-            file.sync_data().map_err(io_err("sync", &staged.transcript))?;
+            file.sync_data()
+                .map_err(io_err("sync", &staged.transcript))?;
         }
         drop(file);
         // 2. Subagent transcripts, whole.

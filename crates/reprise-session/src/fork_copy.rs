@@ -71,8 +71,7 @@ fn end_of_entry(
             serde_json::from_slice::<Entry>(line).is_ok_and(|entry| entry.uuid == uuid)
         } else {
             // A bare-message line has no uuid of its own.
-            has_uuid_field.find(line).is_none()
-                && Entry::bare_line_uuid(session_id, number) == uuid
+            has_uuid_field.find(line).is_none() && Entry::bare_line_uuid(session_id, number) == uuid
         };
         if is_it {
             found = Some(end);
@@ -99,7 +98,12 @@ fn scan_lines(
             buf.resize(buf.len() * 2, 0);
         }
         let want = ((limit - base) as usize - filled).min(buf.len() - filled);
-        let got = read_chunk(file, path, &mut buf[filled..filled + want], base + filled as u64)?;
+        let got = read_chunk(
+            file,
+            path,
+            &mut buf[filled..filled + want],
+            base + filled as u64,
+        )?;
         if got == 0 {
             break;
         }

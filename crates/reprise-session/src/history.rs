@@ -8,7 +8,9 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::entry::now_millis;
-use crate::private_fs::{append_line, create_private_dir_all, for_each_complete_line, open_private_append};
+use crate::private_fs::{
+    append_line, create_private_dir_all, for_each_complete_line, open_private_append,
+};
 use crate::run_error::RunError;
 use crate::store::LoadWarning;
 

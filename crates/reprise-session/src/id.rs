@@ -39,9 +39,7 @@ pub fn validate_id(what: &'static str, id: &str) -> Result<(), IdError> {
         return Err(refuse("it is longer than 128 characters"));
     }
     if !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
-        return Err(refuse(
-            "only letters, digits, '.', '_' and '-' are allowed",
-        ));
+        return Err(refuse("only letters, digits, '.', '_' and '-' are allowed"));
     }
     Ok(())
 }
@@ -100,7 +98,9 @@ impl SessionKey {
 
     /// The subpath (`subagents/<name>`), for a subagent's key.
     pub fn subpath(&self) -> Option<String> {
-        self.subagent.as_ref().map(|name| format!("subagents/{name}"))
+        self.subagent
+            .as_ref()
+            .map(|name| format!("subagents/{name}"))
     }
 
     /// The key of the session this key belongs to.

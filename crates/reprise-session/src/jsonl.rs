@@ -70,17 +70,44 @@ impl LineReader<'_> {
         });
     }
 
-    /// Parses `bytes`, which holds whole lines each ending in `\n`.
+    /// Parses `bytes`, which holds whole lines each ending in `\n`, on up to
+    /// [`PARSE_THREADS`] threads; entries reach `sink` in file order.
     fn parse_lines(&mut self, bytes: &[u8], sink: &mut dyn FnMut(Entry)) {
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', bytes) {
-            self.line += 1;
-            let line = &bytes[start..end];
-            start = end + 1;
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+        let parts = split_at_lines(bytes, parse_threads());
+        let session_id = self.session_id;
+        let first = self.line;
+        let results: Vec<Vec<Parsed>> = if parts.len() == 1 {
+            vec![parse_block(bytes, first, session_id)]
+        } else {
+            // Line numbers where each part starts, counted before parsing in parallel.
+            let mut starts = Vec::with_capacity(parts.len());
+            let mut line = first;
+            for part in &parts {
+                starts.push(line);
+                line += memchr::memchr_iter(b'\n', part).count();
             }
-            match self.parse_line(line) {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = parts
+                    .iter()
+                    .zip(&starts)
+                    .skip(1)
+                    .map(|(part, &start)| scope.spawn(move || parse_block(part, start, session_id)))
+                    .collect();
+                let mut results = vec![parse_block(parts[0], first, session_id)];
+                for handle in handles {
+                    // A panic in a parser thread is a bug; re-raise it here.
+                    results.push(
+                        handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    );
+                }
+                results
+            })
+        };
+        self.line = first + memchr::memchr_iter(b'\n', bytes).count();
+        for (line, parsed) in results.into_iter().flatten() {
+            match parsed {
                 Ok(entry) => {
                     if self.seen.insert(entry.uuid) {
                         sink(entry);
@@ -89,38 +116,97 @@ impl LineReader<'_> {
                             "duplicate uuid {} (an earlier line has it); line skipped",
                             entry.uuid
                         );
-                        self.warn(self.line, message);
+                        self.warn(line, message);
                     }
                 }
-                Err(message) => self.warn(self.line, message),
+                Err(message) => self.warn(line, message),
             }
         }
     }
+}
 
-    fn parse_line(&self, line: &[u8]) -> Result<Entry, String> {
-        let entry_error = match serde_json::from_slice::<Entry>(line) {
-            Ok(entry) => return Ok(entry),
-            Err(error) => error,
-        };
-        // Slow path, for lines that are not entries: a bare message (the seed's
-        // reference format), or something to skip with a reason.
-        let value = serde_json::from_slice::<Value>(line)
-            .map_err(|error| format!("not valid JSON ({error}); line skipped"))?;
-        match value {
-            Value::Object(map) if map.contains_key("role") && !map.contains_key("uuid") => {
-                let message = serde_json::from_value::<Message>(Value::Object(map))
-                    .map_err(|error| format!("not a valid message ({error}); line skipped"))?;
-                Ok(Entry {
-                    uuid: Entry::bare_line_uuid(self.session_id, self.line),
-                    // The reference format records no time.
-                    ts: Timestamp::UNIX_EPOCH,
-                    kind: None,
-                    message: Some(message),
-                    extra: serde_json::Map::new(),
-                })
+/// A line's number and what it held.
+type Parsed = (usize, Result<Entry, String>);
+
+/// Most threads one load uses to parse.
+const PARSE_THREADS: usize = 4;
+/// Below this, a block is parsed on the calling thread.
+const PARALLEL_MIN: usize = 1 << 20;
+
+fn parse_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, PARSE_THREADS)
+}
+
+/// Splits `bytes` (whole lines) into up to `n` parts of whole lines.
+fn split_at_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
+    if n <= 1 || bytes.len() < PARALLEL_MIN {
+        return vec![bytes];
+    }
+    let mut parts = Vec::with_capacity(n);
+    let mut rest = bytes;
+    for i in (1..n).rev() {
+        let cut = rest.len() - rest.len() * i / (i + 1);
+        match memchr::memchr(b'\n', &rest[cut.saturating_sub(1)..]) {
+            Some(pos) => {
+                let end = cut.saturating_sub(1) + pos + 1;
+                parts.push(&rest[..end]);
+                rest = &rest[end..];
             }
-            _ => Err(format!("not an entry ({entry_error}); line skipped")),
+            None => break,
         }
+    }
+    if !rest.is_empty() {
+        parts.push(rest);
+    }
+    parts
+}
+
+/// Parses whole lines; `first` is the number of the line before `bytes`.
+fn parse_block(bytes: &[u8], first: usize, session_id: &str) -> Vec<Parsed> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut line_no = first;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        line_no += 1;
+        let line = &bytes[start..end];
+        start = end + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        out.push((line_no, parse_line(line, line_no, session_id)));
+    }
+    out
+}
+
+fn parse_line(line: &[u8], line_no: usize, session_id: &str) -> Result<Entry, String> {
+    if let Some(entry) = crate::fast_entry::decode_entry(line) {
+        return Ok(entry);
+    }
+    let entry_error = match serde_json::from_slice::<Entry>(line) {
+        Ok(entry) => return Ok(entry),
+        Err(error) => error,
+    };
+    // Slow path, for lines that are not entries: a bare message (the seed's
+    // reference format), or something to skip with a reason.
+    let value = serde_json::from_slice::<Value>(line)
+        .map_err(|error| format!("not valid JSON ({error}); line skipped"))?;
+    match value {
+        Value::Object(map) if map.contains_key("role") && !map.contains_key("uuid") => {
+            let message = serde_json::from_value::<Message>(Value::Object(map))
+                .map_err(|error| format!("not a valid message ({error}); line skipped"))?;
+            Ok(Entry {
+                uuid: Entry::bare_line_uuid(session_id, line_no),
+                // The reference format records no time.
+                ts: Timestamp::UNIX_EPOCH,
+                kind: None,
+                message: Some(message),
+                extra: serde_json::Map::new(),
+            })
+        }
+        _ => Err(format!("not an entry ({entry_error}); line skipped")),
     }
 }
 
@@ -329,7 +415,9 @@ impl JsonlWriter {
             warnings: Vec::new(),
         };
         let end = if collect {
-            read_from(file, index.len, &mut reader, &mut |entry| entries.push(entry))?
+            read_from(file, index.len, &mut reader, &mut |entry| {
+                entries.push(entry)
+            })?
         } else {
             read_from(file, index.len, &mut reader, &mut |_| {})?
         };

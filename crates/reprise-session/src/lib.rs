@@ -11,6 +11,7 @@
 pub mod conformance;
 pub mod conversation;
 pub mod entry;
+mod fast_entry;
 pub mod file_store;
 mod fork_copy;
 pub mod history;
@@ -27,12 +28,12 @@ pub mod run_store;
 pub mod session_log;
 pub mod store;
 mod store_fs;
-mod writer_lock;
 pub mod transcript;
+mod writer_lock;
 
 pub use conversation::{
-    Conversation, ConversationMessage, mark_command_expansion, read_conversation,
-    read_conversation_with_warnings,
+    Conversation, ConversationMessage, is_command_expansion, mark_command_expansion,
+    read_conversation, read_conversation_with_warnings,
 };
 pub use entry::Entry;
 pub use file_store::FileSessionStore;

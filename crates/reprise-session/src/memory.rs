@@ -267,7 +267,13 @@ mod tests {
             .append(&key, &[first.clone(), first.clone()])
             .await
             .unwrap();
-        assert_eq!(report, AppendReport { written: 1, skipped: 1 });
+        assert_eq!(
+            report,
+            AppendReport {
+                written: 1,
+                skipped: 1
+            }
+        );
         let loaded = store.load(&key).await.unwrap().unwrap();
         assert_eq!(loaded.entries, vec![first]);
 

@@ -116,7 +116,10 @@ fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
             Role::Assistant if !item.message.calls().is_empty() => {
                 let start = slots.len();
                 for call in item.message.calls() {
-                    pending.entry(call.id.as_str()).or_default().push(slots.len());
+                    pending
+                        .entry(call.id.as_str())
+                        .or_default()
+                        .push(slots.len());
                     seen_ids.insert(call.id.as_str());
                     slots.push(Slot {
                         item: position,
@@ -247,7 +250,9 @@ pub fn repair_entries(history: &[Entry]) -> Vec<Entry> {
                     .extra
                     .insert(ANSWERS_ENTRY.to_owned(), Value::String(uuid.to_string()));
             }
-            entry.extra.insert(INTERRUPTED.to_owned(), Value::Bool(true));
+            entry
+                .extra
+                .insert(INTERRUPTED.to_owned(), Value::Bool(true));
             entry
         })
         .collect()
@@ -469,10 +474,7 @@ mod tests {
         assert_eq!(report.orphan_results, [0, 4]);
         assert_eq!(report.duplicate_results, [3]);
         let view = model_view(&history);
-        assert_eq!(
-            shape(&view),
-            ["assistant:a", "tool:a:real", "assistant:ok"]
-        );
+        assert_eq!(shape(&view), ["assistant:a", "tool:a:real", "assistant:ok"]);
         assert_eq!(view[1].text(), "first");
     }
 
@@ -532,7 +534,11 @@ mod tests {
 
     #[test]
     fn bare_messages_repair_the_same_way() {
-        let history = vec![Message::user("hi"), calls(&["a", "b"]), Message::tool("a", "A")];
+        let history = vec![
+            Message::user("hi"),
+            calls(&["a", "b"]),
+            Message::tool("a", "A"),
+        ];
         let repairs = repair_messages(&history);
         assert_eq!(repairs.len(), 1);
         assert_eq!(repairs[0].tool_call_id.as_deref(), Some("b"));
@@ -541,7 +547,12 @@ mod tests {
         assert!(repair_messages(&repaired).is_empty());
         assert_eq!(
             shape(&model_view_messages(&repaired)),
-            ["user:hi", "assistant:a,b", "tool:a:real", "tool:b:interrupted"]
+            [
+                "user:hi",
+                "assistant:a,b",
+                "tool:a:real",
+                "tool:b:interrupted"
+            ]
         );
     }
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::id::IdError;
+use crate::store::StoreError;
 
 /// What went wrong with a run folder or one of its files.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,9 @@ pub enum RunError {
         /// What is wrong with it.
         message: String,
     },
+    /// Reading a transcript failed (see [`StoreError`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// A record could not be encoded as JSON.
     #[error("encode a record for {path}: {source}")]
     Encode {

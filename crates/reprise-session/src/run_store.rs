@@ -122,7 +122,10 @@ impl RunStore {
     /// append).
     pub fn session_id(&self) -> Result<Option<String>, StoreError> {
         let mut state = self.inner.state();
-        Ok(self.inner.meta(&mut state)?.map(|meta| meta.session_id.clone()))
+        Ok(self
+            .inner
+            .meta(&mut state)?
+            .map(|meta| meta.session_id.clone()))
     }
 }
 
@@ -198,9 +201,9 @@ impl Inner {
     fn writer<'s>(&self, state: &'s mut RunState, key: &SessionKey) -> &'s mut JsonlWriter {
         let id = key.session_id();
         match key.subagent_name() {
-            None => state
-                .main
-                .get_or_insert_with(|| JsonlWriter::new(self.transcript_path(key), id, self.durability)),
+            None => state.main.get_or_insert_with(|| {
+                JsonlWriter::new(self.transcript_path(key), id, self.durability)
+            }),
             Some(name) => state.subagents.entry(name.to_owned()).or_insert_with(|| {
                 JsonlWriter::new(self.transcript_path(key), id, self.durability)
             }),

@@ -160,7 +160,8 @@ pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
     /// holds. Durable when it returns. Fails with [`StoreError::Locked`] when another
     /// writer holds the session.
-    async fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError>;
+    async fn append(&self, key: &SessionKey, entries: &[Entry])
+    -> Result<AppendReport, StoreError>;
 
     /// Reads a transcript back; `None` when it does not exist.
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError>;
@@ -181,10 +182,6 @@ pub trait SessionStore: Send + Sync {
     /// Copies `source` (up to and including entry `up_to`, or all of it) into a new
     /// session `target`, with `forked_from` recorded. Atomic: a crash leaves no half
     /// session. The target must not exist.
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        up_to: Option<Uuid>,
-    ) -> Result<(), StoreError>;
+    async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)
+    -> Result<(), StoreError>;
 }

@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use reprise_redact::{MASK, Redactor};
+use reprise_redact::Redactor;
 use serde_json::{Map, Value};
 
 use crate::entry::now_millis;
@@ -194,49 +194,36 @@ impl Transcript {
     }
 }
 
-/// `value` with every string in it (object keys included) redacted.
+/// `value` with every string in it redacted, object keys included: keys here, then
+/// values by [`Redactor::redact_json`], which also masks a string kept under a
+/// secret-looking key (`"password": "…"`): once the JSON is parsed the key and the
+/// value are no longer side by side in one text for a pattern to see.
 pub fn redact_value(redactor: &Redactor, value: Value) -> Value {
+    let mut value = redact_keys(redactor, value);
+    redactor.redact_json(&mut value);
+    value
+}
+
+fn redact_keys(redactor: &Redactor, value: Value) -> Value {
     match value {
-        Value::String(text) => Value::String(redact_string(redactor, text)),
         Value::Array(items) => Value::Array(
             items
                 .into_iter()
-                .map(|item| redact_value(redactor, item))
+                .map(|item| redact_keys(redactor, item))
                 .collect(),
         ),
         Value::Object(object) => Value::Object(
             object
                 .into_iter()
                 .map(|(key, item)| {
-                    let key = redact_string(redactor, key);
-                    let item = match item {
-                        Value::String(text) => Value::String(redact_field(redactor, &key, text)),
-                        other => redact_value(redactor, other),
+                    let key = match redactor.redact(&key) {
+                        std::borrow::Cow::Borrowed(_) => key,
+                        std::borrow::Cow::Owned(redacted) => redacted,
                     };
-                    (key, item)
+                    (key, redact_keys(redactor, item))
                 })
                 .collect(),
         ),
         other => other,
-    }
-}
-
-/// A string field's value, redacted alone and then in the context of its key: patterns
-/// such as `"password": "…"` need the key to recognise the value as a secret, and the
-/// key and the value are separate strings once the JSON is parsed.
-fn redact_field(redactor: &Redactor, key: &str, value: String) -> String {
-    let value = redact_string(redactor, value);
-    let pair = format!("\"{key}\": \"{value}\"");
-    if redactor.redact(&pair) == pair {
-        value
-    } else {
-        MASK.to_owned()
-    }
-}
-
-fn redact_string(redactor: &Redactor, text: String) -> String {
-    match redactor.redact(&text) {
-        std::borrow::Cow::Borrowed(_) => text,
-        std::borrow::Cow::Owned(redacted) => redacted,
     }
 }

@@ -81,7 +81,10 @@ impl LockRegistry {
     /// Takes the writer lock of `session` for the caller to keep.
     pub(crate) fn lock(&self, session: &str, path: &Path) -> Result<WriterLock, StoreError> {
         let mut held = self.held();
-        if held.get(session).is_some_and(|weak| weak.strong_count() > 0) {
+        if held
+            .get(session)
+            .is_some_and(|weak| weak.strong_count() > 0)
+        {
             return Err(StoreError::Locked {
                 session: session.to_owned(),
                 pid: Some(std::process::id()),
@@ -115,4 +118,3 @@ impl LockRegistry {
         write()
     }
 }
-

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use reprise_session::repair::{inspect, model_view, model_view_messages, repair_entries, repair_messages};
+use reprise_session::repair::{
+    inspect, model_view, model_view_messages, repair_entries, repair_messages,
+};
 use reprise_session::{Entry, Message, Role, ToolCall};
 
 /// One generated message; ids come from a small pool so they collide and repeat.
@@ -101,7 +103,9 @@ fn to_messages(ops: &[Op]) -> Vec<Message> {
 }
 
 fn is_interrupted(message: &Message) -> bool {
-    message.text().contains("was interrupted before it returned")
+    message
+        .text()
+        .contains("was interrupted before it returned")
 }
 
 /// The invariant servers enforce, plus: nothing but tool results is added, moved or
@@ -111,7 +115,10 @@ fn check_view(input: &[Message], view: &[Message]) -> Result<(), TestCaseError> 
     let mut sent_results = HashMap::new();
     while i < view.len() {
         let message = &view[i];
-        prop_assert!(message.role != Role::Tool, "tool message without its call at {i}");
+        prop_assert!(
+            message.role != Role::Tool,
+            "tool message without its call at {i}"
+        );
         i += 1;
         let calls = message.calls();
         if calls.is_empty() {
@@ -131,12 +138,20 @@ fn check_view(input: &[Message], view: &[Message]) -> Result<(), TestCaseError> 
         prop_assert_eq!(wanted, answered, "calls not answered exactly once");
     }
     prop_assert!(sent_results.values().all(|&count| count == 1));
-    let inputs: Vec<String> = input.iter().filter(|m| m.role == Role::Tool).map(Message::text).collect();
+    let inputs: Vec<String> = input
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
     for result in sent_results.keys() {
         prop_assert!(inputs.contains(result), "invented result {result}");
     }
     let kept = |messages: &[Message]| -> Vec<Message> {
-        messages.iter().filter(|m| m.role != Role::Tool).cloned().collect()
+        messages
+            .iter()
+            .filter(|m| m.role != Role::Tool)
+            .cloned()
+            .collect()
     };
     prop_assert_eq!(kept(input), kept(view));
     Ok(())

@@ -10,7 +10,10 @@ fn colours_and_cursor_moves_are_removed() {
     assert_eq!(strip_escapes("\x1b[1;31mred\x1b[0m plain"), "red plain");
     assert_eq!(strip_escapes("\x1b[38;2;255;100;0mtrue\x1b[39m"), "true");
     assert_eq!(strip_escapes("\x1b[2K\x1b[1Gline\x1b[K"), "line");
-    assert_eq!(strip_escapes("\x1b[?25l\x1b[?1049hscreen\x1b[?1049l\x1b[?25h"), "screen");
+    assert_eq!(
+        strip_escapes("\x1b[?25l\x1b[?1049hscreen\x1b[?1049l\x1b[?25h"),
+        "screen"
+    );
     assert_eq!(strip_escapes("\x1b[5;10H\x1b[2J\x1b[>4;2mtext"), "text");
 }
 
@@ -33,7 +36,10 @@ fn osc_dcs_and_short_escapes_are_removed() {
 fn eight_bit_controls_and_stray_control_characters_are_removed() {
     assert_eq!(strip_escapes("\u{9b}31mred\u{9b}0m"), "red");
     assert_eq!(strip_escapes("\u{9d}0;title\u{9c}text"), "text");
-    assert_eq!(strip_escapes("bell\x07 back\x08space\r\nnext\ttab"), "bell backspace\nnext\ttab");
+    assert_eq!(
+        strip_escapes("bell\x07 back\x08space\r\nnext\ttab"),
+        "bell backspace\nnext\ttab"
+    );
 }
 
 #[test]
@@ -82,5 +88,8 @@ fn the_log_appends_plain_text_to_a_private_file_in_the_run() {
         fs::read_to_string(&path).unwrap(),
         "bold start\n> ok\nresumed\n"
     );
-    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 }

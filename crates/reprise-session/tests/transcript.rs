@@ -18,7 +18,8 @@ const CASES: &str = "/work/shared/testdata/secrets/secret_detection_cases.jsonl"
 /// (case text, secret in it) for a few real cases of the shared test data.
 fn secret_cases() -> Vec<(String, String)> {
     let wanted = [21, 47, 226, 227, 228, 498, 499, 501, 513];
-    let secret = Regex::new(r"ghp_[A-Za-z0-9]{36}|AKIA[0-9A-Z]{16}|xoxb-[0-9A-Za-z-]{20,}").unwrap();
+    let secret =
+        Regex::new(r"ghp_[A-Za-z0-9]{36}|AKIA[0-9A-Z]{16}|xoxb-[0-9A-Za-z-]{20,}").unwrap();
     let data = fs::read_to_string(CASES).unwrap();
     let cases: Vec<_> = data
         .lines()
@@ -68,15 +69,29 @@ fn records_have_the_fields_spec_names() {
         .unwrap();
     transcript
         .record(&TranscriptRecord::tool_result(
-            "helper", "call_2", "rm", "denied by the gate", true,
+            "helper",
+            "call_2",
+            "rm",
+            "denied by the gate",
+            true,
         ))
         .unwrap();
     let path = run.dir.join("transcript.jsonl");
     assert_eq!(transcript.path(), path);
-    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let records = lines(&path);
     assert_eq!(records.len(), 4);
-    let keys = |value: &Value| value.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let keys = |value: &Value| {
+        value
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         keys(&records[0]),
         ["ts", "agent", "type", "id", "name", "arguments", "decision"]
@@ -91,7 +106,10 @@ fn records_have_the_fields_spec_names() {
     assert_eq!(records[1]["type"], "tool_result");
     assert_eq!(records[1]["is_error"], false);
     assert_eq!(records[2]["arguments"], "not json {", "kept as text");
-    assert_eq!(records[2]["type"], "tool_call", "extra fields never replace SPEC's");
+    assert_eq!(
+        records[2]["type"], "tool_call",
+        "extra fields never replace SPEC's"
+    );
     assert_eq!(records[2]["reason"], "outside the workspace");
     assert_eq!(records[3]["is_error"], true);
     assert_eq!(records[3]["agent"], "helper");
@@ -163,12 +181,11 @@ fn no_secret_from_the_test_data_reaches_the_file() {
 
 #[test]
 fn a_value_is_redacted_in_the_context_of_its_key() {
-    // A redactor that only knows a secret by its surroundings: simulate one by
-    // giving it the full `"key": "value"` text. A value alone does not match.
+    // Once parsed, `"password"` and its value are separate strings; the value is
+    // still masked because of the key it sits under.
     let tmp = tempfile::tempdir().unwrap();
     let run = create_run_folder(tmp.path()).unwrap();
-    let redactor = Redactor::new().with_secret(r#""password": "hunter2-correct-horse""#);
-    let transcript = Transcript::open(&run.dir, redactor).unwrap();
+    let transcript = Transcript::open(&run.dir, Redactor::new()).unwrap();
     let line = transcript
         .record(&TranscriptRecord::tool_call(
             "main",
@@ -181,4 +198,39 @@ fn a_value_is_redacted_in_the_context_of_its_key() {
     let record: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(record["arguments"]["user"], "ana");
     assert_eq!(record["arguments"]["password"], "[REDACTED]");
+}
+
+#[test]
+fn the_redactors_own_patterns_keep_the_test_data_secrets_out() {
+    // No known values: only the redactor's pattern table stands between the
+    // secrets and the file.
+    let tmp = tempfile::tempdir().unwrap();
+    let run = create_run_folder(tmp.path()).unwrap();
+    let transcript = Transcript::open(&run.dir, Redactor::new()).unwrap();
+    let cases = secret_cases();
+    for (i, (text, _)) in cases.iter().enumerate() {
+        let id = format!("call_{i}");
+        let arguments = json!({ "script": text, "lines": text.lines().collect::<Vec<_>>() });
+        transcript
+            .record(&TranscriptRecord::tool_call(
+                "main",
+                &id,
+                "bash",
+                arguments.to_string(),
+            ))
+            .unwrap();
+        transcript
+            .record(&TranscriptRecord::tool_result(
+                "main",
+                &id,
+                "bash",
+                text.clone(),
+                false,
+            ))
+            .unwrap();
+    }
+    let raw = fs::read_to_string(run.dir.join("transcript.jsonl")).unwrap();
+    for (_, secret) in &cases {
+        assert!(!raw.contains(secret.as_str()), "{secret} leaked:\n{raw}");
+    }
 }

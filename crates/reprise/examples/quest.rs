@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use reprise::prelude::*;
-use reprise::session::SessionKey;
+use reprise::session::{SessionKey, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,9 @@ impl Town {
             "elder" | "the elder" => {
                 "The Cave of Echoes only opens to the Silver Key. The mayor keeps it; his daughter borrows it."
             }
-            "guard" | "the guard" => "Nobody goes in without a light. The cave eats torches, mind you.",
+            "guard" | "the guard" => {
+                "Nobody goes in without a light. The cave eats torches, mind you."
+            }
             "mayor" | "the mayor" => "The key? My daughter has it again. Ask her at the well.",
             "shopkeeper" | "the shopkeeper" => "Torches 5 gold, rope 3, a lantern 12.",
             other => return Err(format!("nobody called {other:?} lives in town")),
@@ -63,14 +65,23 @@ impl Town {
         let prices = BTreeMap::from([("torch", 5), ("rope", 3), ("lantern", 12)]);
         let item = item.to_lowercase();
         let Some(&price) = prices.get(item.trim_end_matches('s')) else {
-            return Err(format!("the shop sells only {:?}", prices.keys().collect::<Vec<_>>()));
+            return Err(format!(
+                "the shop sells only {:?}",
+                prices.keys().collect::<Vec<_>>()
+            ));
         };
-        let mut gold = self.gold.lock().map_err(|_| "the purse is lost".to_owned())?;
+        let mut gold = self
+            .gold
+            .lock()
+            .map_err(|_| "the purse is lost".to_owned())?;
         if *gold < price {
             return Err(format!("{item} costs {price} gold; you have {}", *gold));
         }
         *gold -= price;
-        Ok(format!("Bought a {item} for {price} gold. {} gold left.", *gold))
+        Ok(format!(
+            "Bought a {item} for {price} gold. {} gold left.",
+            *gold
+        ))
     }
 }
 
@@ -118,7 +129,9 @@ async fn play(agent: &mut Agent, prompt: &str) -> Result<(), AgentError> {
                     print!("{text}");
                     let _ = std::io::stdout().flush();
                 }
-                AgentEvent::ToolCallStarted { name, arguments, .. } => {
+                AgentEvent::ToolCallStarted {
+                    name, arguments, ..
+                } => {
                     println!("  [{name} {arguments}]");
                 }
                 AgentEvent::ToolCallFinished { output, .. } => {
@@ -129,15 +142,26 @@ async fn play(agent: &mut Agent, prompt: &str) -> Result<(), AgentError> {
             }
         }
     });
-    let result = agent.run_streaming(prompt, events_tx, CancellationToken::new()).await;
+    let result = agent
+        .run_streaming(prompt, events_tx, CancellationToken::new())
+        .await;
     let _ = printer.await;
     println!();
     result.map(|_| ())
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> std::process::ExitCode {
+    match quest(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn quest(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut config = OpenAiConfig::new(args.model).base_url(args.base_url);
     // The key comes from the environment, never from a flag that lands in shell history.
     if let Ok(key) = std::env::var("OPENAI_API_KEY") {
@@ -150,7 +174,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             store.delete(&SessionKey::session(id)?).await?;
         }
     }
-    let town = Arc::new(Town { gold: Mutex::new(20) });
+    let town = Arc::new(Town {
+        gold: Mutex::new(20),
+    });
     let quest = |session_id: &str| {
         Agent::builder(provider.clone())
             .system("You are Astor, an adventurer. Use the town's tools; be brief.")
@@ -174,12 +200,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for warning in day2.load_warnings() {
         eprintln!("warning: {warning}");
     }
-    println!("\n(day 2: {} messages in the history)", day2.messages().len());
-    play(&mut day2, "I got the Silver Key from the mayor's daughter. What now?").await?;
+    println!(
+        "\n(day 2: {} messages in the history)",
+        day2.messages().len()
+    );
+    play(
+        &mut day2,
+        "I got the Silver Key from the mayor's daughter. What now?",
+    )
+    .await?;
 
     // A fork: a new session with a copy of every message. quest-1 stays as it was.
-    let mut west = day2.fork("quest-2").await?;
-    play(&mut west, "Suppose the key doesn't fit. Is there another way in?").await?;
+    let mut west = match day2.fork("quest-2").await {
+        Ok(west) => west,
+        Err(AgentError::Store(StoreError::AlreadyExists { session })) => {
+            println!("\n{session} already exists from an earlier run; --fresh starts over.");
+            return Ok(());
+        }
+        Err(error) => return Err(error.into()),
+    };
+    play(
+        &mut west,
+        "Suppose the key doesn't fit. Is there another way in?",
+    )
+    .await?;
     println!(
         "\nquest-1: {} messages, quest-2: {} messages, in {}",
         day2.messages().len(),

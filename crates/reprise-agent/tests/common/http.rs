@@ -67,7 +67,11 @@ pub fn messages_of(body: &Value) -> Vec<Value> {
 /// Every line of a JSONL file, each of which must be complete JSON.
 pub fn jsonl_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(text.is_empty() || text.ends_with('\n'), "{} ends with a torn line", path.display());
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} ends with a torn line",
+        path.display()
+    );
     text.lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}")))
         .collect()

@@ -93,7 +93,11 @@ impl Provider for MockProvider {
                         events.send(StreamEvent::TextDelta(text)).unwrap();
                     }
                 }
-                let finish = if message.calls().is_empty() { "stop" } else { "tool_calls" };
+                let finish = if message.calls().is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                };
                 Ok(Completion {
                     message,
                     finish_reason: Some(finish.to_owned()),
@@ -134,7 +138,10 @@ pub fn calls(calls: &[(&str, &str, &str)]) -> Step {
 
 /// The roles of a history, for compact assertions.
 pub fn roles(messages: &[Message]) -> Vec<String> {
-    messages.iter().map(|message| message.role.as_str().to_owned()).collect()
+    messages
+        .iter()
+        .map(|message| message.role.as_str().to_owned())
+        .collect()
 }
 
 /// The messages of a request body.

@@ -185,9 +185,14 @@ impl App {
         }
         if let Some(running) = self.running.take() {
             running.cancel.cancel();
-            let _ = running.task.await;
+            if let Ok((session, _)) = running.task.await {
+                self.session = Some(session);
+            }
         }
         self.draw(terminal)?;
+        if let Some(session) = self.session.take() {
+            session.close().await;
+        }
         Ok(())
     }
 
@@ -230,6 +235,10 @@ impl App {
             Event::Key(key) => {
                 if let Some(action) = self.view.on_key(key) {
                     self.on_action(action).await;
+                }
+                // Lines queued behind a `/resume` go once its picker is closed.
+                if !self.queue.is_empty() {
+                    self.next_queued().await;
                 }
             }
             Event::Paste(text) => {
@@ -369,6 +378,16 @@ impl App {
                 });
                 self.reply = Some(ask.reply);
             }
+            UiEvent::Mcp(notice) => {
+                use reprise_mcp::NoticeKind;
+                let text = notice.to_string();
+                self.view.items.push(match notice.kind {
+                    NoticeKind::Started | NoticeKind::Restarted | NoticeKind::Restarting => {
+                        Item::Notice(text)
+                    }
+                    _ => Item::Warning(text),
+                });
+            }
         }
     }
 
@@ -449,7 +468,9 @@ impl App {
         match self.opener.open(folder).await {
             Ok(session) => {
                 self.view.run = session.run_name().to_owned();
-                self.session = Some(session);
+                if let Some(old) = self.session.replace(session) {
+                    old.close().await;
+                }
                 if !self.inline {
                     self.view.items.clear();
                 }
@@ -491,7 +512,9 @@ impl App {
                 );
                 next.log_line(&line);
                 self.view.run = next.run_name().to_owned();
-                self.session = Some(next);
+                if let Some(old) = self.session.replace(next) {
+                    old.close().await;
+                }
                 self.view.items.push(Item::Notice(line));
             }
             Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),

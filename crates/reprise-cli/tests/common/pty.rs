@@ -13,7 +13,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 pub struct Pty {
     screen: Arc<Mutex<vt100::Parser>>,
-    writer: Box<dyn Write + Send>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
     pub child: Box<dyn Child + Send + Sync>,
     _master: Box<dyn MasterPty + Send>,
 }
@@ -47,7 +47,8 @@ impl Pty {
         let child = pair.slave.spawn_command(command).unwrap();
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().unwrap();
-        let writer = pair.master.take_writer().unwrap();
+        let writer = Arc::new(Mutex::new(pair.master.take_writer().unwrap()));
+        let answer = Arc::clone(&writer);
         let screen = Arc::new(Mutex::new(vt100::Parser::new(
             std::num::NonZeroU16::new(24).unwrap(),
             std::num::NonZeroU16::new(80).unwrap(),
@@ -59,7 +60,20 @@ impl Pty {
             loop {
                 match reader.read(&mut buffer) {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => feed.lock().unwrap().process(&buffer[..n]),
+                    Ok(n) => {
+                        let mut parser = feed.lock().unwrap();
+                        parser.process(&buffer[..n]);
+                        // Answer cursor-position queries (the inline mode asks where
+                        // the cursor is), as a real terminal would.
+                        let queries = buffer[..n].windows(4).filter(|w| w == b"\x1b[6n").count();
+                        for _ in 0..queries {
+                            let (row, col) = parser.screen().cursor_position();
+                            let reply = format!("\x1b[{};{}R", row + 1, col + 1);
+                            let mut writer = answer.lock().unwrap();
+                            let _ = writer.write_all(reply.as_bytes());
+                            let _ = writer.flush();
+                        }
+                    }
                 }
             }
         });
@@ -76,8 +90,9 @@ impl Pty {
     }
 
     pub fn send(&mut self, bytes: &str) {
-        self.writer.write_all(bytes.as_bytes()).unwrap();
-        self.writer.flush().unwrap();
+        let mut writer = self.writer.lock().unwrap();
+        writer.write_all(bytes.as_bytes()).unwrap();
+        writer.flush().unwrap();
     }
 
     /// Types a line and presses Enter.

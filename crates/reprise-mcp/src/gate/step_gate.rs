@@ -58,6 +58,17 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The name written to the transcript: `allow`, `deny`, `ask-yes`, `ask-no`, `always`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::AskYes => "ask-yes",
+            Decision::AskNo => "ask-no",
+            Decision::Always => "always",
+        }
+    }
+
     /// Whether the call runs.
     pub fn runs(self) -> bool {
         matches!(self, Decision::Allow | Decision::AskYes | Decision::Always)

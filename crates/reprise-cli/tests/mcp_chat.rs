@@ -1,0 +1,135 @@
+//! MCP tools in the chat, end to end: the plain chat (real binary, pipes), a scripted
+//! model server, and the reference MCP server (`@modelcontextprotocol/server-everything`,
+//! installed by scripts/install-test-deps.sh), behind the step gate.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{Sandbox, jsonl};
+use reprise_testkit::{Reply, ScriptedServer};
+
+fn everything_server() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path =
+        root.join(".test-deps/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.is_file(),
+        "the reference MCP server is missing at {}: run scripts/install-test-deps.sh",
+        path.display()
+    );
+    path.canonicalize().unwrap()
+}
+
+fn configure(sandbox: &Sandbox, gate: &str) {
+    let dir = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n{gate}",
+            everything_server().display().to_string()
+        ),
+    )
+    .unwrap();
+}
+
+fn echo(id: &str, message: &str) -> Reply {
+    Reply::tool_call(id, "ev__echo", format!(r#"{{"message":"{message}"}}"#))
+}
+
+#[tokio::test]
+async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
+    let sandbox = Sandbox::new();
+    configure(&sandbox, "");
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        echo("c1", "one"),
+        Reply::text("Echoed one."),
+        echo("c2", "two"),
+        Reply::text("Not echoed."),
+        echo("c3", "three"),
+        Reply::text("Echoed three."),
+        echo("c4", "four"),
+        Reply::text("Echoed four without asking."),
+    ]);
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &[],
+            "say one\ny\nsay two\nn\nsay three\na\nsay four\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.matches("run ev__echo").count(), 3, "{}", out.stdout);
+    assert!(out.stdout.contains("↳ Echo: one"), "{}", out.stdout);
+    assert!(out.stdout.contains("↳ Echo: four"), "{}", out.stdout);
+    assert!(out.stderr.contains("MCP server \"ev\": started"), "{}", out.stderr);
+
+    let bodies = server.request_bodies();
+    // The tool was offered under its server's prefix, with its schema.
+    let offered: Vec<&str> = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"ev__echo"), "{offered:?}");
+    let result_of = |body: &serde_json::Value| {
+        let messages = body["messages"].as_array().unwrap();
+        messages.last().unwrap()["content"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(result_of(&bodies[1]), "Echo: one");
+    assert!(result_of(&bodies[3]).contains("not allowed"), "{}", result_of(&bodies[3]));
+    assert_eq!(result_of(&bodies[7]), "Echo: four");
+
+    let run = sandbox.conversations().remove(0);
+    let decisions: Vec<String> = jsonl(&run.join("transcript.jsonl"))
+        .iter()
+        .filter_map(|r| r["decision"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(decisions, ["ask-yes", "ask-no", "always", "allow"]);
+
+    // A new start on the same run: new servers, a new gate, which asks again.
+    server.push_all([echo("c5", "five"), Reply::text("Echoed five.")]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--continue"], "say five\ny\n")
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.matches("run ev__echo").count(), 1, "{}", out.stdout);
+    assert_eq!(result_of(&server.request_bodies()[8]), "Echo: five");
+}
+
+#[tokio::test]
+async fn allow_and_deny_patterns_decide_without_asking() {
+    let sandbox = Sandbox::new();
+    configure(&sandbox, "[gate]\nallow = [\"ev__echo\"]\ndeny = [\"ev__get-*\"]\n");
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        echo("c1", "ok"),
+        Reply::tool_call("c2", "ev__get-sum", r#"{"a":1,"b":2}"#),
+        Reply::text("Done."),
+    ]);
+    let out = sandbox.chat(&server.base_url(), &[], "go\n").await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("run ev__"), "{}", out.stdout);
+    let bodies = server.request_bodies();
+    let last = bodies[2]["messages"].as_array().unwrap();
+    let n = last.len();
+    assert_eq!(last[n - 3]["content"], "Echo: ok");
+    assert!(
+        last[n - 1]["content"].as_str().unwrap().contains("deny pattern"),
+        "{}",
+        last[n - 1]
+    );
+}
+
+#[tokio::test]
+async fn mcp_list_shows_servers_and_tools() {
+    let sandbox = Sandbox::new();
+    configure(&sandbox, "");
+    let out = sandbox.run(&["mcp", "list"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("ev"), "{}", out.stdout);
+    assert!(out.stdout.contains("ev__echo"), "{}", out.stdout);
+}
