@@ -9,8 +9,9 @@
 //! It is compared, turn by turn, with the time the provider spent just serializing
 //! that turn's request body (measured inside the same turn). Printed per history
 //! size: medians of the turn, of the serialization, their ratio, and the turn minus
-//! the serialization; once with `fdatasync` on every append (the default), once with
-//! a `MemoryStore` to show the loop without the disk.
+//! the serialization, and one store append alone; with `fdatasync` on every append
+//! (the default), with `Durability::Flush` (one `write`, no sync), and with a
+//! `MemoryStore` to show the loop without the disk.
 //!
 //! `cargo bench -p reprise-agent --bench loop_cost`
 
@@ -25,7 +26,7 @@ use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
 };
 use reprise_session::{
-    Entry, FileSessionStore, MemoryStore, Message, SessionKey, SessionStore, ToolCall,
+    Durability, Entry, FileSessionStore, MemoryStore, Message, SessionKey, SessionStore, ToolCall,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -142,6 +143,8 @@ async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
     }
     let calls = provider.calls.lock().unwrap().clone();
     drop(agent);
+    // Appends alone, under the writer lock as the agent makes them.
+    let _lock = store.lock(key.session_id()).await.unwrap();
     let mut appends = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let entry = Entry::message(Message::user("Which way now?"));
@@ -223,6 +226,19 @@ fn main() {
             disk.push((size, measure(store, size).await));
         }
         print_table("FileSessionStore (fdatasync on every append):", &disk);
+
+        let mut flushed = Vec::new();
+        for size in SIZES {
+            let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::with_durability(
+                dir.path().join("flush"),
+                Durability::Flush,
+            ));
+            flushed.push((size, measure(store, size).await));
+        }
+        print_table(
+            "FileSessionStore, Durability::Flush (one write per append, no fdatasync):",
+            &flushed,
+        );
 
         let mut memory = Vec::new();
         for size in SIZES {

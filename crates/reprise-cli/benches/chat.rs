@@ -76,7 +76,9 @@ async fn make_runs(runs_dir: &Path, count: usize) {
         let store = RunStore::with_durability(&folder.dir, Durability::None);
         let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
         let entries = [
-            Entry::message(Message::user(format!("question number {i} about something"))),
+            Entry::message(Message::user(format!(
+                "question number {i} about something"
+            ))),
             Entry::message(Message::assistant(format!("answer number {i}"))),
         ];
         store.append(&key, &entries).await.unwrap();
@@ -142,7 +144,11 @@ fn full_screen_continue(cwd: &Path) -> (Duration, u64) {
         let n = reader.read(&mut buffer).unwrap();
         assert!(n > 0, "the chat closed before the redraw");
         parser.process(&buffer[..n]);
-        if parser.screen().contents().contains("(resumed the conversation of") {
+        if parser
+            .screen()
+            .contents()
+            .contains("(resumed the conversation of")
+        {
             break start.elapsed();
         }
     };
@@ -170,17 +176,35 @@ async fn main() {
     println!("setup: {RUNS} runs written in {}", ms(setup.elapsed()));
 
     let _ = timed(&many, &["runs"]); // warm the page cache
-    let version: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["--version"]).0).collect();
+    let version: Vec<_> = (0..REPEAT)
+        .map(|_| timed(&many, &["--version"]).0)
+        .collect();
     let runs: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["runs"]).0).collect();
-    let json: Vec<_> = (0..REPEAT).map(|_| timed(&many, &["runs", "--json"]).0).collect();
-    println!("reprise --version (process start only): median {}", ms(median(version)));
-    println!("reprise runs, {RUNS} runs:               median {}", ms(median(runs)));
-    println!("reprise runs --json, {RUNS} runs:        median {}", ms(median(json)));
+    let json: Vec<_> = (0..REPEAT)
+        .map(|_| timed(&many, &["runs", "--json"]).0)
+        .collect();
+    println!(
+        "reprise --version (process start only): median {}",
+        ms(median(version))
+    );
+    println!(
+        "reprise runs, {RUNS} runs:               median {}",
+        ms(median(runs))
+    );
+    println!(
+        "reprise runs --json, {RUNS} runs:        median {}",
+        ms(median(json))
+    );
 
     let long = root.path().join("long");
     std::fs::create_dir_all(long.join("xdg")).unwrap();
     make_long_run(&long.join(".run"), MESSAGES).await;
-    let args = ["--plain", "--continue", "--base-url", "http://127.0.0.1:9/v1"];
+    let args = [
+        "--plain",
+        "--continue",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
     let _ = timed(&long, &args);
     let mut plain = Vec::new();
     let mut peak = 0;

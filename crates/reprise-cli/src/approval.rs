@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use async_trait::async_trait;
-use reprise_mcp::{GateAnswer, GateAsker, GateDecision, GateMode, GatePolicy, GateRequest, StepGate};
+use reprise_mcp::{
+    GateAnswer, GateAsker, GateDecision, GateMode, GatePolicy, GateRequest, StepGate,
+};
 use reprise_redact::Redactor;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;

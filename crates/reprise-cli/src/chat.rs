@@ -10,7 +10,7 @@ use reprise_session::{RunFolder, append_history, find_run, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
-use crate::run_cmds::show_date;
+use crate::run_cmds::{show_date, show_date_in};
 use crate::tui::view::PickerRow;
 
 /// The slash commands, for `/help`.
@@ -84,12 +84,13 @@ pub fn resumed_text(date: &str) -> String {
 
 /// The runs for the `/resume` list, newest first.
 pub fn picker_rows(runs_dir: &Path) -> Result<Vec<PickerRow>> {
+    let tz = jiff::tz::TimeZone::system();
     Ok(list_runs(runs_dir)?
         .runs
         .iter()
         .map(|run| PickerRow {
             name: run.name().to_owned(),
-            date: show_date(run.updated_at),
+            date: show_date_in(run.updated_at, &tz),
             last_message: run.last_message.clone().unwrap_or_default(),
         })
         .collect())

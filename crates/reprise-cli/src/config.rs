@@ -107,12 +107,14 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
     match toml::from_str::<FileConfig>(text) {
         Ok(config) => {
             if let Some(mcp) = &config.mcp {
-                mcp.validate()
-                    .map_err(|error| anyhow::anyhow!("bad config file {}: [mcp]: {error}", path.display()))?;
+                mcp.validate().map_err(|error| {
+                    anyhow::anyhow!("bad config file {}: [mcp]: {error}", path.display())
+                })?;
             }
             if let Some(gate) = &config.gate {
-                reprise_mcp::GatePolicy::from_config(gate)
-                    .map_err(|error| anyhow::anyhow!("bad config file {}: [gate]: {error}", path.display()))?;
+                reprise_mcp::GatePolicy::from_config(gate).map_err(|error| {
+                    anyhow::anyhow!("bad config file {}: [gate]: {error}", path.display())
+                })?;
             }
             Ok(config)
         }

@@ -10,8 +10,22 @@ use serde_json::json;
 
 /// A timestamp as a person reads it: local time, to the minute.
 pub fn show_date(ts: Timestamp) -> String {
-    let zoned = ts.to_zoned_datetime(jiff::tz::TimeZone::system());
+    show_date_in(ts, &jiff::tz::TimeZone::system())
+}
+
+/// [`show_date`] in a given time zone (looked up once for a whole listing).
+pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
+    let zoned = ts.to_zoned_datetime(tz.clone());
     zoned.strftime("%Y-%m-%d %H:%M").to_string()
+}
+
+/// Writes JSON in one go (stdout is line-buffered: writing it value by value would
+/// make a system call per line).
+fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    out.write_all(&bytes)?;
+    Ok(())
 }
 
 /// `reprise runs`: a table (date, messages, last message, run), or JSON.
@@ -35,15 +49,14 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
                 })
             })
             .collect();
-        serde_json::to_writer_pretty(&mut *out, &rows)?;
-        writeln!(out)?;
-        return Ok(());
+        return write_json(out, &rows);
     }
     if list.runs.is_empty() {
         writeln!(out, "no runs with a conversation in {}", runs_dir.display())?;
         return Ok(());
     }
     // Built as one string: 10,000 rows through a locked, buffered writer in one go.
+    let tz = jiff::tz::TimeZone::system();
     let mut text = String::with_capacity(list.runs.len() * 100);
     text.push_str(&format!(
         "{:<16}  {:>8}  {:<48}  {}\n",
@@ -57,7 +70,7 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             .unwrap_or_default();
         text.push_str(&format!(
             "{:<16}  {:>8}  {:<48}  {}\n",
-            show_date(run.updated_at),
+            show_date_in(run.updated_at, &tz),
             run.message_count,
             last,
             run.name()
@@ -80,9 +93,7 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
             .iter()
             .map(|m| json!({"role": m.role.as_str(), "text": m.text}))
             .collect();
-        serde_json::to_writer_pretty(&mut *out, &rows)?;
-        writeln!(out)?;
-        return Ok(());
+        return write_json(out, &rows);
     }
     let mut text = String::new();
     for message in &conversation.messages {

@@ -61,10 +61,19 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
         )
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(out.stdout.matches("run ev__echo").count(), 3, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.matches("run ev__echo").count(),
+        3,
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("↳ Echo: one"), "{}", out.stdout);
     assert!(out.stdout.contains("↳ Echo: four"), "{}", out.stdout);
-    assert!(out.stderr.contains("MCP server \"ev\": started"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("MCP server \"ev\": started"),
+        "{}",
+        out.stderr
+    );
 
     let bodies = server.request_bodies();
     // The tool was offered under its server's prefix, with its schema.
@@ -77,10 +86,17 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
     assert!(offered.contains(&"ev__echo"), "{offered:?}");
     let result_of = |body: &serde_json::Value| {
         let messages = body["messages"].as_array().unwrap();
-        messages.last().unwrap()["content"].as_str().unwrap().to_owned()
+        messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
     assert_eq!(result_of(&bodies[1]), "Echo: one");
-    assert!(result_of(&bodies[3]).contains("not allowed"), "{}", result_of(&bodies[3]));
+    assert!(
+        result_of(&bodies[3]).contains("not allowed"),
+        "{}",
+        result_of(&bodies[3])
+    );
     assert_eq!(result_of(&bodies[7]), "Echo: four");
 
     let run = sandbox.conversations().remove(0);
@@ -96,14 +112,22 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
         .chat(&server.base_url(), &["--continue"], "say five\ny\n")
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(out.stdout.matches("run ev__echo").count(), 1, "{}", out.stdout);
-    assert_eq!(result_of(&server.request_bodies()[8]), "Echo: five");
+    assert_eq!(
+        out.stdout.matches("run ev__echo").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    assert_eq!(result_of(&server.request_bodies()[9]), "Echo: five");
 }
 
 #[tokio::test]
 async fn allow_and_deny_patterns_decide_without_asking() {
     let sandbox = Sandbox::new();
-    configure(&sandbox, "[gate]\nallow = [\"ev__echo\"]\ndeny = [\"ev__get-*\"]\n");
+    configure(
+        &sandbox,
+        "[gate]\nallow = [\"ev__echo\"]\ndeny = [\"ev__get-*\"]\n",
+    );
     let server = ScriptedServer::start().await;
     server.push_all([
         echo("c1", "ok"),
@@ -118,7 +142,10 @@ async fn allow_and_deny_patterns_decide_without_asking() {
     let n = last.len();
     assert_eq!(last[n - 3]["content"], "Echo: ok");
     assert!(
-        last[n - 1]["content"].as_str().unwrap().contains("deny pattern"),
+        last[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("deny pattern"),
         "{}",
         last[n - 1]
     );

@@ -3,6 +3,9 @@
 //! ```text
 //! <dir>/<id>.jsonl                        the session's entries
 //! <dir>/<id>.meta.json                    {"id", "created_at", "updated_at", "forked_from"}
+//!                                         (written when the session is created or forked;
+//!                                         listings report the later of `updated_at` and
+//!                                         the transcript's modification time)
 //! <dir>/<id>/subagents/<name>.jsonl       each subagent's entries
 //! <dir>/<id>.lock                         the writer lock (holds the writer's pid)
 //! ```
@@ -223,13 +226,10 @@ impl Inner {
             if writers.meta.is_none() {
                 writers.meta = self.read_meta(id);
             }
+            // `updated_at` is not rewritten on every append (that would cost a rename
+            // per message); listings take the later of it and the transcript's mtime.
             match &mut writers.meta {
-                Some(meta) => {
-                    if report.0.written > 0 {
-                        meta.updated_at = now.max(meta.updated_at);
-                        self.write_meta(meta, false)?;
-                    }
-                }
+                Some(_) => {}
                 None => {
                     let meta = SessionMeta {
                         id: id.to_owned(),
@@ -280,8 +280,18 @@ impl Inner {
             if validate_id("session", &id).is_err() {
                 continue;
             }
+            let modified = std::fs::metadata(self.main_path(&id))
+                .and_then(|meta| meta.modified())
+                .ok()
+                .and_then(|time| Timestamp::try_from(time).ok());
             let info = match self.read_meta(&id) {
-                Some(meta) => meta.info(),
+                Some(meta) => {
+                    let mut info = meta.info();
+                    if let Some(modified) = modified {
+                        info.updated_at = info.updated_at.max(modified);
+                    }
+                    info
+                }
                 None => {
                     let path = self.main_path(&id);
                     let meta = std::fs::metadata(&path).map_err(io_err("stat", &path))?;
@@ -514,10 +524,11 @@ pub(crate) fn jsonl_stems(dir: &Path) -> Result<Vec<String>, StoreError> {
         let item = item.map_err(io_err("list", dir))?;
         let name = item.file_name();
         let Some(name) = name.to_str() else { continue };
-        if let Some(stem) = name.strip_suffix(".jsonl") {
-            if !stem.starts_with('.') && item.file_type().is_ok_and(|t| t.is_file()) {
-                names.push(stem.to_owned());
-            }
+        if let Some(stem) = name.strip_suffix(".jsonl")
+            && !stem.starts_with('.')
+            && item.file_type().is_ok_and(|t| t.is_file())
+        {
+            names.push(stem.to_owned());
         }
     }
     names.sort();

@@ -89,7 +89,7 @@ fn scan_lines(
     limit: u64,
     visit: &mut dyn FnMut(&[u8], u64, usize) -> bool,
 ) -> Result<(), StoreError> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; usize::try_from(limit).unwrap_or(CHUNK).clamp(4096, CHUNK)];
     let mut base = 0u64;
     let mut filled = 0usize;
     let mut number = 0usize;

@@ -73,7 +73,11 @@ impl LineReader<'_> {
     /// Parses `bytes`, which holds whole lines each ending in `\n`, on up to
     /// [`PARSE_THREADS`] threads; entries reach `sink` in file order.
     fn parse_lines(&mut self, bytes: &[u8], sink: &mut dyn FnMut(Entry)) {
-        let parts = split_at_lines(bytes, parse_threads());
+        let parts = if bytes.len() < PARALLEL_MIN {
+            vec![bytes]
+        } else {
+            split_at_lines(bytes, parse_threads())
+        };
         let session_id = self.session_id;
         let first = self.line;
         let results: Vec<Vec<Parsed>> = if parts.len() == 1 {
@@ -134,10 +138,14 @@ const PARSE_THREADS: usize = 4;
 const PARALLEL_MIN: usize = 1 << 20;
 
 fn parse_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, PARSE_THREADS)
+    // Asking the OS reads cgroup files: once per process is enough.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, PARSE_THREADS)
+    })
 }
 
 /// Splits `bytes` (whole lines) into up to `n` parts of whole lines.
@@ -225,13 +233,22 @@ fn read_from(
     reader: &mut LineReader<'_>,
     sink: &mut dyn FnMut(Entry),
 ) -> Result<ReadEnd, StoreError> {
+    // Small files get a small buffer: zeroing a whole chunk would cost more than
+    // reading them.
+    let remaining = file
+        .metadata()
+        .map(|meta| meta.len().saturating_sub(offset))
+        .unwrap_or(0);
+    let step = usize::try_from(remaining)
+        .unwrap_or(CHUNK)
+        .clamp(4096, CHUNK);
     let mut buf: Vec<u8> = Vec::new();
     // Offset of buf[0] in the file, and how much of buf holds data.
     let mut base = offset;
     let mut filled = 0usize;
     loop {
-        if buf.len() - filled < CHUNK / 2 {
-            buf.resize((filled + CHUNK).max(buf.len()), 0);
+        if buf.len() - filled < step / 2 {
+            buf.resize((filled + step).max(buf.len()), 0);
         }
         let read = loop {
             match file.read_at(&mut buf[filled..], base + filled as u64) {
@@ -320,6 +337,21 @@ struct FileIndex {
     lines: usize,
     /// Uuids the file holds.
     uuids: HashSet<Uuid>,
+    /// The last bytes before `len`: if they changed, someone rewrote the file (cut it
+    /// and wrote again) and the index starts over.
+    tail: Vec<u8>,
+}
+
+/// How many bytes before the index's end are compared to detect a rewritten file.
+const TAIL_CHECK: u64 = 64;
+
+/// The `TAIL_CHECK` bytes before `len` in `file`.
+fn read_tail(file: &File, path: &Path, len: u64) -> Result<Vec<u8>, StoreError> {
+    let start = len.saturating_sub(TAIL_CHECK);
+    let mut buf = vec![0u8; (len - start) as usize];
+    file.read_exact_at(&mut buf, start)
+        .map_err(io_err("read", path))?;
+    Ok(buf)
 }
 
 /// The one writer of a transcript file.
@@ -389,10 +421,12 @@ impl JsonlWriter {
         let meta = file.metadata().map_err(io_err("stat", &self.path))?;
         let identity = (meta.dev(), meta.ino());
         let reusable = !collect
-            && self
-                .index
-                .as_ref()
-                .is_some_and(|index| index.identity == identity && index.len <= meta.len());
+            && match self.index.as_ref() {
+                Some(index) if index.identity == identity && index.len <= meta.len() => {
+                    read_tail(file, &self.path, index.len)? == index.tail
+                }
+                _ => false,
+            };
         let mut index = match (reusable, self.index.take()) {
             (true, Some(index)) => index,
             _ => FileIndex {
@@ -400,6 +434,7 @@ impl JsonlWriter {
                 len: 0,
                 lines: 0,
                 uuids: HashSet::new(),
+                tail: Vec::new(),
             },
         };
         if index.len == meta.len() {
@@ -438,6 +473,7 @@ impl JsonlWriter {
         }
         index.len = end.complete_len;
         index.lines = lines;
+        index.tail = read_tail(file, &self.path, index.len)?;
         self.index = Some(index);
         Ok((entries, warnings))
     }
@@ -523,6 +559,12 @@ impl JsonlWriter {
         }
         index.len += buf.len() as u64;
         index.lines += report.written;
+        let keep = buf.len().min(TAIL_CHECK as usize);
+        let mut tail = std::mem::take(&mut index.tail);
+        tail.extend_from_slice(&buf[buf.len() - keep..]);
+        let excess = tail.len().saturating_sub(TAIL_CHECK as usize);
+        tail.drain(..excess);
+        index.tail = tail;
         index.uuids.extend(batch_uuids);
         Ok((written, report, warnings))
     }

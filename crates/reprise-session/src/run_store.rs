@@ -234,21 +234,22 @@ impl Inner {
                 self.writer(state, &key.main()).append(&[])?;
                 create_private_dir_all(&self.dir.join(SUBAGENTS_DIR), sync_dirs)?;
                 let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");
-                if let Some(meta) = state.meta.as_mut() {
-                    if meta.subagents.get(name) != Some(&relative) {
-                        meta.subagents.insert(name.to_owned(), relative);
-                        write_session_json(&self.meta_path(), meta, sync_dirs)?;
-                    }
+                if let Some(meta) = state.meta.as_mut()
+                    && meta.subagents.get(name) != Some(&relative)
+                {
+                    meta.subagents.insert(name.to_owned(), relative);
+                    write_session_json(&self.meta_path(), meta, sync_dirs)?;
                 }
             }
             let (written, report, _warnings) = self.writer(state, key).append_indices(entries)?;
-            if key.subagent_name().is_none() && report.written > 0 {
-                if let Some(meta) = state.meta.as_mut() {
-                    let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                    account(meta, &new);
-                    meta.updated_at = Some(now_millis());
-                    write_session_json(&self.meta_path(), meta, false)?;
-                }
+            if key.subagent_name().is_none()
+                && report.written > 0
+                && let Some(meta) = state.meta.as_mut()
+            {
+                let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
+                account(meta, &new);
+                meta.updated_at = Some(now_millis());
+                write_session_json(&self.meta_path(), meta, false)?;
             }
             Ok(report)
         })
@@ -266,15 +267,15 @@ impl Inner {
         }
         let loaded = self.writer(&mut state, key).load()?;
         // As the writer, heal the listing fields from the transcript itself.
-        if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref()) {
-            if let Some(meta) = state.meta.as_mut() {
-                let before = (meta.message_count, meta.last_message.clone());
-                meta.message_count = 0;
-                meta.last_message = None;
-                account(meta, &loaded.entries.iter().collect::<Vec<_>>());
-                if before != (meta.message_count, meta.last_message.clone()) {
-                    write_session_json(&self.meta_path(), meta, false)?;
-                }
+        if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref())
+            && let Some(meta) = state.meta.as_mut()
+        {
+            let before = (meta.message_count, meta.last_message.clone());
+            meta.message_count = 0;
+            meta.last_message = None;
+            account(meta, &loaded.entries.iter().collect::<Vec<_>>());
+            if before != (meta.message_count, meta.last_message.clone()) {
+                write_session_json(&self.meta_path(), meta, false)?;
             }
         }
         Ok(loaded)
@@ -339,10 +340,10 @@ impl Inner {
                 Some(name) => {
                     remove_file_if_exists(&self.transcript_path(key))?;
                     state.subagents.remove(name);
-                    if let Some(meta) = state.meta.as_mut() {
-                        if meta.subagents.remove(name).is_some() {
-                            write_session_json(&self.meta_path(), meta, false)?;
-                        }
+                    if let Some(meta) = state.meta.as_mut()
+                        && meta.subagents.remove(name).is_some()
+                    {
+                        write_session_json(&self.meta_path(), meta, false)?;
                     }
                 }
             }

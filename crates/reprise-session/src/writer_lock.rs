@@ -23,6 +23,9 @@ pub(crate) struct HeldLock {
     _file: File,
 }
 
+/// Retries (1 ms apart) when the holder seems to be this very process; see [`acquire`].
+const FORK_WINDOW_RETRIES: u32 = 20;
+
 /// Takes the OS lock on `path` for `session`, creating the file 0600 if needed.
 pub(crate) fn acquire(path: &Path, session: &str) -> Result<HeldLock, StoreError> {
     let mut file = OpenOptions::new()
@@ -33,20 +36,32 @@ pub(crate) fn acquire(path: &Path, session: &str) -> Result<HeldLock, StoreError
         .mode(FILE_MODE)
         .open(path)
         .map_err(io_err("open lock", path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            return Err(StoreError::Locked {
-                session: session.to_owned(),
-                pid: read_pid(&mut file),
-            });
-        }
-        Err(TryLockError::Error(source)) => {
-            return Err(StoreError::Io {
-                op: "lock",
-                path: path.to_path_buf(),
-                source,
-            });
+    let mut attempts = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                let pid = read_pid(&mut file);
+                // A lock this process just released can still be held for a moment by
+                // a child being spawned (it shares the descriptor until its `exec`
+                // closes it). Only then, retry briefly; a real holder fails at once.
+                if pid == Some(std::process::id()) && attempts < FORK_WINDOW_RETRIES {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
+                return Err(StoreError::Locked {
+                    session: session.to_owned(),
+                    pid,
+                });
+            }
+            Err(TryLockError::Error(source)) => {
+                return Err(StoreError::Io {
+                    op: "lock",
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         }
     }
     // The pid is informative only: a failure to write it does not weaken the lock.
