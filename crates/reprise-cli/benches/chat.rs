@@ -70,19 +70,32 @@ fn peak_rss_of_children_kib() -> u64 {
     u64::try_from(usage.ru_maxrss).unwrap_or(0)
 }
 
-async fn make_runs(runs_dir: &Path, count: usize) {
-    for i in 0..count {
-        let folder = create_run_folder(runs_dir).unwrap();
-        let store = RunStore::with_durability(&folder.dir, Durability::None);
-        let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
-        let entries = [
-            Entry::message(Message::user(format!(
-                "question number {i} about something"
-            ))),
-            Entry::message(Message::assistant(format!("answer number {i}"))),
-        ];
-        store.append(&key, &entries).await.unwrap();
-    }
+/// Writes `count` runs through the library, on several threads (creating folders
+/// syncs directories, which is slow one at a time).
+fn make_runs(runs_dir: &Path, count: usize) {
+    const THREADS: usize = 8;
+    std::fs::create_dir_all(runs_dir).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            scope.spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                for i in (t..count).step_by(THREADS) {
+                    let folder = create_run_folder(runs_dir).unwrap();
+                    let store = RunStore::with_durability(&folder.dir, Durability::None);
+                    let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+                    let entries = [
+                        Entry::message(Message::user(format!(
+                            "question number {i} about something"
+                        ))),
+                        Entry::message(Message::assistant(format!("answer number {i}"))),
+                    ];
+                    runtime.block_on(store.append(&key, &entries)).unwrap();
+                }
+            });
+        }
+    });
 }
 
 async fn make_long_run(runs_dir: &Path, messages: usize) {
@@ -172,8 +185,17 @@ async fn main() {
     let many = root.path().join("many");
     std::fs::create_dir_all(many.join("xdg")).unwrap();
     let setup = Instant::now();
-    make_runs(&many.join(".run"), RUNS).await;
+    make_runs(&many.join(".run"), RUNS);
     println!("setup: {RUNS} runs written in {}", ms(setup.elapsed()));
+    let listed = reprise_session::list_runs(&many.join(".run")).unwrap();
+    assert_eq!(listed.runs.len(), RUNS);
+    let in_process: Vec<_> = (0..REPEAT)
+        .map(|_| {
+            let start = Instant::now();
+            let _ = reprise_session::list_runs(&many.join(".run")).unwrap();
+            start.elapsed()
+        })
+        .collect();
 
     let _ = timed(&many, &["runs"]); // warm the page cache
     let version: Vec<_> = (0..REPEAT)
@@ -194,6 +216,10 @@ async fn main() {
     println!(
         "reprise runs --json, {RUNS} runs:        median {}",
         ms(median(json))
+    );
+    println!(
+        "  of which list_runs (in the bench process): median {}",
+        ms(median(in_process))
     );
 
     let long = root.path().join("long");

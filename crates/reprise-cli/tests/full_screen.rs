@@ -53,6 +53,16 @@ async fn a_two_turn_chat_then_continue_redraws_and_sends_everything() {
     let server = ScriptedServer::start().await;
     two_turns(&sandbox, &server).await;
     assert_eq!(server.request_count(), 3);
+    let run = sandbox.conversations().remove(0);
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert!(
+        log.contains("› what do my notes say?") && log.contains("You are welcome."),
+        "{log}"
+    );
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in session.log: {log:?}"
+    );
 
     server.push(Reply::text("Still here."));
     let mut pty = chat(&sandbox, &server, &["--continue", "--yes"]);

@@ -353,3 +353,38 @@ async fn help_and_unknown_commands_are_answered_without_the_model() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+#[tokio::test]
+async fn load_warnings_are_shown_when_resuming() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push(Reply::text("First answer."));
+    let out = sandbox.chat(&server.base_url(), &["first"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let run = sandbox.conversations().remove(0);
+    let conversation = run.join("conversation.jsonl");
+    let mut text = std::fs::read_to_string(&conversation).unwrap();
+    text.push_str("this line is not json\n");
+    text.push_str("{\"uuid\":\"0193c0de-0000-7000-8000-00000000000f\",\"ts\":\"2026-");
+    std::fs::write(&conversation, text).unwrap();
+
+    server.push(Reply::text("Second answer."));
+    let out = sandbox.chat(&server.base_url(), &["-c"], "second\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let warnings: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("! ")).collect();
+    assert_eq!(warnings.len(), 2, "{}", out.stdout);
+    assert!(
+        warnings.iter().any(|w| w.contains("conversation.jsonl:3")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("conversation.jsonl:4")),
+        "{warnings:?}"
+    );
+    // The resumed history is the complete, valid part.
+    let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["first", "First answer.", "second"]);
+}

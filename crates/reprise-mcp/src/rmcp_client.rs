@@ -104,6 +104,9 @@ pub(crate) async fn start(
                 }
                 Ok(Err(reason)) => {
                     let exit = proc.exit_status(EXIT_STATUS_WAIT).await;
+                    if exit.is_some() {
+                        stderr.settle().await;
+                    }
                     Err(StartError::Handshake(format!(
                         "the MCP handshake failed ({reason}){}{}",
                         exit.map(|s| format!("; the process {}", describe_exit(s)))
@@ -199,6 +202,7 @@ impl RmcpConnection {
         if let Some(child) = &self.child
             && let Some(status) = child.exit_status(EXIT_STATUS_WAIT).await
         {
+            self.stderr.settle().await;
             return format!(
                 "the process {}{}",
                 describe_exit(status),
@@ -251,8 +255,10 @@ impl McpConnection for RmcpConnection {
     fn closed(&self) -> BoxFuture<'static, ()> {
         if let Some(child) = &self.child {
             let mut exit = child.exit.clone();
+            let stderr = self.stderr.clone();
             return Box::pin(async move {
                 let _ = exit.wait_for(Option::is_some).await;
+                stderr.settle().await;
             });
         }
         // rmcp offers no close event; its peer is cheap to poll and does not keep the
@@ -430,14 +436,27 @@ impl Drop for ChildProc {
 
 /// The last lines a server wrote on stderr, kept to explain its failures (and kept
 /// off the terminal, where they would break the chat's screen).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct StderrTail {
     lines: Arc<Mutex<VecDeque<String>>>,
+    /// Set when the pipe reaches its end (or when there is no pipe).
+    eof: watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        StderrTail {
+            lines: Arc::default(),
+            eof: watch::Sender::new(true),
+        }
+    }
 }
 
 impl StderrTail {
     fn follow(&self, pipe: ChildStderr, server: String) {
         let lines = self.lines.clone();
+        let eof = self.eof.clone();
+        eof.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(pipe).lines();
             while let Ok(Some(line)) = reader.next_line().await {
@@ -450,7 +469,15 @@ impl StderrTail {
                     lines.push_back(line);
                 }
             }
+            eof.send_replace(true);
         });
+    }
+
+    /// Waits (briefly) until everything a dead process wrote has been read, so the
+    /// lines that explain its death are quoted.
+    async fn settle(&self) {
+        let mut eof = self.eof.subscribe();
+        let _ = tokio::time::timeout(EXIT_STATUS_WAIT, eof.wait_for(|done| *done)).await;
     }
 
     fn quote_bare(&self) -> Option<String> {

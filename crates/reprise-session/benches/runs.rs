@@ -76,6 +76,48 @@ fn time_bare_reads(dir: &Path) -> Duration {
     elapsed
 }
 
+/// CPU time this process has used (user + system, all threads, dead ones included),
+/// from `/proc/self/stat`, in clock ticks of 10 ms (`getconf CLK_TCK` = 100).
+/// Unlike wall time it does not grow when other processes hold the CPUs.
+fn cpu_time() -> CpuTime {
+    let stat = fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|field| field.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after `) `.
+    let tick = |n: usize| Duration::from_millis(fields.get(n).copied().unwrap_or(0) * 10);
+    CpuTime {
+        user: tick(11),
+        system: tick(12),
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct CpuTime {
+    user: Duration,
+    system: Duration,
+}
+
+impl std::ops::Sub for CpuTime {
+    type Output = CpuTime;
+    fn sub(self, other: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(other.user),
+            system: self.system.saturating_sub(other.system),
+        }
+    }
+}
+
+impl std::ops::AddAssign for CpuTime {
+    fn add_assign(&mut self, other: CpuTime) {
+        self.user += other.user;
+        self.system += other.system;
+    }
+}
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
@@ -111,9 +153,14 @@ fn main() {
     let mut small_times = Vec::new();
     let mut large_times = Vec::new();
     let mut bare_times = Vec::new();
+    let (mut small_cpu, mut large_cpu) = (CpuTime::default(), CpuTime::default());
     for _ in 0..ROUNDS {
+        let before = cpu_time();
         small_times.push(time_list(&small_dir));
+        let middle = cpu_time();
         large_times.push(time_list(&large_dir));
+        large_cpu += cpu_time() - middle;
+        small_cpu += middle - before;
         bare_times.push(time_bare_reads(&small_dir));
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -144,6 +191,15 @@ fn main() {
         "list_runs over {RUNS} runs, conversations 100x larger: median {:.1} ms, min {:.1} ms",
         ms(large_med),
         ms(large_min)
+    );
+    let per_round = |d: Duration| ms(d) / ROUNDS as f64;
+    println!(
+        "CPU time per list_runs (all threads, mean of {ROUNDS}): small {:.1} ms user + {:.1} ms system, \
+         100x {:.1} ms user + {:.1} ms system",
+        per_round(small_cpu.user),
+        per_round(small_cpu.system),
+        per_round(large_cpu.user),
+        per_round(large_cpu.system)
     );
     println!(
         "ratio large/small: median {:.2}x, min {:.2}x (target <= 1.5x)",

@@ -3,7 +3,7 @@
 //! Enabled by the `conformance` cargo feature. A new store (SQLite, PostgreSQL, …)
 //! runs it from one of its own tests:
 //!
-//! ```ignore
+//! ```text
 //! use reprise_session::conformance::{Capabilities, Subject, run_all};
 //!
 //! #[tokio::test]

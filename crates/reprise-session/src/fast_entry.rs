@@ -322,3 +322,31 @@ mod tests {
         assert!(decode_entry(cases[10].as_bytes()).is_none());
     }
 }
+
+#[cfg(test)]
+mod written_entries {
+    use super::*;
+
+    #[test]
+    fn entries_this_crate_writes_take_the_fast_path() {
+        let entries = [
+            Entry::message(Message::user("a \"quoted\"\nline ünï 🎉")),
+            Entry::message(Message::assistant_tool_calls(
+                Some("reading".into()),
+                vec![ToolCall::function("c1", "read_file", "{\"path\":\"x\"}")],
+            )),
+            Entry::message(Message::assistant_tool_calls(None, vec![])),
+            Entry::message(Message::tool("c1", "fn main() {\n\t\"x\"\n}")),
+            Entry::other("compaction", Map::new()),
+        ];
+        for entry in entries {
+            let line = serde_json::to_vec(&entry).unwrap();
+            assert_eq!(
+                decode_entry(&line).as_ref(),
+                Some(&entry),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
+}

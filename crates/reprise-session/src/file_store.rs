@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::entry::{Entry, now_millis};
 use crate::fork_copy::copy_lines;
 use crate::id::{SessionKey, validate_id};
-use crate::jsonl::{Durability, JsonlWriter, load_file};
+use crate::jsonl::{Durability, JsonlWriter};
 use crate::store::{
     AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
 };
@@ -248,19 +248,21 @@ impl Inner {
 
     fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
         let id = key.session_id();
-        if !self.locks.holds(id) {
-            return load_file(&self.transcript_path(key), id);
-        }
-        // As the session's writer, cut a torn tail off and remember the uuids.
+        let as_writer = self.locks.holds(id);
+        // Read through the session's writer so that its uuid index is ready for the
+        // next append; as the lock holder, also cut a torn tail off.
         let writers = self.writers(id);
         let mut writers = lock_plain(&writers);
-        match key.subagent_name() {
-            None => writers.main.load(),
-            Some(name) => writers
-                .subagents
-                .entry(name.to_owned())
-                .or_insert_with(|| JsonlWriter::new(self.transcript_path(key), id, self.durability))
-                .load(),
+        let writer = match key.subagent_name() {
+            None => &mut writers.main,
+            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
+                JsonlWriter::new(self.transcript_path(key), id, self.durability)
+            }),
+        };
+        if as_writer {
+            writer.load()
+        } else {
+            writer.read()
         }
     }
 

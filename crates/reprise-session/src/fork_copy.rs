@@ -52,9 +52,10 @@ fn complete_prefix(file: &File, path: &Path, len: u64) -> Result<u64, StoreError
 }
 
 /// Finds the end offset (just past its `\n`) of the line holding entry `uuid`, by
-/// searching the bytes for the uuid's text and confirming each hit by parsing only
-/// that line. A bare-message line (no `"uuid"` field) matches when the uuid derived
-/// from the session id and its 1-based line number is the one asked for.
+/// searching whole blocks for the uuid's text and confirming each hit by parsing only
+/// its line. When that finds nothing, a second pass looks for a bare-message line (no
+/// `"uuid"` field) whose uuid, derived from the session id and its 1-based line
+/// number, is the one asked for.
 fn end_of_entry(
     file: &File,
     path: &Path,
@@ -64,26 +65,42 @@ fn end_of_entry(
 ) -> Result<Option<u64>, StoreError> {
     let needle = uuid.hyphenated().to_string();
     let finder = memchr::memmem::Finder::new(needle.as_bytes());
-    let has_uuid_field = memchr::memmem::Finder::new(b"\"uuid\"");
     let mut found = None;
-    scan_lines(file, path, limit, &mut |line, end, number| {
-        let is_it = if finder.find(line).is_some() {
-            serde_json::from_slice::<Entry>(line).is_ok_and(|entry| entry.uuid == uuid)
-        } else {
-            // A bare-message line has no uuid of its own.
-            has_uuid_field.find(line).is_none() && Entry::bare_line_uuid(session_id, number) == uuid
-        };
-        if is_it {
-            found = Some(end);
+    scan_blocks(file, path, limit, &mut |block, base, _| {
+        for hit in finder.find_iter(block) {
+            let start = memchr::memrchr(b'\n', &block[..hit]).map_or(0, |pos| pos + 1);
+            let end = hit + memchr::memchr(b'\n', &block[hit..]).unwrap_or(block.len() - hit);
+            if serde_json::from_slice::<Entry>(&block[start..end]).is_ok_and(|e| e.uuid == uuid) {
+                found = Some(base + end as u64 + 1);
+                return false;
+            }
         }
-        !is_it
+        true
+    })?;
+    if found.is_some() {
+        return Ok(found);
+    }
+    let has_uuid_field = memchr::memmem::Finder::new(b"\"uuid\"");
+    scan_blocks(file, path, limit, &mut |block, base, first_line| {
+        let mut start = 0;
+        for (i, end) in memchr::memchr_iter(b'\n', block).enumerate() {
+            let line = &block[start..end];
+            start = end + 1;
+            if has_uuid_field.find(line).is_none()
+                && Entry::bare_line_uuid(session_id, first_line + i + 1) == uuid
+            {
+                found = Some(base + end as u64 + 1);
+                return false;
+            }
+        }
+        true
     })?;
     Ok(found)
 }
 
-/// Calls `visit(line, end_offset, line_number)` for each complete line before `limit`
-/// until it returns false.
-fn scan_lines(
+/// Calls `visit(block, offset, lines_before)` for blocks of complete lines before
+/// `limit` until it returns false.
+fn scan_blocks(
     file: &File,
     path: &Path,
     limit: u64,
@@ -92,7 +109,7 @@ fn scan_lines(
     let mut buf = vec![0u8; usize::try_from(limit).unwrap_or(CHUNK).clamp(4096, CHUNK)];
     let mut base = 0u64;
     let mut filled = 0usize;
-    let mut number = 0usize;
+    let mut lines = 0usize;
     while base + (filled as u64) < limit {
         if filled == buf.len() {
             buf.resize(buf.len() * 2, 0);
@@ -108,17 +125,18 @@ fn scan_lines(
             break;
         }
         filled += got;
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', &buf[..filled]) {
-            number += 1;
-            if !visit(&buf[start..end], base + end as u64 + 1, number) {
-                return Ok(());
-            }
-            start = end + 1;
+        let Some(last) = memchr::memrchr(b'\n', &buf[..filled]) else {
+            continue;
+        };
+        let block = &buf[..=last];
+        if !visit(block, base, lines) {
+            return Ok(());
         }
-        buf.copy_within(start..filled, 0);
-        filled -= start;
-        base += start as u64;
+        lines += memchr::memchr_iter(b'\n', block).count();
+        let done = last + 1;
+        buf.copy_within(done..filled, 0);
+        filled -= done;
+        base += done as u64;
     }
     Ok(())
 }

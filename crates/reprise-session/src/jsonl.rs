@@ -417,6 +417,7 @@ impl JsonlWriter {
         &mut self,
         file: &File,
         collect: bool,
+        cut: bool,
     ) -> Result<(Vec<Entry>, Vec<LoadWarning>), StoreError> {
         let meta = file.metadata().map_err(io_err("stat", &self.path))?;
         let identity = (meta.dev(), meta.ino());
@@ -458,7 +459,9 @@ impl JsonlWriter {
         };
         let lines = reader.line;
         let mut warnings = reader.warnings;
-        if end.torn_len > 0 {
+        if end.torn_len > 0 && !cut {
+            warnings.push(torn_warning(&self.path, lines + 1, end.torn_len, "ignored"));
+        } else if end.torn_len > 0 {
             file.set_len(end.complete_len)
                 .map_err(io_err("truncate", &self.path))?;
             if self.durability.syncs_data() {
@@ -496,7 +499,28 @@ impl JsonlWriter {
                 });
             }
         };
-        let (entries, warnings) = self.refresh(&file, true)?;
+        let (entries, warnings) = self.refresh(&file, true, true)?;
+        Ok(Some(Loaded { entries, warnings }))
+    }
+
+    /// Reads the whole file as a reader would ([`load_file`]: a torn tail is ignored,
+    /// not cut), keeping the uuid index so that a later append need not read it again.
+    pub fn read(&mut self) -> Result<Option<Loaded>, StoreError> {
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                self.index = None;
+                return Ok(None);
+            }
+            Err(source) => {
+                return Err(StoreError::Io {
+                    op: "open",
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let (entries, warnings) = self.refresh(&file, true, false)?;
         Ok(Some(Loaded { entries, warnings }))
     }
 
@@ -518,7 +542,7 @@ impl JsonlWriter {
         entries: &[Entry],
     ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
         let (mut file, _created) = self.open()?;
-        let (_, warnings) = self.refresh(&file, false)?;
+        let (_, warnings) = self.refresh(&file, false, true)?;
         let Some(index) = self.index.as_mut() else {
             return Err(StoreError::Format {
                 path: self.path.clone(),

@@ -226,6 +226,26 @@ async fn sessions_written_by_the_seed_python_code_load_committed_fixture() {
         .unwrap();
     }
     check_seed_sessions(dir.path()).await;
+
+    // Fork up to a bare line: found by its derived uuid, bytes copied as they are.
+    let store = FileSessionStore::new(dir.path());
+    store
+        .fork(
+            "quest-2",
+            "quest-3",
+            Some(Entry::bare_line_uuid("quest-2", 3)),
+        )
+        .await
+        .unwrap();
+    let source = store.load(&key("quest-2")).await.unwrap().unwrap();
+    let forked = store.load(&key("quest-3")).await.unwrap().unwrap();
+    let texts = |entries: &[Entry]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| e.as_message().unwrap().text())
+            .collect()
+    };
+    assert_eq!(texts(&forked.entries), texts(&source.entries[..3]));
 }
 
 #[tokio::test]
