@@ -7,7 +7,7 @@
 //! every assistant message and every tool result durably before the next model or
 //! tool call starts; a crash loses at most the message being produced.
 //!
-//! Tools are made from async functions with [`tool`]; subagents ([`Subagent`]) are
+//! Tools are made from async functions with [`tool()`]; subagents ([`Subagent`]) are
 //! child agents whose conversations live in the same session under
 //! `subagents/<name>`.
 #![deny(missing_docs)]

@@ -89,7 +89,18 @@ async fn a_conversation_is_resumed_whole_and_forked_without_touching_the_source(
     // The second model call saw the three results right after the calls.
     let bodies = server.request_bodies();
     assert_eq!(bodies[0]["model"], "test-model");
-    assert_eq!(bodies[0]["tools"].as_array().unwrap().len(), 2);
+    let tools = bodies[0]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    // The schemas went out inlined, without meta fields.
+    let talk_schema = &tools[0]["function"]["parameters"];
+    assert_eq!(
+        *talk_schema,
+        json!({
+            "type": "object",
+            "properties": {"npc": {"type": "string", "description": "Who to talk to."}},
+            "required": ["npc"],
+        })
+    );
     let second = messages_of(&bodies[1]);
     assert_eq!(second.len(), 6);
     assert_eq!(second[4]["tool_call_id"], "call_2");

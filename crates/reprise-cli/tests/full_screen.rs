@@ -157,7 +157,7 @@ async fn a_line_typed_during_a_turn_is_sent_after_it() {
     server.push_all([
         Reply::text("The first answer, slowly.")
             .chunk_chars(5)
-            .stall_after(2, Duration::from_secs(2)),
+            .stall_after(2, Duration::from_secs(4)),
         Reply::text("The second answer."),
     ]);
     let mut pty = chat(&sandbox, &server, &[]);
@@ -280,6 +280,31 @@ async fn inline_mode_keeps_the_shell_text_and_prints_the_conversation_below_it()
     assert_eq!(
         texts_of(&body)[1..],
         ["fix the bike", "About bikes.", "and the tyres?"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_without_a_run_opens_the_picker_at_start() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("Bikes again."));
+    let mut pty = chat(&sandbox, &server, &["--resume"]);
+    pty.wait_text("resume a run").await;
+    pty.send("bike");
+    pty.wait_text("filter: bike").await;
+    pty.wait_for("bread to be filtered out", |s| !s.contains("bake bread"))
+        .await;
+    pty.send("\r");
+    pty.wait_text("(resumed the conversation of").await;
+    pty.line("and the chain?");
+    pty.wait_text("Bikes again.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["fix the bike", "About bikes.", "and the chain?"]
     );
     pty.send(CTRL_D);
     assert!(pty.wait_exit().await);

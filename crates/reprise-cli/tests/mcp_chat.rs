@@ -160,3 +160,58 @@ async fn mcp_list_shows_servers_and_tools() {
     assert!(out.stdout.contains("ev"), "{}", out.stdout);
     assert!(out.stdout.contains("ev__echo"), "{}", out.stdout);
 }
+
+fn crashy_proxy() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../reprise-mcp/tests/fixtures/crashy-proxy.mjs")
+        .canonicalize()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, {:?}, \"stdio\"]\n",
+            crashy_proxy().display().to_string(),
+            everything_server().display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        echo("c1", "CRASH"),
+        Reply::text("The tool broke."),
+        echo("c2", "again"),
+        Reply::text("It works again."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "crash it\ntry again\n")
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("The tool broke."), "{}", out.stdout);
+    assert!(out.stdout.contains("↳ Echo: again"), "{}", out.stdout);
+    assert!(out.stderr.contains("MCP server \"ev\""), "{}", out.stderr);
+    let bodies = server.request_bodies();
+    let crashed = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(crashed["role"], "tool");
+    assert_eq!(crashed["tool_call_id"], "c1");
+    server.assert_tool_call_pairing();
+
+    server.push(Reply::text("Resumed."));
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes", "-c"], "still there?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("Resumed."), "{}", out.stdout);
+    server.assert_tool_call_pairing();
+}

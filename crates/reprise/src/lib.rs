@@ -10,7 +10,7 @@
 //!   resume repair, and the run-folder helpers of the `reprise` chat;
 //! - [`provider`]: the [`Provider`] trait and the OpenAI-compatible
 //!   [`OpenAiProvider`];
-//! - [`agent`]: the [`Agent`] loop, tools made with [`tool`], [`Subagent`]s and
+//! - [`agent`]: the [`Agent`] loop, tools made with [`tool()`], [`Subagent`]s and
 //!   [`AgentEvent`]s;
 //! - [`redact`]: the [`Redactor`] that every transcript value passes through.
 //!

@@ -120,6 +120,18 @@ pub async fn run(
         let _ = terminal.clear();
     }
     ratatui::restore();
+    let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
+    if result.is_ok()
+        && run_dir
+            .join(reprise_session::run_meta::SESSION_JSON)
+            .exists()
+    {
+        println!(
+            "(the conversation is kept in {}; continue it with: reprise --resume {})",
+            run_dir.display(),
+            app.view.run
+        );
+    }
     result
 }
 
