@@ -388,3 +388,65 @@ async fn load_warnings_are_shown_when_resuming() {
         .collect();
     assert_eq!(texts[1..], ["first", "First answer.", "second"]);
 }
+
+#[tokio::test]
+async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("An endless story begins")
+            .chunk_chars(4)
+            .stall_after(3, Duration::from_secs(60)),
+        Reply::text("Something else, then."),
+    ]);
+    let mut child = sandbox
+        .command(&["--plain", "--base-url", &server.base_url(), "--model", "m"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"tell me a story\n").await.unwrap();
+    // Wait for the first words of the reply (read byte by byte: no newline yet).
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("An e") {
+        let mut byte = [0u8; 1];
+        let n = tokio::io::AsyncReadExt::read(&mut stdout, &mut byte)
+            .await
+            .unwrap();
+        assert!(n > 0, "stdout closed: {}", String::from_utf8_lossy(&seen));
+        seen.push(byte[0]);
+    }
+    let pid = child.id().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).await.unwrap() > 0,
+            "the chat exited"
+        );
+        if line.contains("(cancelled)") {
+            break;
+        }
+    }
+    stdin.write_all(b"something else\n").await.unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest)
+        .await
+        .unwrap();
+    assert!(rest.contains("Something else, then."), "{rest}");
+    assert!(child.wait().await.unwrap().success());
+    let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["tell me a story", "something else"]);
+}
