@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 MCP_EVERYTHING_VERSION="2026.8.31"
 mcp_dir=".test-deps"
 mcp_pkg="$mcp_dir/node_modules/@modelcontextprotocol/server-everything/package.json"
+if { ! command -v node >/dev/null || ! command -v npm >/dev/null; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "install-test-deps: installing node and npm from Debian's packages"
+    apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "install-test-deps: node and npm are needed for the MCP tests (apt-get install nodejs npm)" >&2
     exit 1

@@ -51,13 +51,7 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
-            done(crate::run_cmds::rm(
-                &runs_dir,
-                &run,
-                yes,
-                &mut input,
-                &mut stdout,
-            ))
+            done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout).await)
         }
         Some(Command::Mcp {
             action: McpAction::List,

@@ -129,6 +129,7 @@ pub async fn run(
         interactive,
     };
     let mut lines = Lines::spawn();
+    let mut interrupts = Interrupts::listen()?;
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
     let start = StartWith::from_args(args);
@@ -174,7 +175,7 @@ pub async fn run(
                 printer.prompt();
                 let next = tokio::select! {
                     line = lines.next() => line,
-                    _ = tokio::signal::ctrl_c() => None,
+                    _ = interrupts.next() => None,
                 };
                 match next {
                     Some(line) => {
@@ -235,7 +236,15 @@ pub async fn run(
             }
             Line::Message(message) => {
                 chat::remember(&opener, &message, session.run_name());
-                let end = turn(&mut session, &message, &mut ui, &mut lines, &mut printer).await;
+                let end = turn(
+                    &mut session,
+                    &message,
+                    &mut ui,
+                    &mut lines,
+                    &mut printer,
+                    &mut interrupts,
+                )
+                .await;
                 code = i32::from(matches!(end, TurnEnd::Failed(_)));
                 match end {
                     TurnEnd::Answered => {
@@ -273,6 +282,7 @@ async fn turn(
     ui: &mut UnboundedReceiver<UiEvent>,
     lines: &mut Lines,
     printer: &mut Printer,
+    interrupts: &mut Interrupts,
 ) -> TurnEnd {
     let cancel = CancellationToken::new();
     // The session is borrowed by the turn; events are printed through a second view
@@ -284,7 +294,7 @@ async fn turn(
         tokio::select! {
             end = &mut turn => break end,
             Some(event) = ui.recv() => shown.handle(event, lines, printer).await,
-            _ = tokio::signal::ctrl_c() => cancel.cancel(),
+            _ = interrupts.next() => cancel.cancel(),
         }
     };
     while let Ok(event) = ui.try_recv() {
@@ -409,4 +419,34 @@ async fn pick_run(
 /// The start of an error text, up to its first `: ` detail.
 fn first_clause(text: &str) -> &str {
     text.split(": error").next().unwrap_or(text)
+}
+
+/// Ctrl-C (SIGINT), listened to for the whole chat so that none is missed between
+/// two waits: during a turn it stops the turn, at the prompt it ends the chat.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn listen() -> Result<Interrupts> {
+        #[cfg(unix)]
+        {
+            let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+            Ok(Interrupts { signal })
+        }
+        #[cfg(not(unix))]
+        Ok(Interrupts {})
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            self.signal.recv().await;
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

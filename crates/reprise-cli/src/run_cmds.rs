@@ -169,7 +169,7 @@ async fn nth_message_uuid(run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
 }
 
 /// `reprise rm RUN [--yes]`: deletes a run folder, after asking unless `yes`.
-pub fn rm(
+pub async fn rm(
     runs_dir: &Path,
     spec: &str,
     yes: bool,
@@ -177,6 +177,19 @@ pub fn rm(
     out: &mut dyn Write,
 ) -> Result<()> {
     let run = find_run(runs_dir, spec)?;
+    // A run open in a chat is not deleted under it: holding its writer lock while
+    // deleting also keeps a chat from opening it meanwhile.
+    let _lock =
+        match run.session_id.as_deref() {
+            Some(session_id) => {
+                use reprise_session::SessionStore;
+                let store = reprise_session::create_run_store(&run.dir);
+                Some(store.lock(session_id).await.with_context(|| {
+                    format!("run {} is in use; leave that chat first", run.name())
+                })?)
+            }
+            None => None,
+        };
     if !yes {
         let messages = read_conversation_with_warnings(&run.dir)
             .map(|c| c.messages.len())

@@ -309,3 +309,55 @@ async fn resume_without_a_run_opens_the_picker_at_start() {
     pty.send(CTRL_D);
     assert!(pty.wait_exit().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_asks_in_a_box_and_ctrl_c_at_an_empty_prompt_exits() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Not allowed, fine."),
+        Reply::tool_call("call_2", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Read it."),
+    ]);
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("read my notes");
+    pty.wait_text("the step gate asks").await;
+    pty.wait_text("[a] always for this run").await;
+    pty.send("n");
+    pty.wait_text("Not allowed, fine.").await;
+    pty.wait_text("✗ error: the call to read_file was not allowed")
+        .await;
+    pty.line("please");
+    pty.wait_text("the step gate asks").await;
+    pty.send("y");
+    pty.wait_text("Read it.").await;
+    pty.wait_text("↳ buy milk").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.send(CTRL_C);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rm_refuses_a_run_that_a_chat_has_open() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    let mut pty = chat(&sandbox, &server, &["--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    let out = sandbox.run(&["rm", "last", "--yes"], "").await;
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("is in use"), "{}", out.stderr);
+    // The error names the process that holds the run.
+    let holder = pty.child.process_id().unwrap().to_string();
+    assert!(out.stderr.contains(&holder), "{}", out.stderr);
+    assert_eq!(sandbox.conversations().len(), 2);
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+    let out = sandbox.run(&["rm", "last", "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(sandbox.conversations().len(), 1);
+}

@@ -154,6 +154,7 @@ fn main() {
     let mut large_times = Vec::new();
     let mut bare_times = Vec::new();
     let (mut small_cpu, mut large_cpu) = (CpuTime::default(), CpuTime::default());
+    let mut bare_cpu = CpuTime::default();
     for _ in 0..ROUNDS {
         let before = cpu_time();
         small_times.push(time_list(&small_dir));
@@ -161,7 +162,9 @@ fn main() {
         large_times.push(time_list(&large_dir));
         large_cpu += cpu_time() - middle;
         small_cpu += middle - before;
+        let before_bare = cpu_time();
         bare_times.push(time_bare_reads(&small_dir));
+        bare_cpu += cpu_time() - before_bare;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -200,6 +203,11 @@ fn main() {
         per_round(small_cpu.system),
         per_round(large_cpu.user),
         per_round(large_cpu.system)
+    );
+    println!(
+        "CPU time of the floor: {:.1} ms user + {:.1} ms system",
+        per_round(bare_cpu.user),
+        per_round(bare_cpu.system)
     );
     println!(
         "ratio large/small: median {:.2}x, min {:.2}x (target <= 1.5x)",

@@ -10,7 +10,6 @@
 //!     └── session.json
 //! ```
 
-use std::cmp::Reverse;
 use std::fmt;
 use std::fs::{self, DirBuilder};
 use std::io::{ErrorKind, Read};
@@ -226,8 +225,11 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         list.runs.extend(runs);
         list.warnings.extend(warnings);
     }
+    // Names are compared only on equal times: taking a path's file name is not free.
     list.runs.sort_by(|a, b| {
-        (Reverse(a.updated_at), Reverse(a.name())).cmp(&(Reverse(b.updated_at), Reverse(b.name())))
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.name().cmp(a.name()))
     });
     Ok(list)
 }
