@@ -215,3 +215,130 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
     assert!(out.stdout.contains("Resumed."), "{}", out.stdout);
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() {
+    // The reference server's long-running operation takes 30 s; calls on "ev" may take 1 s.
+    let sandbox = Sandbox::new();
+    let dir = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ncall_timeout_secs = 1\n",
+            everything_server().display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call(
+            "c1",
+            "ev__trigger-long-running-operation",
+            r#"{"duration":30,"steps":3}"#,
+        ),
+        Reply::text("The operation took too long."),
+        Reply::text("Still here."),
+        echo("c2", "after"),
+        Reply::text("Echoed after."),
+    ]);
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--yes"],
+            "run the long one\nare you there?\necho after\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+
+    // The chat says which server timed out, and that the next call brought it back.
+    let notices: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with("MCP server \"ev\": "))
+        .collect();
+    let position = |needle: &str| {
+        notices
+            .iter()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no notice with {needle:?}:\n{}", out.stderr))
+    };
+    let timed_out = position("\"trigger-long-running-operation\" timed out after 1s");
+    let restarting = position("restarting (1 of 3)");
+    let restarted = position("MCP server \"ev\": restarted");
+    assert!(
+        timed_out < restarting && restarting < restarted,
+        "{}",
+        out.stderr
+    );
+    // And shows the failed call as a failed tool result in the transcript.
+    assert!(
+        out.stdout
+            .lines()
+            .any(|line| line.trim_start().starts_with("✗ MCP server \"ev\"")
+                && line.contains("timed out after 1s")),
+        "{}",
+        out.stdout
+    );
+
+    // The conversation went on: a plain turn, then a call on the restarted server.
+    assert!(
+        out.stdout.contains("The operation took too long."),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("Still here."), "{}", out.stdout);
+    assert!(out.stdout.contains("↳ Echo: after"), "{}", out.stdout);
+    assert!(out.stdout.contains("Echoed after."), "{}", out.stdout);
+
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 5, "{bodies:#?}");
+    // The model got the failure as the tool call's result.
+    let result = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], "c1");
+    let text = result["content"].as_str().unwrap();
+    assert!(text.contains("MCP server \"ev\""), "{text}");
+    assert!(text.contains("timed out after 1s"), "{text}");
+    // The following turn reached the model; every request keeps calls and results paired.
+    let turn_two = bodies[2]["messages"].as_array().unwrap();
+    assert_eq!(turn_two.last().unwrap()["content"], "are you there?");
+    let echoed = bodies[4]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(echoed["tool_call_id"], "c2");
+    assert_eq!(echoed["content"], "Echo: after");
+    server.assert_tool_call_pairing();
+
+    // A new start resumes the conversation, timeout and all.
+    server.push(Reply::text("Resumed."));
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--yes", "--continue"],
+            "still there?\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("Resumed."), "{}", out.stdout);
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 6);
+    let resumed = bodies[5]["messages"].as_array().unwrap();
+    assert!(
+        resumed
+            .iter()
+            .any(|m| m["tool_call_id"] == "c1"
+                && m["content"].as_str().unwrap().contains("timed out")),
+        "{resumed:#?}"
+    );
+    assert_eq!(resumed.last().unwrap()["content"], "still there?");
+    server.assert_tool_call_pairing();
+}

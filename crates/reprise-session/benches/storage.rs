@@ -169,7 +169,7 @@ fn append_bench(dir: &Path) {
     for (name, time) in [
         ("JsonlWriter::append", times[1]),
         ("FileSessionStore::append (lock held)", times[2]),
-        ("RunStore::append (lock held, session.json kept)", times[3]),
+        ("RunStore::append (lock held, 1 KB user messages)", times[3]),
     ] {
         println!(
             "{name:48} {:8.1} µs  ratio {:.3}x",
@@ -177,6 +177,78 @@ fn append_bench(dir: &Path) {
             per(time) / base
         );
     }
+    println!();
+}
+
+/// `RunStore::append` over whole turns (user, assistant with a tool call, tool result,
+/// assistant answer), one entry per append as the agent loop writes them, vs a bare
+/// write + fdatasync of the same lines.
+fn turn_mix_bench(dir: &Path) {
+    println!("## durable append, realistic turn mix (user, tool call, tool result, answer)");
+    let turns = 50;
+    let entries: Vec<Entry> = (0..turns * 4).map(realistic_entry).collect();
+    let bytes: usize = entries
+        .iter()
+        .map(|entry| serde_json::to_vec(entry).unwrap().len() + 1)
+        .sum();
+    println!(
+        "{turns} turns = {} appends per variant, {} bytes per turn on average, blocks of 5 turns alternated",
+        turns * 4,
+        bytes / turns
+    );
+    let bare_path = dir.join("bare-turns.jsonl");
+    let run_dir = dir.join("run-turns");
+    let _ = std::fs::remove_file(&bare_path);
+    let _ = std::fs::remove_dir_all(&run_dir);
+    let mut bare = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&bare_path)
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = create_run_store(&run_dir);
+    let key = SessionKey::session("bench").unwrap();
+    let _lock = runtime.block_on(run.lock("bench")).unwrap();
+    // Warm up: create both files.
+    let warm = Entry::message(Message::user("warm up"));
+    bare.write_all(&serde_json::to_vec(&warm).unwrap()).unwrap();
+    bare.write_all(b"\n").unwrap();
+    bare.sync_data().unwrap();
+    runtime.block_on(run.append(&key, &[warm])).unwrap();
+    let mut times = [Duration::ZERO; 2];
+    for block in entries.chunks(4 * 5) {
+        for (variant, time) in times.iter_mut().enumerate() {
+            let start = Instant::now();
+            for entry in block {
+                if variant == 0 {
+                    let mut line = serde_json::to_vec(entry).unwrap();
+                    line.push(b'\n');
+                    bare.write_all(&line).unwrap();
+                    bare.sync_data().unwrap();
+                } else {
+                    runtime
+                        .block_on(run.append(&key, std::slice::from_ref(entry)))
+                        .unwrap();
+                }
+            }
+            *time += start.elapsed();
+        }
+    }
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / entries.len() as f64;
+    let base = per(times[0]);
+    println!("bare write+fdatasync (encode included):   {base:8.1} µs per append");
+    println!(
+        "{:48} {:8.1} µs  ratio {:.3}x",
+        "RunStore::append (turn mix)",
+        per(times[1]),
+        per(times[1]) / base
+    );
+    let _ = std::fs::remove_file(&bare_path);
+    let _ = std::fs::remove_dir_all(&run_dir);
     println!();
 }
 
@@ -372,6 +444,7 @@ fn main() {
     let dir = bench_dir();
     println!("bench files under {}", dir.display());
     append_bench(&dir);
+    turn_mix_bench(&dir);
     let session = dir.join("big.jsonl");
     let len = make_session(&session);
     load_bench(&session, len);

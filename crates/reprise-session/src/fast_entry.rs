@@ -12,7 +12,8 @@
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -85,8 +86,15 @@ impl<'de> Visitor<'de> for EntryVisitor {
             match known {
                 Some("uuid") if uuid.is_none() => uuid = Some(map.next_value()?),
                 Some("ts") if ts.is_none() => {
-                    let text: String = map.next_value()?;
-                    ts = Some(text.parse().map_err(de::Error::custom)?);
+                    // Borrowed when it has no escapes (it never has): no allocation.
+                    let raw = map.next_value::<&'de RawValue>()?.get();
+                    let parsed = match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                        Some(text) if !text.contains('\\') => text.parse(),
+                        _ => serde_json::from_str::<String>(raw)
+                            .map_err(de::Error::custom)?
+                            .parse(),
+                    };
+                    ts = Some(parsed.map_err(de::Error::custom)?);
                 }
                 Some("kind") if kind.is_none() => kind = Some(map.next_value()?),
                 Some("message") if message.is_none() => message = Some(map.next_value()?),
@@ -131,7 +139,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
         let mut extra = Map::new();
         while let Some(Key(name, known)) = map.next_key_seed(KeySeed(MESSAGE_FIELDS))? {
             match known {
-                Some("role") if role.is_none() => role = Some(map.next_value()?),
+                Some("role") if role.is_none() => role = Some(map.next_value::<FastRole>()?.0),
                 Some("content") if content.is_none() => {
                     content = Some(map.next_value::<FastContent>()?.0)
                 }
@@ -157,41 +165,92 @@ impl<'de> Visitor<'de> for MessageVisitor {
     }
 }
 
+/// A role, matched without allocating for the four known ones.
+struct FastRole(Role);
+
+impl<'de> Deserialize<'de> for FastRole {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(RoleVisitor)
+    }
+}
+
+struct RoleVisitor;
+
+impl<'de> Visitor<'de> for RoleVisitor {
+    type Value = FastRole;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a role name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<FastRole, E> {
+        Ok(FastRole(Role::from(v)))
+    }
+}
+
 /// `content`: a string, an array of parts, or null.
+///
+/// Taken as the raw JSON text first (serde_json checks it without building anything),
+/// so that a string is unescaped once into a `String` of the right size instead of
+/// going through serde_json's growing scratch buffer and a copy.
 struct FastContent(Option<Content>);
 
 impl<'de> Deserialize<'de> for FastContent {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ContentVisitor)
+        let raw = <&'de RawValue>::deserialize(d)?.get();
+        match raw.as_bytes().first() {
+            Some(b'"') => Ok(FastContent(Some(Content::Text(unescape(raw)?)))),
+            Some(b'n') => Ok(FastContent(None)),
+            Some(b'[') => serde_json::from_str::<Vec<ContentPart>>(raw)
+                .map(|parts| FastContent(Some(Content::Parts(parts))))
+                .map_err(de::Error::custom),
+            _ => Err(de::Error::custom("content is not a string, an array or null")),
+        }
     }
 }
 
-struct ContentVisitor;
-
-impl<'de> Visitor<'de> for ContentVisitor {
-    type Value = FastContent;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string, an array of parts, or null")
+/// The text of `raw`, a JSON string literal that serde_json has checked (valid UTF-8,
+/// valid escapes, no control characters). The short escapes are decoded here; a
+/// string with a `\u` escape is left to serde_json, whose rules for surrogates then
+/// apply unchanged.
+fn unescape<E: de::Error>(raw: &str) -> Result<String, E> {
+    let body = raw
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+        .ok_or_else(|| E::custom("not a JSON string"))?;
+    if memchr::memchr(b'\\', body.as_bytes()).is_none() {
+        return Ok(body.to_owned());
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<FastContent, E> {
-        Ok(FastContent(Some(Content::Text(v.to_owned()))))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<FastContent, E> {
-        Ok(FastContent(Some(Content::Text(v))))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<FastContent, E> {
-        Ok(FastContent(None))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<FastContent, E> {
-        Ok(FastContent(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FastContent, A::Error> {
-        let mut parts = Vec::new();
-        while let Some(part) = seq.next_element::<ContentPart>()? {
-            parts.push(part);
+    // One pass, byte by byte: escapes come every few bytes in code and logs, where
+    // copying the runs between them with memcpy calls costs more than the bytes.
+    let bytes = body.as_bytes();
+    let mut out = vec![0u8; bytes.len()];
+    let mut written = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if byte != b'\\' {
+            out[written] = byte;
+            written += 1;
+            at += 1;
+            continue;
         }
-        Ok(FastContent(Some(Content::Parts(parts))))
+        out[written] = match bytes.get(at + 1) {
+            Some(b'"') => b'"',
+            Some(b'\\') => b'\\',
+            Some(b'/') => b'/',
+            Some(b'b') => 0x08,
+            Some(b'f') => 0x0c,
+            Some(b'n') => b'\n',
+            Some(b'r') => b'\r',
+            Some(b't') => b'\t',
+            _ => return serde_json::from_str::<String>(raw).map_err(E::custom),
+        };
+        written += 1;
+        at += 2;
     }
+    out.truncate(written);
+    // Only ASCII escapes were replaced by ASCII bytes, so the text stays valid UTF-8;
+    // checking it again is cheap and keeps this free of `unsafe`.
+    String::from_utf8(out).map_err(E::custom)
 }
 
 struct FastToolCall(ToolCall);
@@ -265,10 +324,13 @@ impl<'de> Visitor<'de> for FunctionVisitor {
                 Some("arguments") if arguments.is_none() => {
                     // Same as the derived decoder: text stays text, null is empty,
                     // anything else is re-encoded as JSON text.
-                    arguments = Some(match map.next_value::<Value>()? {
-                        Value::String(text) => text,
-                        Value::Null => String::new(),
-                        other => other.to_string(),
+                    let raw = map.next_value::<&'de RawValue>()?.get();
+                    arguments = Some(match raw.as_bytes().first() {
+                        Some(b'"') => unescape(raw)?,
+                        Some(b'n') => String::new(),
+                        _ => serde_json::from_str::<Value>(raw)
+                            .map_err(de::Error::custom)?
+                            .to_string(),
                     });
                 }
                 Some(field) => return Err(dup(field)),

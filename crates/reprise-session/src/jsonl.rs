@@ -80,24 +80,29 @@ impl LineReader<'_> {
         };
         let session_id = self.session_id;
         let first = self.line;
+        // Line numbers where each part starts, counted before parsing in parallel (one
+        // pass; the count also sizes each part's result exactly).
+        let mut starts = Vec::with_capacity(parts.len() + 1);
+        let mut line = first;
+        for part in &parts {
+            starts.push(line);
+            line += memchr::memchr_iter(b'\n', part).count();
+        }
+        starts.push(line);
         let results: Vec<Vec<Parsed>> = if parts.len() == 1 {
-            vec![parse_block(bytes, first, session_id)]
+            vec![parse_block(bytes, first, line - first, session_id)]
         } else {
-            // Line numbers where each part starts, counted before parsing in parallel.
-            let mut starts = Vec::with_capacity(parts.len());
-            let mut line = first;
-            for part in &parts {
-                starts.push(line);
-                line += memchr::memchr_iter(b'\n', part).count();
-            }
             std::thread::scope(|scope| {
                 let handles: Vec<_> = parts
                     .iter()
-                    .zip(&starts)
+                    .zip(starts.windows(2))
                     .skip(1)
-                    .map(|(part, &start)| scope.spawn(move || parse_block(part, start, session_id)))
+                    .map(|(part, span)| {
+                        let (start, lines) = (span[0], span[1] - span[0]);
+                        scope.spawn(move || parse_block(part, start, lines, session_id))
+                    })
                     .collect();
-                let mut results = vec![parse_block(parts[0], first, session_id)];
+                let mut results = vec![parse_block(parts[0], first, starts[1] - first, session_id)];
                 for handle in handles {
                     // A panic in a parser thread is a bug; re-raise it here.
                     results.push(
@@ -109,7 +114,7 @@ impl LineReader<'_> {
                 results
             })
         };
-        self.line = first + memchr::memchr_iter(b'\n', bytes).count();
+        self.line = line;
         for (line, parsed) in results.into_iter().flatten() {
             match parsed {
                 Ok(entry) => {
@@ -172,9 +177,10 @@ fn split_at_lines(bytes: &[u8], n: usize) -> Vec<&[u8]> {
     parts
 }
 
-/// Parses whole lines; `first` is the number of the line before `bytes`.
-fn parse_block(bytes: &[u8], first: usize, session_id: &str) -> Vec<Parsed> {
-    let mut out = Vec::new();
+/// Parses whole lines; `first` is the number of the line before `bytes`, which holds
+/// `lines` lines.
+fn parse_block(bytes: &[u8], first: usize, lines: usize, session_id: &str) -> Vec<Parsed> {
+    let mut out = Vec::with_capacity(lines);
     let mut start = 0;
     let mut line_no = first;
     for end in memchr::memchr_iter(b'\n', bytes) {

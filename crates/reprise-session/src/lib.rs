@@ -23,6 +23,7 @@ mod private_fs;
 pub mod repair;
 pub mod run_error;
 pub mod run_folder;
+mod run_list_cache;
 pub mod run_meta;
 pub mod run_store;
 pub mod session_log;

@@ -22,6 +22,8 @@ use serde::Deserialize;
 use crate::id::validate_id;
 use crate::private_fs::{create_private_dir_all, open_private_append, sync_parent};
 use crate::run_error::RunError;
+use crate::run_list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
+pub use crate::run_list_cache::LIST_CACHE;
 use crate::run_meta::{SESSION_JSON, SessionJson};
 
 /// The file a run's terminal output goes to; created with the folder.
@@ -203,27 +205,64 @@ struct SummaryFields {
 /// The runs under `runs_dir` that have a `session.json`, newest first (by
 /// `updatedAt`, then by folder name). A missing `runs_dir` lists nothing.
 ///
-/// Only `session.json` is read for each run (plus a stat of it when it lacks
-/// `updatedAt`), never the conversation, so the cost does not grow with the size of
-/// the conversations. A `session.json` that cannot be read or parsed leaves its run
-/// out with a warning in [`RunList::warnings`]; it never fails the listing.
+/// Only `session.json` is read for each run, never the conversation, so the cost does
+/// not grow with the size of the conversations. A `session.json` that cannot be read
+/// or parsed leaves its run out with a warning in [`RunList::warnings`]; it never
+/// fails the listing.
+///
+/// What was read is kept in `<runs_dir>/.list-cache.json` ([`LIST_CACHE`], 0600): a
+/// later listing stats each `session.json` and reads only those whose fingerprint
+/// (device, inode, size, modification and change times in nanoseconds) differs from
+/// the cached one. The cache is only ever an optimisation: the result is the same
+/// with it, without it, or with a damaged one (which is ignored and rewritten).
 pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
+    let limit = Limit::now();
     let entries = match fs::read_dir(runs_dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(RunList::default()),
         Err(source) => return Err(RunError::io("list", runs_dir, source)),
     };
-    let mut dirs = Vec::new();
+    let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| RunError::io("list", runs_dir, source))?;
-        if is_run_dir(&entry) {
-            dirs.push(entry.path());
+        if let Some(name) = run_dir_name(&entry) {
+            names.push(name);
         }
     }
+    let cache = run_list_cache::load(runs_dir);
+    let scans = scan_runs(runs_dir, &names, &cache, limit);
+
     let mut list = RunList::default();
-    for (runs, warnings) in read_summaries(&dirs) {
-        list.runs.extend(runs);
-        list.warnings.extend(warnings);
+    list.runs.reserve(names.len());
+    let mut hits = Vec::new();
+    let mut fresh = Vec::new();
+    for (name, scan) in names.into_iter().zip(scans) {
+        match scan {
+            Scan::Absent => {}
+            Scan::Cached(summary) => {
+                list.runs.push(summary);
+                hits.push(name);
+            }
+            Scan::Read(summary, cached) => {
+                list.runs.push(summary);
+                if let Some(cached) = cached {
+                    fresh.push((name, cached));
+                }
+            }
+            Scan::Warning(warning) => list.warnings.push(warning),
+        }
+    }
+    // Rewritten only when an entry was added, changed or dropped.
+    if !fresh.is_empty() || hits.len() != cache.len() {
+        let mut cache = cache;
+        let mut next = Cache::with_capacity(hits.len() + fresh.len());
+        for name in hits {
+            if let Some(run) = cache.remove(&name) {
+                next.insert(name, run);
+            }
+        }
+        next.extend(fresh);
+        run_list_cache::store(runs_dir, next);
     }
     // Names are compared only on equal times: taking a path's file name is not free.
     list.runs.sort_by(|a, b| {
@@ -234,60 +273,109 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     Ok(list)
 }
 
-fn is_run_dir(entry: &fs::DirEntry) -> bool {
-    let name = entry.file_name();
-    let Some(name) = name.to_str() else {
-        return false;
-    };
-    if validate_id("run", name).is_err() {
-        return false;
-    }
+/// The folder's name when a directory entry can be a run.
+fn run_dir_name(entry: &fs::DirEntry) -> Option<String> {
+    let name = entry.file_name().into_string().ok()?;
+    validate_id("run", &name).ok()?;
     // d_type from the directory listing: no extra stat on common file systems.
-    match entry.file_type() {
-        Ok(kind) => kind.is_dir() || kind.is_symlink(),
-        Err(_) => false,
-    }
+    let kind = entry.file_type().ok()?;
+    (kind.is_dir() || kind.is_symlink()).then_some(name)
 }
 
-/// Runs with at least this many folders are read by several threads.
+fn is_run_dir(entry: &fs::DirEntry) -> bool {
+    run_dir_name(entry).is_some()
+}
+
+/// What one run folder turned out to hold.
+enum Scan {
+    /// No `session.json`: not a run to list.
+    Absent,
+    /// Unchanged since it was cached.
+    Cached(RunSummary),
+    /// Read from `session.json`, with what to cache for it (`None`: changed too
+    /// recently to cache).
+    Read(RunSummary, Option<CachedRun>),
+    /// Left out, and why.
+    Warning(RunWarning),
+}
+
+/// Runs with at least this many folders are scanned by several threads.
 const PARALLEL_FROM: usize = 256;
 
-/// The summaries of `dirs`, read in chunks by a few threads: each `session.json` is
-/// a separate open and read, and the time goes to those system calls.
-fn read_summaries(dirs: &[PathBuf]) -> Vec<(Vec<RunSummary>, Vec<RunWarning>)> {
+/// Scans `names` in order, in chunks by a few threads: the time goes to one system
+/// call per run (a stat, or an open and read on a cache miss), which the kernel runs
+/// in parallel.
+fn scan_runs(runs_dir: &Path, names: &[String], cache: &Cache, limit: Limit) -> Vec<Scan> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(4);
-    if threads < 2 || dirs.len() < PARALLEL_FROM {
-        return vec![read_chunk(dirs)];
+    if threads < 2 || names.len() < PARALLEL_FROM {
+        return scan_chunk(runs_dir, names, cache, limit);
     }
-    let chunk = dirs.len().div_ceil(threads);
+    let chunk = names.len().div_ceil(threads);
     std::thread::scope(|scope| {
-        let workers: Vec<_> = dirs
+        let workers: Vec<_> = names
             .chunks(chunk)
-            .map(|part| (part, scope.spawn(move || read_chunk(part))))
+            .map(|part| {
+                let worker = scope.spawn(move || scan_chunk(runs_dir, part, cache, limit));
+                (part, worker)
+            })
             .collect();
         workers
             .into_iter()
             // A worker that panicked is redone here, so a listing is never partial.
-            .map(|(part, worker)| worker.join().unwrap_or_else(|_| read_chunk(part)))
+            .flat_map(|(part, worker)| {
+                worker
+                    .join()
+                    .unwrap_or_else(|_| scan_chunk(runs_dir, part, cache, limit))
+            })
             .collect()
     })
 }
 
-fn read_chunk(dirs: &[PathBuf]) -> (Vec<RunSummary>, Vec<RunWarning>) {
-    let mut runs = Vec::with_capacity(dirs.len());
-    let mut warnings = Vec::new();
+fn scan_chunk(runs_dir: &Path, names: &[String], cache: &Cache, limit: Limit) -> Vec<Scan> {
     let mut buf = Vec::new();
-    for dir in dirs {
-        match read_summary(dir, &mut buf) {
-            Ok(Some(summary)) => runs.push(summary),
-            Ok(None) => {}
-            Err(warning) => warnings.push(warning),
+    names
+        .iter()
+        .map(|name| scan_run(runs_dir, name, cache, limit, &mut buf))
+        .collect()
+}
+
+fn scan_run(runs_dir: &Path, name: &str, cache: &Cache, limit: Limit, buf: &mut Vec<u8>) -> Scan {
+    let dir = runs_dir.join(name);
+    let path = dir.join(SESSION_JSON);
+    // Followed, like the open below: a symlinked run or session.json is
+    // fingerprinted by the file actually read.
+    let meta = match fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Scan::Absent;
         }
+        Err(error) => {
+            return Scan::Warning(RunWarning {
+                path,
+                message: format!("cannot read it: {error}"),
+            });
+        }
+    };
+    let fingerprint = Fingerprint::of(&meta);
+    if let Some(summary) = cache
+        .get(name)
+        .and_then(|cached| cached.summary_if_unchanged(&fingerprint, &dir))
+    {
+        return Scan::Cached(summary);
     }
-    (runs, warnings)
+    // The file is read after the stat, so what is read is at least as new as the
+    // fingerprint; if it is newer, the next stat differs and it is read again.
+    match read_summary(dir, path, &meta, buf) {
+        Ok(Some(summary)) => {
+            let cached = CachedRun::new(fingerprint, &summary, limit);
+            Scan::Read(summary, cached)
+        }
+        Ok(None) => Scan::Absent,
+        Err(warning) => Scan::Warning(warning),
+    }
 }
 
 /// Reads a small JSON file with as few system calls as possible: one `read` when the
@@ -319,29 +407,40 @@ fn read_json<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// `Ok(None)` for a run without `session.json` (not listed, not a problem).
-fn read_summary(dir: &Path, buf: &mut Vec<u8>) -> Result<Option<RunSummary>, RunWarning> {
-    let path = dir.join(SESSION_JSON);
-    let warn = |message: String| RunWarning {
-        path: path.clone(),
-        message,
-    };
+/// `Ok(None)` for a run whose `session.json` went away since it was stat'ed as
+/// `meta` (not listed, not a problem).
+///
+/// A `session.json` without `updatedAt` takes its modification time from `meta`,
+/// which is part of the fingerprint the summary is cached under.
+fn read_summary(
+    dir: PathBuf,
+    path: PathBuf,
+    meta: &fs::Metadata,
+    buf: &mut Vec<u8>,
+) -> Result<Option<RunSummary>, RunWarning> {
     let parsed = match read_json::<SummaryFields>(&path, buf) {
         Ok(parsed) => parsed,
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
             return Ok(None);
         }
-        Err(error) => return Err(warn(format!("cannot read it: {error}"))),
+        Err(error) => return Err(warning(path, format!("cannot read it: {error}"))),
     };
-    let fields = parsed.map_err(|error| warn(format!("not a valid session.json: {error}")))?;
-    validate_id("session", &fields.session_id)
-        .map_err(|error| warn(format!("refused: {error}")))?;
+    let fields = match parsed {
+        Ok(fields) => fields,
+        Err(error) => return Err(warning(path, format!("not a valid session.json: {error}"))),
+    };
+    if let Err(error) = validate_id("session", &fields.session_id) {
+        return Err(warning(path, format!("refused: {error}")));
+    }
     let updated_at = match fields.updated_at {
         Some(at) => at,
-        None => modified_time(&path).map_err(|error| warn(format!("cannot stat it: {error}")))?,
+        None => match modified_time(meta) {
+            Ok(at) => at,
+            Err(error) => return Err(warning(path, format!("cannot stat it: {error}"))),
+        },
     };
     Ok(Some(RunSummary {
-        dir: dir.to_path_buf(),
+        dir,
         session_id: fields.session_id,
         updated_at,
         last_message: fields.last_message,
@@ -349,9 +448,12 @@ fn read_summary(dir: &Path, buf: &mut Vec<u8>) -> Result<Option<RunSummary>, Run
     }))
 }
 
-fn modified_time(path: &Path) -> std::io::Result<Timestamp> {
-    let modified = fs::metadata(path)?.modified()?;
-    Timestamp::try_from(modified).map_err(std::io::Error::other)
+fn warning(path: PathBuf, message: String) -> RunWarning {
+    RunWarning { path, message }
+}
+
+fn modified_time(meta: &fs::Metadata) -> std::io::Result<Timestamp> {
+    Timestamp::try_from(meta.modified()?).map_err(std::io::Error::other)
 }
 
 /// Resolves what a person typed to name a run: `last` (the newest run with a

@@ -9,8 +9,12 @@
 //! ```
 //!
 //! `session.json` appears with the first append (before `conversation.jsonl`) and is
-//! rewritten (temp file + rename) after every append that changes it, so that listing
-//! runs never reads a conversation. A run folder holds one session: any other session
+//! rewritten (temp file + rename) at turn boundaries — when a user message, or an
+//! assistant message without tool calls, is appended — and when a subagent is
+//! registered, so that listing runs never reads a conversation. Its `messageCount` and
+//! `updatedAt` are therefore as of the last turn boundary (the tool calls and results of
+//! a turn in progress are counted when it ends); [`RunStore`]'s own `list_sessions`
+//! reports the later of `updatedAt` and the conversation's mtime. A run folder holds one session: any other session
 //! id is refused with [`StoreError::Unsupported`]. To fork a run, use [`fork_run`].
 
 use std::path::{Path, PathBuf};
@@ -25,7 +29,7 @@ use crate::file_store::{blocking, jsonl_stems};
 use crate::fork_copy::copy_lines;
 use crate::id::{SessionKey, validate_id};
 use crate::jsonl::{Durability, JsonlWriter, load_file};
-use crate::message::Role;
+use crate::message::{Message, Role};
 use crate::run_meta::{SESSION_JSON, SessionJson};
 use crate::store::{
     AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
@@ -51,11 +55,14 @@ pub fn last_message_text(text: &str) -> String {
     text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
 }
 
-/// Folds appended entries into the listing fields of `session.json`.
-fn account(meta: &mut SessionJson, entries: &[&Entry]) {
+/// Folds appended entries into the listing fields of `session.json`. Returns whether
+/// one of them ends or starts a turn (see [`is_turn_boundary`]).
+fn account(meta: &mut SessionJson, entries: &[&Entry]) -> bool {
+    let mut boundary = false;
     for entry in entries {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
+            boundary |= is_turn_boundary(message);
             if message.role == Role::User {
                 let text = last_message_text(&message.text());
                 if !text.is_empty() {
@@ -63,6 +70,21 @@ fn account(meta: &mut SessionJson, entries: &[&Entry]) {
                 }
             }
         }
+    }
+    boundary
+}
+
+/// Whether appending `message` is a moment `session.json` is rewritten: a user message
+/// (a turn starts: `lastMessage` changes) or an assistant message without tool calls
+/// (the turn ends). The tool calls and tool results in between only grow
+/// `messageCount`, which is written with the next boundary: rewriting `session.json`
+/// (temp file + rename) on every append would make each durable append cost a
+/// metadata change as well.
+fn is_turn_boundary(message: &Message) -> bool {
+    match message.role {
+        Role::User => true,
+        Role::Assistant => message.calls().is_empty(),
+        _ => false,
     }
 }
 
@@ -247,9 +269,12 @@ impl Inner {
                 && let Some(meta) = state.meta.as_mut()
             {
                 let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                account(meta, &new);
-                meta.updated_at = Some(now_millis());
-                write_session_json(&self.meta_path(), meta, false)?;
+                // The counts in memory are always exact; the file gets them at turn
+                // boundaries only.
+                if account(meta, &new) {
+                    meta.updated_at = Some(now_millis());
+                    write_session_json(&self.meta_path(), meta, false)?;
+                }
             }
             Ok(report)
         })
@@ -304,9 +329,15 @@ impl Inner {
         let time = |t: std::io::Result<std::time::SystemTime>| {
             t.ok().and_then(|t| Timestamp::try_from(t).ok())
         };
+        // session.json is rewritten at turn boundaries only: appends since then show
+        // in the conversation's mtime.
+        let appended = std::fs::metadata(self.dir.join(CONVERSATION_JSONL))
+            .ok()
+            .and_then(|conversation| time(conversation.modified()));
         let updated_at = meta
             .updated_at
             .or_else(|| time(stat.modified()))
+            .max(appended)
             .unwrap_or(Timestamp::UNIX_EPOCH);
         Ok(vec![SessionInfo {
             id: meta.session_id,

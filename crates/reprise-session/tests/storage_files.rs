@@ -9,7 +9,7 @@ use reprise_session::jsonl::{JsonlWriter, load_file};
 use reprise_session::run_meta::SessionJson;
 use reprise_session::{
     Durability, Entry, FileSessionStore, ForkOrigin, Message, Role, SessionKey, SessionStore,
-    StoreError, create_run_store, fork_run,
+    StoreError, ToolCall, create_run_store, fork_run,
 };
 
 fn user(text: &str) -> Entry {
@@ -529,4 +529,99 @@ async fn fork_copies_complete_lines_only_while_the_source_grows() {
     assert!(loaded.warnings.is_empty());
     // The source still holds its torn tail: fork only reads.
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+fn read_meta(dir: &Path) -> SessionJson {
+    serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap()
+}
+
+fn message_entries(dir: &Path) -> u64 {
+    load_file(&dir.join("conversation.jsonl"), "s1")
+        .unwrap()
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|entry| entry.as_message().is_some())
+        .count() as u64
+}
+
+#[tokio::test]
+async fn session_json_is_rewritten_at_turn_boundaries_and_counts_every_message() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("2026-11-30T10-00-00-000Z");
+    let store = create_run_store(&dir);
+    let k = key("s1");
+    let _lock = store.lock("s1").await.unwrap();
+
+    // A turn with a tool call, appended one entry at a time as the agent loop does.
+    store.append(&k, &[user("  read the file \n")]).await.unwrap();
+    let started = read_meta(&dir);
+    assert_eq!(started.message_count, 1);
+    assert_eq!(started.last_message.as_deref(), Some("read the file"));
+
+    let call = ToolCall::function("c1", "read_file", r#"{"path":"a"}"#);
+    store
+        .append(
+            &k,
+            &[Entry::message(Message::assistant_tool_calls(
+                None,
+                vec![call],
+            ))],
+        )
+        .await
+        .unwrap();
+    store
+        .append(&k, &[Entry::message(Message::tool("c1", "contents"))])
+        .await
+        .unwrap();
+    // Mid-turn: session.json is as of the turn's start, but list_sessions sees the
+    // appends through the conversation's mtime.
+    let mid = read_meta(&dir);
+    assert_eq!(mid.message_count, 1);
+    assert_eq!(mid.updated_at, started.updated_at);
+    let info = &store.list_sessions().await.unwrap()[0];
+    let modified = jiff::Timestamp::try_from(
+        std::fs::metadata(dir.join("conversation.jsonl"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(info.updated_at >= modified, "{info:?} vs {modified}");
+
+    // The answer ends the turn: everything is counted.
+    store
+        .append(&k, &[Entry::message(Message::assistant("it says hi"))])
+        .await
+        .unwrap();
+    let ended = read_meta(&dir);
+    assert_eq!(ended.message_count, 4);
+    assert_eq!(ended.message_count, message_entries(&dir));
+    assert_eq!(ended.last_message.as_deref(), Some("read the file"));
+    assert!(ended.updated_at >= started.updated_at);
+
+    // Non-message entries are not counted and do not rewrite the file.
+    let before = std::fs::read(dir.join("session.json")).unwrap();
+    store
+        .append(&k, &[Entry::other("compaction", Default::default())])
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(dir.join("session.json")).unwrap(), before);
+
+    // A new writer over the same folder heals a count left behind mid-turn (a crash
+    // before the turn ended) when it loads the session.
+    store
+        .append(&k, &[Entry::message(Message::tool("c9", "x"))])
+        .await
+        .unwrap();
+    assert_eq!(read_meta(&dir).message_count, 4);
+    drop(_lock);
+    drop(store);
+    let reopened = create_run_store(&dir);
+    let _lock = reopened.lock("s1").await.unwrap();
+    reopened.load(&k).await.unwrap().unwrap();
+    let healed = read_meta(&dir);
+    assert_eq!(healed.message_count, 5);
+    assert_eq!(healed.message_count, message_entries(&dir));
+    assert_eq!(healed.last_message.as_deref(), Some("read the file"));
 }
