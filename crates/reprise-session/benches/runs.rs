@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use reprise_session::run_meta::{SESSION_JSON, SessionJson};
 use reprise_session::run_folder::LIST_CACHE;
+use reprise_session::run_meta::{SESSION_JSON, SessionJson};
 use reprise_session::{Entry, Message, list_runs};
 
 const RUNS: usize = 10_000;

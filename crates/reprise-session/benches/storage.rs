@@ -271,12 +271,26 @@ fn make_session(path: &Path) -> u64 {
     }
 }
 
+/// CPU time (user + system) this process has used, in seconds (10 ms ticks).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / 100.0
+}
+
 fn load_child(path: &Path) {
     let before_hwm = vm_hwm_kb();
     let before_rss = vm_rss_kb();
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let loaded = load_file(path, "big").unwrap().unwrap();
     let elapsed = start.elapsed();
+    let cpu = cpu_seconds() - cpu_before;
     let after_hwm = vm_hwm_kb();
     drop(loaded);
     // In the same process and moment, for scale: serde_json validating every line
@@ -304,7 +318,7 @@ fn load_child(path: &Path) {
     let second = start.elapsed().as_secs_f64();
     drop(again);
     println!(
-        "{} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {}",
         lines.len(),
         elapsed.as_secs_f64(),
         before_hwm,
@@ -312,7 +326,8 @@ fn load_child(path: &Path) {
         after_hwm,
         validate,
         derive,
-        second
+        second,
+        cpu
     );
 }
 
@@ -337,13 +352,16 @@ fn load_bench(path: &Path, len: u64) {
         let validate: f64 = fields[5].parse().unwrap();
         let derive: f64 = fields[6].parse().unwrap();
         let second: f64 = fields[7].parse().unwrap();
+        let cpu: f64 = fields[8].parse().unwrap();
         best = best.min(secs);
         let mb = len as f64 / (1 << 20) as f64;
         let peak = (after_hwm.saturating_sub(before_rss)) as f64 / 1024.0;
         println!(
-            "run {run}: {entries} entries in {:.3} s = {:.0} MB/s; peak memory above start {:.0} MB = {:.2}x file size (VmHWM {} MB)",
+            "run {run}: {entries} entries in {:.3} s = {:.0} MB/s (CPU time {:.2} s = {:.0} MB per CPU-second); peak memory above start {:.0} MB = {:.2}x file size (VmHWM {} MB)",
             secs,
             mb / secs,
+            cpu,
+            mb / cpu,
             peak,
             peak / mb,
             after_hwm / 1024

@@ -186,6 +186,17 @@ impl<'de> Visitor<'de> for RoleVisitor {
     }
 }
 
+/// How many of the 8 bytes of `word` come before the first backslash (8 when none).
+fn plain_run(word: &[u8]) -> usize {
+    let mut lanes = [0u8; 8];
+    lanes.copy_from_slice(word);
+    // A byte of `x` is zero where `word` holds a backslash; the classic zero-byte test
+    // marks the lowest such byte exactly (false marks only appear above a true one).
+    let x = u64::from_le_bytes(lanes) ^ 0x5c5c_5c5c_5c5c_5c5c;
+    let marks = x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
+    (marks.trailing_zeros() / 8) as usize
+}
+
 /// `content`: a string, an array of parts, or null.
 ///
 /// Taken as the raw JSON text first (serde_json checks it without building anything),
@@ -202,7 +213,9 @@ impl<'de> Deserialize<'de> for FastContent {
             Some(b'[') => serde_json::from_str::<Vec<ContentPart>>(raw)
                 .map(|parts| FastContent(Some(Content::Parts(parts))))
                 .map_err(de::Error::custom),
-            _ => Err(de::Error::custom("content is not a string, an array or null")),
+            _ => Err(de::Error::custom(
+                "content is not a string, an array or null",
+            )),
         }
     }
 }
@@ -219,16 +232,27 @@ fn unescape<E: de::Error>(raw: &str) -> Result<String, E> {
     if memchr::memchr(b'\\', body.as_bytes()).is_none() {
         return Ok(body.to_owned());
     }
-    // One pass, byte by byte: escapes come every few bytes in code and logs, where
-    // copying the runs between them with memcpy calls costs more than the bytes.
+    // One pass into a buffer of the final size: escapes come every few bytes in code
+    // and logs, where copying the runs between them with memcpy calls would cost more
+    // than the bytes.
     let bytes = body.as_bytes();
     let mut out = vec![0u8; bytes.len()];
     let mut written = 0;
     let mut at = 0;
     while at < bytes.len() {
-        let byte = bytes[at];
-        if byte != b'\\' {
-            out[written] = byte;
+        // Eight bytes at a time up to the next backslash: copying the whole word is
+        // safe (`written <= at`, so it fits) and the part past the backslash is
+        // overwritten next.
+        if let Some(word) = bytes.get(at..at + 8) {
+            out[written..written + 8].copy_from_slice(word);
+            let run = plain_run(word);
+            written += run;
+            at += run;
+            if run == 8 {
+                continue;
+            }
+        } else if bytes[at] != b'\\' {
+            out[written] = bytes[at];
             written += 1;
             at += 1;
             continue;
@@ -409,6 +433,96 @@ mod written_entries {
                 "{}",
                 String::from_utf8_lossy(&line)
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Pieces of a JSON string body: plain text, every short escape, `\u` escapes
+    /// (pairs, lone surrogates, bad hex), raw control characters and bad escapes.
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z {}();:,.]{0,12}",
+            "\\PC{0,4}",
+            Just(r#"\""#.to_owned()),
+            Just(r"\\".to_owned()),
+            Just(r"\/".to_owned()),
+            Just(r"\b".to_owned()),
+            Just(r"\f".to_owned()),
+            Just(r"\n".to_owned()),
+            Just(r"\r".to_owned()),
+            Just(r"\t".to_owned()),
+            Just(r"\u00e9".to_owned()),
+            Just(r"\ud83c\udf89".to_owned()),
+            Just(r"\ud800".to_owned()),
+            Just(r"\udc00x".to_owned()),
+            Just(r"\u12".to_owned()),
+            Just(r"\x".to_owned()),
+            Just("\t".to_owned()),
+            Just("\u{1}".to_owned()),
+            Just("é🎉".to_owned()),
+        ]
+    }
+
+    fn body() -> impl Strategy<Value = String> {
+        proptest::collection::vec(piece(), 0..12).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        /// Lines with arbitrary string bodies in every field the fast decoder reads
+        /// itself: it yields the derived decoder's entry, or nothing (and then the
+        /// derived decoder is used); never a different entry.
+        #[test]
+        fn fast_decoder_equals_the_derived_one_on_any_strings(
+            content in body(),
+            arguments in body(),
+            ts_tail in prop_oneof![Just(String::new()), Just(r"\u0000".to_owned())],
+            shape in 0..4u8,
+        ) {
+            let message = match shape {
+                0 => format!(r#"{{"role":"user","content":"{content}"}}"#),
+                1 => format!(
+                    r#"{{"role":"assistant","content":"{content}","tool_calls":[{{"id":"c","type":"function","function":{{"name":"f","arguments":"{arguments}"}}}}]}}"#
+                ),
+                2 => format!(r#"{{"role":"tool","tool_call_id":"c","content":"{content}"}}"#),
+                _ => format!(r#"{{"role":"x","content":[{{"type":"text","text":"{content}"}}]}}"#),
+            };
+            let line = format!(
+                r#"{{"uuid":"0193c0de-0000-7000-8000-000000000001","ts":"2026-11-30T09:38:04.123Z{ts_tail}","message":{message}}}"#
+            );
+            let slow = serde_json::from_str::<Entry>(&line).ok();
+            let fast = decode_entry(line.as_bytes());
+            if fast.is_some() {
+                prop_assert_eq!(&fast, &slow, "{}", line);
+            }
+            // Whatever serde_json reads as a string, the fast path reads too.
+            if slow.is_some() {
+                prop_assert!(fast.is_some(), "{}", line);
+            }
+        }
+
+        /// Entries this crate writes, with any text, round-trip through the fast path.
+        #[test]
+        fn written_entries_round_trip_through_the_fast_decoder(
+            text in "\\PC*|[\\x00-\\x7f]*",
+            arguments in "\\PC*",
+        ) {
+            for entry in [
+                Entry::message(Message::user(text.clone())),
+                Entry::message(Message::assistant_tool_calls(
+                    Some(text.clone()),
+                    vec![ToolCall::function("c1", "f", arguments.clone())],
+                )),
+                Entry::message(Message::tool("c1", text.clone())),
+            ] {
+                let line = serde_json::to_vec(&entry).unwrap();
+                prop_assert_eq!(decode_entry(&line), Some(entry));
+            }
         }
     }
 }

@@ -22,8 +22,8 @@ use serde::Deserialize;
 use crate::id::validate_id;
 use crate::private_fs::{create_private_dir_all, open_private_append, sync_parent};
 use crate::run_error::RunError;
-use crate::run_list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 pub use crate::run_list_cache::LIST_CACHE;
+use crate::run_list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::run_meta::{SESSION_JSON, SessionJson};
 
 /// The file a run's terminal output goes to; created with the folder.
@@ -229,8 +229,9 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
             names.push(name);
         }
     }
-    let cache = run_list_cache::load(runs_dir);
-    let scans = scan_runs(runs_dir, &names, &cache, limit);
+    let dir_fd =
+        fs::File::open(runs_dir).map_err(|source| RunError::io("open", runs_dir, source))?;
+    let (cache, scans) = scan_runs(runs_dir, &dir_fd, &names, limit);
 
     let mut list = RunList::default();
     list.runs.reserve(names.len());
@@ -302,80 +303,146 @@ enum Scan {
 /// Runs with at least this many folders are scanned by several threads.
 const PARALLEL_FROM: usize = 256;
 
-/// Scans `names` in order, in chunks by a few threads: the time goes to one system
-/// call per run (a stat, or an open and read on a cache miss), which the kernel runs
-/// in parallel.
-fn scan_runs(runs_dir: &Path, names: &[String], cache: &Cache, limit: Limit) -> Vec<Scan> {
+/// The cache of `runs_dir`, and what each of `names` holds, in order.
+///
+/// The time goes to one system call per run (a stat, or an open and read on a cache
+/// miss), which the kernel runs in parallel, and to parsing the cache, which is done
+/// by its own thread while the stats run.
+fn scan_runs(
+    runs_dir: &Path,
+    dir_fd: &fs::File,
+    names: &[String],
+    limit: Limit,
+) -> (Cache, Vec<Scan>) {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(4);
-    if threads < 2 || names.len() < PARALLEL_FROM {
-        return scan_chunk(runs_dir, names, cache, limit);
+    let parallel = threads >= 2 && names.len() >= PARALLEL_FROM;
+    let (cache, stats) = if parallel {
+        std::thread::scope(|scope| {
+            let cache = scope.spawn(|| run_list_cache::load(runs_dir));
+            let stats = in_chunks(names, threads, |part| stat_chunk(dir_fd, part));
+            // A thread that panicked is redone here, so a listing is never partial.
+            let cache = cache
+                .join()
+                .unwrap_or_else(|_| run_list_cache::load(runs_dir));
+            (cache, stats)
+        })
+    } else {
+        (run_list_cache::load(runs_dir), stat_chunk(dir_fd, names))
+    };
+
+    let mut scans = Vec::with_capacity(names.len());
+    let mut misses = Vec::new();
+    for (index, (name, stat)) in names.iter().zip(stats).enumerate() {
+        let fingerprint = match stat {
+            Ok(Some(fingerprint)) => fingerprint,
+            Ok(None) => {
+                scans.push(Scan::Absent);
+                continue;
+            }
+            Err(error) => {
+                scans.push(Scan::Warning(warning(
+                    runs_dir.join(name).join(SESSION_JSON),
+                    format!("cannot read it: {error}"),
+                )));
+                continue;
+            }
+        };
+        let dir = runs_dir.join(name);
+        match cache
+            .get(name)
+            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, &dir))
+        {
+            Some(summary) => scans.push(Scan::Cached(summary)),
+            None => {
+                // Filled in below, once every miss is known.
+                scans.push(Scan::Absent);
+                misses.push((index, dir, fingerprint));
+            }
+        }
     }
-    let chunk = names.len().div_ceil(threads);
+    let read = if parallel && misses.len() >= PARALLEL_FROM {
+        in_chunks(&misses, threads, |part| {
+            read_chunk(dir_fd, names, part, limit)
+        })
+    } else {
+        read_chunk(dir_fd, names, &misses, limit)
+    };
+    for ((index, _, _), scan) in misses.iter().zip(read) {
+        scans[*index] = scan;
+    }
+    (cache, scans)
+}
+
+/// `work` over `items` split in `threads` chunks, one thread each, results in order.
+fn in_chunks<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let chunk = items.len().div_ceil(threads).max(1);
+    let work = &work;
     std::thread::scope(|scope| {
-        let workers: Vec<_> = names
+        let workers: Vec<_> = items
             .chunks(chunk)
-            .map(|part| {
-                let worker = scope.spawn(move || scan_chunk(runs_dir, part, cache, limit));
-                (part, worker)
-            })
+            .map(|part| (part, scope.spawn(move || work(part))))
             .collect();
         workers
             .into_iter()
             // A worker that panicked is redone here, so a listing is never partial.
-            .flat_map(|(part, worker)| {
-                worker
-                    .join()
-                    .unwrap_or_else(|_| scan_chunk(runs_dir, part, cache, limit))
-            })
+            .flat_map(|(part, worker)| worker.join().unwrap_or_else(|_| work(part)))
             .collect()
     })
 }
 
-fn scan_chunk(runs_dir: &Path, names: &[String], cache: &Cache, limit: Limit) -> Vec<Scan> {
-    let mut buf = Vec::new();
+/// The fingerprint of each run's `session.json`; `None` when it has none.
+fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Option<Fingerprint>>> {
+    let mut relative = String::new();
     names
         .iter()
-        .map(|name| scan_run(runs_dir, name, cache, limit, &mut buf))
+        .map(|name| {
+            relative.clear();
+            relative.push_str(name);
+            relative.push('/');
+            relative.push_str(SESSION_JSON);
+            match Fingerprint::stat_at(dir_fd, &relative) {
+                Ok(fingerprint) => Ok(Some(fingerprint)),
+                Err(error)
+                    if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
+                {
+                    Ok(None)
+                }
+                Err(error) => Err(error),
+            }
+        })
         .collect()
 }
 
-fn scan_run(runs_dir: &Path, name: &str, cache: &Cache, limit: Limit, buf: &mut Vec<u8>) -> Scan {
-    let dir = runs_dir.join(name);
-    let path = dir.join(SESSION_JSON);
-    // Followed, like the open below: a symlinked run or session.json is
-    // fingerprinted by the file actually read.
-    let meta = match fs::metadata(&path) {
-        Ok(meta) => meta,
-        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Scan::Absent;
-        }
-        Err(error) => {
-            return Scan::Warning(RunWarning {
-                path,
-                message: format!("cannot read it: {error}"),
-            });
-        }
-    };
-    let fingerprint = Fingerprint::of(&meta);
-    if let Some(summary) = cache
-        .get(name)
-        .and_then(|cached| cached.summary_if_unchanged(&fingerprint, &dir))
-    {
-        return Scan::Cached(summary);
-    }
-    // The file is read after the stat, so what is read is at least as new as the
-    // fingerprint; if it is newer, the next stat differs and it is read again.
-    match read_summary(dir, path, &meta, buf) {
-        Ok(Some(summary)) => {
-            let cached = CachedRun::new(fingerprint, &summary, limit);
-            Scan::Read(summary, cached)
-        }
-        Ok(None) => Scan::Absent,
-        Err(warning) => Scan::Warning(warning),
-    }
+/// Reads the `session.json` of each missed run `(index in names, dir, fingerprint)`.
+fn read_chunk(
+    dir_fd: &fs::File,
+    names: &[String],
+    misses: &[(usize, PathBuf, Fingerprint)],
+    limit: Limit,
+) -> Vec<Scan> {
+    let mut buf = Vec::new();
+    misses
+        .iter()
+        .map(|(index, dir, fingerprint)| {
+            // Read after the stat, so what is read is at least as new as the
+            // fingerprint; if it is newer, the next stat differs and it is read again.
+            match read_summary(dir_fd, &names[*index], dir, fingerprint, &mut buf) {
+                Ok(Some(summary)) => {
+                    let cached = CachedRun::new(*fingerprint, &summary, limit);
+                    Scan::Read(summary, cached)
+                }
+                Ok(None) => Scan::Absent,
+                Err(warning) => Scan::Warning(warning),
+            }
+        })
+        .collect()
 }
 
 /// Reads a small JSON file with as few system calls as possible: one `read` when the
@@ -383,10 +450,9 @@ fn scan_run(runs_dir: &Path, name: &str, cache: &Cache, limit: Limit, buf: &mut 
 /// reused between files and never cleared (only its first `filled` bytes count), so
 /// that no time goes to zeroing it for every run.
 fn read_json<T: serde::de::DeserializeOwned>(
-    path: &Path,
+    mut file: fs::File,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Result<T, serde_json::Error>> {
-    let mut file = fs::File::open(path)?;
     if buf.len() < 4096 {
         buf.resize(4096, 0);
     }
@@ -407,40 +473,55 @@ fn read_json<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// `Ok(None)` for a run whose `session.json` went away since it was stat'ed as
-/// `meta` (not listed, not a problem).
+/// `Ok(None)` for a run whose `session.json` went away since it was stat'ed
+/// (not listed, not a problem).
 ///
-/// A `session.json` without `updatedAt` takes its modification time from `meta`,
-/// which is part of the fingerprint the summary is cached under.
+/// A `session.json` without `updatedAt` takes the modification time of the
+/// fingerprint, which is what the summary is cached under.
 fn read_summary(
-    dir: PathBuf,
-    path: PathBuf,
-    meta: &fs::Metadata,
+    dir_fd: &fs::File,
+    name: &str,
+    dir: &Path,
+    fingerprint: &Fingerprint,
     buf: &mut Vec<u8>,
 ) -> Result<Option<RunSummary>, RunWarning> {
-    let parsed = match read_json::<SummaryFields>(&path, buf) {
+    let path = || dir.join(SESSION_JSON);
+    let opened = rustix::fs::openat(
+        dir_fd,
+        format!("{name}/{SESSION_JSON}"),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
+    .and_then(|fd| read_json::<SummaryFields>(fs::File::from(fd), buf));
+    let parsed = match opened {
         Ok(parsed) => parsed,
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
             return Ok(None);
         }
-        Err(error) => return Err(warning(path, format!("cannot read it: {error}"))),
+        Err(error) => return Err(warning(path(), format!("cannot read it: {error}"))),
     };
     let fields = match parsed {
         Ok(fields) => fields,
-        Err(error) => return Err(warning(path, format!("not a valid session.json: {error}"))),
+        Err(error) => {
+            return Err(warning(
+                path(),
+                format!("not a valid session.json: {error}"),
+            ));
+        }
     };
     if let Err(error) = validate_id("session", &fields.session_id) {
-        return Err(warning(path, format!("refused: {error}")));
+        return Err(warning(path(), format!("refused: {error}")));
     }
     let updated_at = match fields.updated_at {
         Some(at) => at,
-        None => match modified_time(meta) {
+        None => match fingerprint.modified() {
             Ok(at) => at,
-            Err(error) => return Err(warning(path, format!("cannot stat it: {error}"))),
+            Err(error) => return Err(warning(path(), format!("cannot stat it: {error}"))),
         },
     };
     Ok(Some(RunSummary {
-        dir,
+        dir: dir.to_path_buf(),
         session_id: fields.session_id,
         updated_at,
         last_message: fields.last_message,
@@ -450,10 +531,6 @@ fn read_summary(
 
 fn warning(path: PathBuf, message: String) -> RunWarning {
     RunWarning { path, message }
-}
-
-fn modified_time(meta: &fs::Metadata) -> std::io::Result<Timestamp> {
-    Timestamp::try_from(meta.modified()?).map_err(std::io::Error::other)
 }
 
 /// Resolves what a person typed to name a run: `last` (the newest run with a

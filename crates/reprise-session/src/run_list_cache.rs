@@ -45,30 +45,53 @@ pub(crate) const RACY_MARGIN: Duration = Duration::from_secs(1);
 /// at all), so a damaged file cannot make a listing allocate without bound.
 const MAX_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
-/// What identifies one version of a `session.json`.
+/// What identifies one version of a `session.json`: device, inode, size,
+/// modification and change times (seconds and nanoseconds). One-letter keys keep
+/// the cache small and quick to parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Fingerprint {
+    #[serde(rename = "d")]
     dev: u64,
+    #[serde(rename = "i")]
     ino: u64,
+    #[serde(rename = "s")]
     size: u64,
+    #[serde(rename = "m")]
     mtime: i64,
+    #[serde(rename = "mn")]
     mtime_ns: i64,
+    #[serde(rename = "c")]
     ctime: i64,
+    #[serde(rename = "cn")]
     ctime_ns: i64,
 }
 
 impl Fingerprint {
-    /// The fingerprint of a file from its (followed) metadata.
-    pub(crate) fn of(meta: &fs::Metadata) -> Fingerprint {
+    /// The fingerprint of the file at `path` relative to the open directory `dir`
+    /// (symlinks followed, like an open): one `statat`, which walks two path
+    /// components instead of the whole path from the root.
+    pub(crate) fn stat_at(dir: &fs::File, path: &str) -> std::io::Result<Fingerprint> {
+        let stat = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
+        Ok(Fingerprint::from_stat(&stat))
+    }
+
+    // The field types of `stat` differ between targets; on some the casts are no-ops.
+    #[allow(clippy::unnecessary_cast, clippy::cast_possible_wrap)]
+    fn from_stat(stat: &rustix::fs::Stat) -> Fingerprint {
         Fingerprint {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: meta.mtime(),
-            mtime_ns: meta.mtime_nsec(),
-            ctime: meta.ctime(),
-            ctime_ns: meta.ctime_nsec(),
+            dev: stat.st_dev as u64,
+            ino: stat.st_ino as u64,
+            size: stat.st_size as u64,
+            mtime: stat.st_mtime as i64,
+            mtime_ns: stat.st_mtime_nsec as i64,
+            ctime: stat.st_ctime as i64,
+            ctime_ns: stat.st_ctime_nsec as i64,
         }
+    }
+
+    /// The modification time, which stands in for a missing `updatedAt`.
+    pub(crate) fn modified(&self) -> Result<Timestamp, jiff::Error> {
+        Timestamp::new(self.mtime, i32::try_from(self.mtime_ns).unwrap_or(0))
     }
 
     fn changed_before(&self, limit: Limit) -> bool {
@@ -196,11 +219,9 @@ fn try_load(runs_dir: &Path) -> std::io::Result<Option<Cache>> {
     }
     // The ids were valid when cached; a cache with one that is not was not written by
     // this code, and is dropped whole.
-    if cache
-        .runs
-        .iter()
-        .any(|(name, run)| validate_id("run", name).is_err() || validate_id("session", &run.session_id).is_err())
-    {
+    if cache.runs.iter().any(|(name, run)| {
+        validate_id("run", name).is_err() || validate_id("session", &run.session_id).is_err()
+    }) {
         return Ok(None);
     }
     Ok(Some(cache.runs))
@@ -260,9 +281,9 @@ mod tests {
     #[test]
     fn a_file_changed_within_the_margin_is_not_cached_and_an_older_one_is() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("f");
-        fs::write(&path, "x").unwrap();
-        let fingerprint = Fingerprint::of(&fs::metadata(&path).unwrap());
+        fs::write(tmp.path().join("f"), "x").unwrap();
+        let dir = fs::File::open(tmp.path()).unwrap();
+        let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let run = summary(tmp.path());
         assert!(CachedRun::new(fingerprint, &run, Limit::now()).is_none());
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
@@ -279,9 +300,9 @@ mod tests {
     #[test]
     fn a_stored_cache_loads_back_and_one_from_another_version_does_not() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("f");
-        fs::write(&path, "x").unwrap();
-        let fingerprint = Fingerprint::of(&fs::metadata(&path).unwrap());
+        fs::write(tmp.path().join("f"), "x").unwrap();
+        let dir = fs::File::open(tmp.path()).unwrap();
+        let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
         let cached = CachedRun::new(fingerprint, &summary(tmp.path()), later).unwrap();
         let runs = Cache::from([("2026-01-01T00-00-00-000Z".to_owned(), cached)]);

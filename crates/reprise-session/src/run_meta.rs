@@ -12,8 +12,10 @@ pub const SESSION_JSON: &str = "session.json";
 
 /// The contents of `session.json`.
 ///
-/// `sessionId` and `subagents` are what SPEC names; the other fields are kept up to
-/// date by the run store on every append so that `list_runs` needs nothing else.
+/// `sessionId` and `subagents` are what SPEC names; the other fields are written by the
+/// run store at turn boundaries (a user message, or an assistant message without tool
+/// calls) so that `list_runs` needs nothing else: `messageCount` and `updatedAt` are as
+/// of the last turn boundary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionJson {
@@ -22,7 +24,7 @@ pub struct SessionJson {
     /// Each subagent's name and its transcript's path, relative to the run folder.
     #[serde(default)]
     pub subagents: BTreeMap<String, String>,
-    /// When the conversation was last appended to.
+    /// When the conversation was last appended to, as of the last turn boundary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<Timestamp>,
     /// The person's last message (trimmed to a few hundred characters).

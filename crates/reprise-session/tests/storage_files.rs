@@ -554,7 +554,10 @@ async fn session_json_is_rewritten_at_turn_boundaries_and_counts_every_message()
     let _lock = store.lock("s1").await.unwrap();
 
     // A turn with a tool call, appended one entry at a time as the agent loop does.
-    store.append(&k, &[user("  read the file \n")]).await.unwrap();
+    store
+        .append(&k, &[user("  read the file \n")])
+        .await
+        .unwrap();
     let started = read_meta(&dir);
     assert_eq!(started.message_count, 1);
     assert_eq!(started.last_message.as_deref(), Some("read the file"));
