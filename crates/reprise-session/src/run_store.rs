@@ -63,7 +63,8 @@ fn account(meta: &mut SessionJson, entries: &[&Entry]) -> bool {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
             boundary |= is_turn_boundary(message);
-            if message.role == Role::User {
+            // A slash-command expansion is not what the person typed.
+            if message.role == Role::User && !crate::conversation::is_command_expansion(entry) {
                 let text = last_message_text(&message.text());
                 if !text.is_empty() {
                     meta.last_message = Some(text);

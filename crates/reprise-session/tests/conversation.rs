@@ -129,3 +129,21 @@ fn a_run_without_a_conversation_reads_as_empty() {
     let tmp = tempfile::tempdir().unwrap();
     assert!(read_conversation(tmp.path()).unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_command_expansion_is_not_the_persons_last_message() {
+    use reprise_session::{SessionKey, SessionStore, create_run_store, list_runs};
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("2026-11-30T09-38-04-123Z");
+    let store = create_run_store(&dir);
+    let key = SessionKey::session("s1").unwrap();
+    let mut expansion = Entry::message(Message::user("Expanded text of /review: check everything"));
+    mark_command_expansion(&mut expansion);
+    store
+        .append(&key, &[Entry::message(Message::user("/review")), expansion])
+        .await
+        .unwrap();
+    let listed = list_runs(runs.path()).unwrap();
+    assert_eq!(listed.runs.len(), 1);
+    assert_eq!(listed.runs[0].last_message.as_deref(), Some("/review"));
+}
