@@ -17,21 +17,19 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use async_trait::async_trait;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::blocking_store::{BlockingStore, OverBlockingStore};
 use crate::entry::{Entry, now_millis};
 use crate::fork_copy::copy_lines;
 use crate::id::{SessionKey, validate_id};
 use crate::jsonl::{Durability, JsonlWriter};
-use crate::store::{
-    AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
-};
+use crate::store::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use crate::store_fs::{
-    create_new_private, create_private_dir_all, exists, io_err, move_no_replace, sync_dir,
-    temp_sibling, write_file_atomic,
+    create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
+    remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
 use crate::writer_lock::LockRegistry;
 
@@ -90,7 +88,7 @@ struct SessionWriters {
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     durability: Durability,
     locks: LockRegistry,
@@ -105,13 +103,22 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A [`SessionStore`] keeping each session as `<dir>/<id>.jsonl` (seed-000 layout).
+/// A [`SessionStore`](crate::SessionStore) keeping each session as `<dir>/<id>.jsonl`
+/// (seed-000 layout).
 ///
 /// Cheap to clone (shared state). Every id is validated before a path is built;
 /// directories are created 0700 and files 0600.
 #[derive(Clone, Debug)]
 pub struct FileSessionStore {
     inner: Arc<Inner>,
+}
+
+impl OverBlockingStore for FileSessionStore {
+    type Inner = Inner;
+
+    fn blocking_store(&self) -> &Arc<Inner> {
+        &self.inner
+    }
 }
 
 impl FileSessionStore {
@@ -200,7 +207,9 @@ impl Inner {
         })?;
         write_file_atomic(&path, &bytes, sync)
     }
+}
 
+impl BlockingStore for Inner {
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
         let id = key.session_id();
         let writers = self.writers(id);
@@ -331,20 +340,9 @@ impl Inner {
         self.locks
             .with_writer(id, &self.lock_path(id), || match key.subagent_name() {
                 None => {
-                    remove_if_exists(&self.main_path(id))?;
-                    remove_if_exists(&self.meta_path(id))?;
-                    let dir = self.dir.join(id);
-                    match std::fs::remove_dir_all(&dir) {
-                        Ok(()) => {}
-                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(source) => {
-                            return Err(StoreError::Io {
-                                op: "remove",
-                                path: dir,
-                                source,
-                            });
-                        }
-                    }
+                    remove_file_if_exists(&self.main_path(id))?;
+                    remove_file_if_exists(&self.meta_path(id))?;
+                    remove_dir_if_exists(&self.dir.join(id))?;
                     writers.main = JsonlWriter::new(self.main_path(id), id, self.durability);
                     writers.subagents.clear();
                     writers.meta = None;
@@ -352,7 +350,7 @@ impl Inner {
                 }
                 Some(name) => {
                     let path = self.transcript_path(key);
-                    remove_if_exists(&path)?;
+                    remove_file_if_exists(&path)?;
                     writers.subagents.remove(name);
                     let dir = self.subagents_dir(id);
                     if exists(&dir) { sync_dir(&dir) } else { Ok(()) }
@@ -381,7 +379,7 @@ impl Inner {
             // Without its transcript, a meta file or subagents folder of the target is
             // what a fork that crashed left behind (writers create the transcript
             // first, and we hold the target's lock): clear it.
-            remove_if_exists(&self.meta_path(target))?;
+            remove_file_if_exists(&self.meta_path(target))?;
             remove_dir_if_exists(&self.dir.join(target))?;
 
             let staged = Staged::new(&self.dir, target);
@@ -394,6 +392,14 @@ impl Inner {
         })
     }
 
+    fn lock(&self, id: &str) -> Result<WriterLock, StoreError> {
+        validate_id("session", id)?;
+        create_private_dir_all(&self.dir, self.durability.syncs_dirs())?;
+        self.locks.lock(id, &self.lock_path(id))
+    }
+}
+
+impl Inner {
     fn stage_and_commit(
         &self,
         staged: &Staged,
@@ -483,30 +489,6 @@ impl Staged {
     }
 }
 
-fn remove_if_exists(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(StoreError::Io {
-            op: "remove",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn remove_dir_if_exists(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(StoreError::Io {
-            op: "remove",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
 /// The names of the `*.jsonl` files in `dir` (not hidden ones), or none when `dir`
 /// does not exist.
 pub(crate) fn jsonl_stems(dir: &Path) -> Result<Vec<String>, StoreError> {
@@ -535,72 +517,4 @@ pub(crate) fn jsonl_stems(dir: &Path) -> Result<Vec<String>, StoreError> {
     }
     names.sort();
     Ok(names)
-}
-
-/// Runs blocking file work off the async runtime's worker threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
-}
-
-#[async_trait]
-impl SessionStore for FileSessionStore {
-    async fn append(
-        &self,
-        key: &SessionKey,
-        entries: &[Entry],
-    ) -> Result<AppendReport, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        let entries = entries.to_vec();
-        blocking(move || inner.append(&key, &entries)).await
-    }
-
-    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        blocking(move || inner.load(&key)).await
-    }
-
-    async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let id = session_id.to_owned();
-        blocking(move || inner.list_subkeys(&id)).await
-    }
-
-    async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        blocking(move || inner.list_sessions()).await
-    }
-
-    async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        blocking(move || inner.delete(&key)).await
-    }
-
-    async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError> {
-        validate_id("session", session_id)?;
-        let inner = Arc::clone(&self.inner);
-        let id = session_id.to_owned();
-        blocking(move || {
-            create_private_dir_all(&inner.dir, inner.durability.syncs_dirs())?;
-            inner.locks.lock(&id, &inner.lock_path(&id))
-        })
-        .await
-    }
-
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        up_to: Option<Uuid>,
-    ) -> Result<(), StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let (source, target) = (source.to_owned(), target.to_owned());
-        blocking(move || inner.fork(&source, &target, up_to)).await
-    }
 }

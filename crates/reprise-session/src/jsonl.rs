@@ -491,28 +491,25 @@ impl JsonlWriter {
     /// off (and the warning says so), and the uuid index is rebuilt. `None` when the
     /// file does not exist.
     pub fn load(&mut self) -> Result<Option<Loaded>, StoreError> {
-        let file = match OpenOptions::new().read(true).append(true).open(&self.path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == ErrorKind::NotFound => {
-                self.index = None;
-                return Ok(None);
-            }
-            Err(source) => {
-                return Err(StoreError::Io {
-                    op: "open",
-                    path: self.path.clone(),
-                    source,
-                });
-            }
-        };
-        let (entries, warnings) = self.refresh(&file, true, true)?;
-        Ok(Some(Loaded { entries, warnings }))
+        // Cutting a torn tail needs the file open for writing.
+        let opened = OpenOptions::new().read(true).append(true).open(&self.path);
+        self.read_whole(opened, true)
     }
 
     /// Reads the whole file as a reader would ([`load_file`]: a torn tail is ignored,
     /// not cut), keeping the uuid index so that a later append need not read it again.
     pub fn read(&mut self) -> Result<Option<Loaded>, StoreError> {
-        let file = match File::open(&self.path) {
+        let opened = File::open(&self.path);
+        self.read_whole(opened, false)
+    }
+
+    /// [`JsonlWriter::load`] (`cut`) or [`JsonlWriter::read`] on the file as opened.
+    fn read_whole(
+        &mut self,
+        opened: std::io::Result<File>,
+        cut: bool,
+    ) -> Result<Option<Loaded>, StoreError> {
+        let file = match opened {
             Ok(file) => file,
             Err(error) if error.kind() == ErrorKind::NotFound => {
                 self.index = None;
@@ -526,7 +523,7 @@ impl JsonlWriter {
                 });
             }
         };
-        let (entries, warnings) = self.refresh(&file, true, false)?;
+        let (entries, warnings) = self.refresh(&file, true, cut)?;
         Ok(Some(Loaded { entries, warnings }))
     }
 

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod blocking_store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod conversation;

@@ -20,23 +20,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use async_trait::async_trait;
 use jiff::Timestamp;
 use uuid::Uuid;
 
+use crate::blocking_store::{BlockingStore, OverBlockingStore};
 use crate::entry::{Entry, now_millis};
-use crate::file_store::{blocking, jsonl_stems};
+use crate::file_store::jsonl_stems;
 use crate::fork_copy::copy_lines;
 use crate::id::{SessionKey, validate_id};
 use crate::jsonl::{Durability, JsonlWriter, load_file};
 use crate::message::{Message, Role};
 use crate::run_meta::{SESSION_JSON, SessionJson};
-use crate::store::{
-    AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
-};
+use crate::store::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use crate::store_fs::{
-    create_new_private, create_private_dir_all, exists, io_err, move_no_replace, sync_dir,
-    temp_sibling, write_file_atomic,
+    create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
+    remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
 use crate::writer_lock::{LockRegistry, acquire};
 
@@ -99,14 +97,15 @@ struct RunState {
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     durability: Durability,
     locks: LockRegistry,
     state: Mutex<RunState>,
 }
 
-/// A [`SessionStore`] bound to one run folder (seed-001 layout); see [`create_run_store`].
+/// A [`SessionStore`](crate::SessionStore) bound to one run folder (seed-001 layout); see
+/// [`create_run_store`].
 #[derive(Clone, Debug)]
 pub struct RunStore {
     inner: Arc<Inner>,
@@ -116,6 +115,14 @@ pub struct RunStore {
 /// write if missing), with [`Durability::Full`].
 pub fn create_run_store(dir: impl Into<PathBuf>) -> RunStore {
     RunStore::with_durability(dir, Durability::Full)
+}
+
+impl OverBlockingStore for RunStore {
+    type Inner = Inner;
+
+    fn blocking_store(&self) -> &Arc<Inner> {
+        &self.inner
+    }
 }
 
 impl RunStore {
@@ -232,7 +239,9 @@ impl Inner {
             }),
         }
     }
+}
 
+impl BlockingStore for Inner {
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
         let id = key.session_id();
         let mut state = self.state();
@@ -393,87 +402,15 @@ impl Inner {
         create_private_dir_all(&self.dir, self.durability.syncs_dirs())?;
         self.locks.lock(id, &self.dir.join(RUN_LOCK))
     }
-}
 
-fn remove_file_if_exists(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(StoreError::Io {
-            op: "remove",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn remove_dir_if_exists(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(StoreError::Io {
-            op: "remove",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-#[async_trait]
-impl SessionStore for RunStore {
-    async fn append(
-        &self,
-        key: &SessionKey,
-        entries: &[Entry],
-    ) -> Result<AppendReport, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        let entries = entries.to_vec();
-        blocking(move || inner.append(&key, &entries)).await
-    }
-
-    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        blocking(move || inner.load(&key)).await
-    }
-
-    async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let id = session_id.to_owned();
-        blocking(move || inner.list_subkeys(&id)).await
-    }
-
-    async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        blocking(move || inner.list_sessions()).await
-    }
-
-    async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let key = key.clone();
-        blocking(move || inner.delete(&key)).await
-    }
-
-    async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError> {
-        let inner = Arc::clone(&self.inner);
-        let id = session_id.to_owned();
-        blocking(move || inner.lock(&id)).await
-    }
-
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        _up_to: Option<Uuid>,
-    ) -> Result<(), StoreError> {
+    fn fork(&self, source: &str, target: &str, _up_to: Option<Uuid>) -> Result<(), StoreError> {
         validate_id("session", source)?;
         validate_id("session", target)?;
         Err(StoreError::Unsupported(format!(
             "a run folder holds one session, so session {source} cannot be forked into \
              {target} inside {}: fork the run into a new run folder with \
              reprise_session::fork_run(source_dir, target_dir, up_to)",
-            self.inner.dir.display()
+            self.dir.display()
         )))
     }
 }

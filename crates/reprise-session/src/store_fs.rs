@@ -122,6 +122,23 @@ pub(crate) fn move_no_replace(from: &Path, to: &Path) -> Result<bool, StoreError
     }
 }
 
+/// Removes the file `path`; one already gone is fine.
+pub(crate) fn remove_file_if_exists(path: &Path) -> Result<(), StoreError> {
+    gone_is_fine(std::fs::remove_file(path), path)
+}
+
+/// Removes the directory `path` and everything in it; one already gone is fine.
+pub(crate) fn remove_dir_if_exists(path: &Path) -> Result<(), StoreError> {
+    gone_is_fine(std::fs::remove_dir_all(path), path)
+}
+
+fn gone_is_fine(removed: std::io::Result<()>, path: &Path) -> Result<(), StoreError> {
+    match removed {
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(()),
+        other => other.map_err(io_err("remove", path)),
+    }
+}
+
 /// True when `path` exists (without following a final symlink).
 pub(crate) fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
