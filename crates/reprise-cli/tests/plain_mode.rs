@@ -450,3 +450,21 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
         .collect();
     assert_eq!(texts[1..], ["tell me a story", "something else"]);
 }
+
+#[tokio::test]
+async fn a_run_with_no_conversation_holds_only_its_session_log() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    sandbox.chat(&server.base_url(), &[], "").await;
+    let runs = sandbox.runs();
+    assert_eq!(runs.len(), 1);
+    // Hidden files (the writer lock) are not part of what a run shows.
+    let mut visible: Vec<String> = std::fs::read_dir(&runs[0])
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    visible.sort();
+    assert_eq!(visible, ["session.log"]);
+    assert!(server.request_bodies().is_empty());
+}

@@ -155,21 +155,23 @@ impl TranscriptRecord {
 
 /// Appends records to a run's `transcript.jsonl` (0600), one durable write each.
 /// Shareable between tasks: every record is a single append.
+///
+/// The file is created with the first record: a run with no conversation yet holds
+/// only `session.log` (SPEC).
 #[derive(Debug)]
 pub struct Transcript {
-    file: File,
+    file: std::sync::Mutex<Option<File>>,
     path: PathBuf,
     redactor: Redactor,
 }
 
 impl Transcript {
-    /// Opens `run_dir/transcript.jsonl` for appending, creating it if missing.
+    /// A transcript appending to `run_dir/transcript.jsonl`, created (0600) with the
+    /// first record.
     pub fn open(run_dir: &Path, redactor: Redactor) -> Result<Transcript, RunError> {
-        let path = run_dir.join(TRANSCRIPT_JSONL);
-        let file = open_private_append(&path)?;
         Ok(Transcript {
-            file,
-            path,
+            file: std::sync::Mutex::new(None),
+            path: run_dir.join(TRANSCRIPT_JSONL),
             redactor,
         })
     }
@@ -188,7 +190,15 @@ impl Transcript {
             source,
         })?;
         line.push('\n');
-        append_line(&self.file, &self.path, line.as_bytes(), true)?;
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = match file.take() {
+            Some(open) => file.insert(open),
+            None => file.insert(open_private_append(&self.path)?),
+        };
+        append_line(file, &self.path, line.as_bytes(), true)?;
         line.pop();
         Ok(line)
     }

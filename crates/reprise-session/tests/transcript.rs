@@ -1,9 +1,8 @@
 //! transcript.jsonl: tool calls and results, every string redacted first.
 //!
-//! The redactor's pattern table is written in parallel by another crate; these tests
-//! give it each secret as a known value (`Redactor::with_secret`) so they test what
-//! this crate owns: that every string of a record, wherever it sits, passes the
-//! redactor before it is written.
+//! These tests give the redactor each secret as a known value
+//! (`Redactor::with_secret`) so they test what this crate owns: that every string of a
+//! record, wherever it sits, passes the redactor before it is written.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -13,7 +12,11 @@ use reprise_redact::Redactor;
 use reprise_session::{Transcript, TranscriptRecord, create_run_folder};
 use serde_json::{Value, json};
 
-const CASES: &str = "/work/shared/testdata/secrets/secret_detection_cases.jsonl";
+/// The shared test data sits beside the checkout (`../shared`), as CI lays it out.
+const CASES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/testdata/secrets/secret_detection_cases.jsonl"
+);
 
 /// (case text, secret in it) for a few real cases of the shared test data.
 fn secret_cases() -> Vec<(String, String)> {
@@ -233,4 +236,29 @@ fn the_redactors_own_patterns_keep_the_test_data_secrets_out() {
     for (_, secret) in &cases {
         assert!(!raw.contains(secret.as_str()), "{secret} leaked:\n{raw}");
     }
+}
+
+#[test]
+fn the_file_appears_with_the_first_record_and_is_private() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("run");
+    fs::create_dir(&dir).unwrap();
+    let transcript = Transcript::open(&dir, Redactor::new()).unwrap();
+    assert!(
+        !transcript.path().exists(),
+        "a run with no tool call has no transcript file"
+    );
+    transcript
+        .record(&TranscriptRecord::tool_call(
+            "main",
+            "c1",
+            "read_file",
+            "{}",
+        ))
+        .unwrap();
+    let mode = fs::metadata(transcript.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }
