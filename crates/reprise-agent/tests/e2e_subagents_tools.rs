@@ -5,6 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::cancel_once_notified;
 use common::http::{buy, file_roles, messages_of, provider_for, talk_to};
 use reprise_agent::{Agent, AgentError, AgentEvent, CANCELLED_BY_USER, Subagent, tool};
 use reprise_session::{SessionStore, create_run_store};
@@ -207,12 +208,7 @@ async fn cancelling_keeps_complete_messages_and_closes_the_call_in_flight() {
         .build()
         .await
         .unwrap();
-    let cancel = CancellationToken::new();
-    let canceller = cancel.clone();
-    tokio::spawn(async move {
-        started.notified().await;
-        canceller.cancel();
-    });
+    let cancel = cancel_once_notified(started);
     let (events_tx, _events) = mpsc::unbounded_channel();
     let error = agent
         .run_streaming("Dig in.", events_tx, cancel)

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{MockProvider, Step, answer, calls, request_messages, roles};
+use common::{MockProvider, Step, answer, calls, cancel_once_notified, request_messages, roles};
 use reprise_agent::{
     Agent, AgentError, AgentEvent, Approval, CANCELLED_BY_USER, Subagent, ToolApprover,
     ToolInvocation, tool,
@@ -66,6 +66,37 @@ async fn guard<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(20), future)
         .await
         .expect("the run did not finish (deadlock?)")
+}
+
+/// A tool that notifies the returned `Notify` when called and then never finishes.
+fn never_finishing_tool(
+    name: &'static str,
+    description: &'static str,
+) -> (impl reprise_agent::Tool, Arc<Notify>) {
+    let started = Arc::new(Notify::new());
+    let started_in_tool = started.clone();
+    let hanging = tool(name, description, move |_: Nothing| {
+        let started = started_in_tool.clone();
+        async move {
+            started.notify_one();
+            std::future::pending::<()>().await;
+            Ok::<_, String>("unreachable")
+        }
+    });
+    (hanging, started)
+}
+
+/// Runs `prompt`, cancelling once `started` is notified; returns the run's error.
+async fn run_cancelled_once_started(
+    agent: &mut Agent,
+    prompt: &str,
+    started: Arc<Notify>,
+) -> AgentError {
+    let cancel = cancel_once_notified(started);
+    let (events_tx, _events_rx) = mpsc::unbounded_channel();
+    guard(agent.run_streaming(prompt, events_tx, cancel))
+        .await
+        .unwrap_err()
 }
 
 #[tokio::test]
@@ -282,16 +313,7 @@ async fn cancelling_mid_stream_records_nothing_of_the_answer() {
 
 #[tokio::test]
 async fn cancelling_during_tools_keeps_finished_results_and_closes_the_rest() {
-    let started = Arc::new(Notify::new());
-    let started_in_tool = started.clone();
-    let slow = tool("slow", "Never finishes by itself.", move |_: Nothing| {
-        let started = started_in_tool.clone();
-        async move {
-            started.notify_one();
-            std::future::pending::<()>().await;
-            Ok::<_, String>("unreachable")
-        }
-    });
+    let (slow, started) = never_finishing_tool("slow", "Never finishes by itself.");
     let provider = MockProvider::new([calls(&[
         ("fast", "buy", r#"{"item":"rope"}"#),
         ("hang", "slow", "{}"),
@@ -304,16 +326,7 @@ async fn cancelling_during_tools_keeps_finished_results_and_closes_the_rest() {
         .build()
         .await
         .unwrap();
-    let cancel = CancellationToken::new();
-    let canceller = cancel.clone();
-    tokio::spawn(async move {
-        started.notified().await;
-        canceller.cancel();
-    });
-    let (events_tx, _events_rx) = mpsc::unbounded_channel();
-    let error = guard(agent.run_streaming("go", events_tx, cancel))
-        .await
-        .unwrap_err();
+    let error = run_cancelled_once_started(&mut agent, "go", started).await;
     assert!(matches!(error, AgentError::Cancelled));
     let history = agent.messages();
     assert_eq!(roles(history), ["user", "assistant", "tool", "tool"]);
@@ -587,16 +600,7 @@ async fn a_subagent_continues_its_conversation_across_resumes() {
 
 #[tokio::test]
 async fn cancelling_while_a_subagent_works_closes_its_call_and_the_parents() {
-    let started = Arc::new(Notify::new());
-    let in_tool = started.clone();
-    let dig = tool("dig", "Digs forever.", move |_: Nothing| {
-        let started = in_tool.clone();
-        async move {
-            started.notify_one();
-            std::future::pending::<()>().await;
-            Ok::<_, String>("unreachable")
-        }
-    });
+    let (dig, started) = never_finishing_tool("dig", "Digs forever.");
     let provider = MockProvider::new([
         calls(&[("p1", "digger", r#"{"task":"dig a tunnel"}"#)]),
         calls(&[("d1", "dig", "{}")]),
@@ -608,16 +612,7 @@ async fn cancelling_while_a_subagent_works_closes_its_call_and_the_parents() {
         .build()
         .await
         .unwrap();
-    let cancel = CancellationToken::new();
-    let canceller = cancel.clone();
-    tokio::spawn(async move {
-        started.notified().await;
-        canceller.cancel();
-    });
-    let (events_tx, _events_rx) = mpsc::unbounded_channel();
-    let error = guard(agent.run_streaming("dig", events_tx, cancel))
-        .await
-        .unwrap_err();
+    let error = run_cancelled_once_started(&mut agent, "dig", started).await;
     assert!(matches!(error, AgentError::Cancelled));
     let child = agent.subagent_messages("digger").await.unwrap();
     assert_eq!(roles(&child), ["user", "assistant", "tool"]);

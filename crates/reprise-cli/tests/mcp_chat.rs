@@ -21,17 +21,33 @@ fn everything_server() -> PathBuf {
     path.canonicalize().unwrap()
 }
 
-fn configure(sandbox: &Sandbox, gate: &str) {
+/// Writes the sandbox's config file.
+fn write_config(sandbox: &Sandbox, text: &str) {
     let dir = sandbox.path().join("xdg/reprise");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n{gate}",
-            everything_server().display().to_string()
-        ),
-    )
-    .unwrap();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+}
+
+/// `[mcp.servers.ev]` running `node` on these scripts over stdio, then `extra`.
+fn ev_server(scripts: &[PathBuf], extra: &str) -> String {
+    let mut args = String::new();
+    for script in scripts {
+        args.push_str(&format!("{:?}, ", script.display().to_string()));
+    }
+    format!("[mcp.servers.ev]\ncommand = \"node\"\nargs = [{args}\"stdio\"]\n{extra}")
+}
+
+/// The reference server as "ev", then the gate section.
+fn configure(sandbox: &Sandbox, gate: &str) {
+    write_config(
+        sandbox,
+        &ev_server(&[everything_server()], &format!("\n{gate}")),
+    );
+}
+
+/// The last message of a request body sent to the model.
+fn last_message(body: &serde_json::Value) -> serde_json::Value {
+    body["messages"].as_array().unwrap().last().unwrap().clone()
 }
 
 fn echo(id: &str, message: &str) -> Reply {
@@ -171,17 +187,10 @@ fn crashy_proxy() -> PathBuf {
 #[tokio::test]
 async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
     let sandbox = Sandbox::new();
-    let dir = sandbox.path().join("xdg/reprise");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, {:?}, \"stdio\"]\n",
-            crashy_proxy().display().to_string(),
-            everything_server().display().to_string()
-        ),
-    )
-    .unwrap();
+    write_config(
+        &sandbox,
+        &ev_server(&[crashy_proxy(), everything_server()], ""),
+    );
     let server = ScriptedServer::start().await;
     server.push_all([
         echo("c1", "CRASH"),
@@ -197,12 +206,7 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
     assert!(out.stdout.contains("↳ Echo: again"), "{}", out.stdout);
     assert!(out.stderr.contains("MCP server \"ev\""), "{}", out.stderr);
     let bodies = server.request_bodies();
-    let crashed = bodies[1]["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let crashed = last_message(&bodies[1]);
     assert_eq!(crashed["role"], "tool");
     assert_eq!(crashed["tool_call_id"], "c1");
     server.assert_tool_call_pairing();
@@ -220,16 +224,10 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
 async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() {
     // The reference server's long-running operation takes 30 s; calls on "ev" may take 1 s.
     let sandbox = Sandbox::new();
-    let dir = sandbox.path().join("xdg/reprise");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[mcp.servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ncall_timeout_secs = 1\n",
-            everything_server().display().to_string()
-        ),
-    )
-    .unwrap();
+    write_config(
+        &sandbox,
+        &ev_server(&[everything_server()], "call_timeout_secs = 1\n"),
+    );
     let server = ScriptedServer::start().await;
     server.push_all([
         Reply::tool_call(
@@ -294,12 +292,7 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 5, "{bodies:#?}");
     // The model got the failure as the tool call's result.
-    let result = bodies[1]["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let result = last_message(&bodies[1]);
     assert_eq!(result["role"], "tool");
     assert_eq!(result["tool_call_id"], "c1");
     let text = result["content"].as_str().unwrap();
@@ -308,12 +301,7 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
     // The following turn reached the model; every request keeps calls and results paired.
     let turn_two = bodies[2]["messages"].as_array().unwrap();
     assert_eq!(turn_two.last().unwrap()["content"], "are you there?");
-    let echoed = bodies[4]["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let echoed = last_message(&bodies[4]);
     assert_eq!(echoed["tool_call_id"], "c2");
     assert_eq!(echoed["content"], "Echo: after");
     server.assert_tool_call_pairing();

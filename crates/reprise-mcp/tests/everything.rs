@@ -25,14 +25,7 @@ fn find(tools: &[Arc<dyn Tool>], name: &str) -> Arc<dyn Tool> {
 
 #[tokio::test]
 async fn lists_tools_with_prefixed_names_and_schemas_passed_through() {
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&everything_table("ev")),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&everything_table("ev")).await;
     let tools = hub.tools();
     let echo = find(&tools, "ev__echo").spec();
     assert_eq!(echo.description, "Echoes back the input string");
@@ -64,13 +57,7 @@ async fn lists_tools_with_prefixed_names_and_schemas_passed_through() {
 
 #[tokio::test]
 async fn calls_return_text_structured_and_error_results() {
-    let hub = McpHub::start(
-        &config(&everything_table("ev")),
-        &ctx_with(&[]),
-        HubOptions::default(),
-    )
-    .await
-    .unwrap();
+    let hub = start_hub(&everything_table("ev")).await;
     let tools = hub.tools();
 
     let echo = find(&tools, "ev__echo");
@@ -142,13 +129,7 @@ async fn calls_return_text_structured_and_error_results() {
 
 #[tokio::test]
 async fn concurrent_calls_share_one_server() {
-    let hub = McpHub::start(
-        &config(&everything_table("ev")),
-        &ctx_with(&[]),
-        HubOptions::default(),
-    )
-    .await
-    .unwrap();
+    let hub = start_hub(&everything_table("ev")).await;
     let sum = find(&hub.tools(), "ev__get-sum");
     let calls = (0..20).map(|i| {
         let sum = sum.clone();
@@ -209,14 +190,7 @@ async fn a_missing_variable_fails_that_server_only() {
         everything_table("good"),
         everything_table("bad")
     );
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&text),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&text).await;
     let statuses = hub.statuses();
     let bad = statuses.iter().find(|s| s.name == "bad").unwrap();
     let reason = bad.result.as_ref().unwrap_err();
@@ -256,9 +230,7 @@ async fn cwd_is_applied_and_shutdown_ends_the_process() {
         quoted(&everything_server()),
         quoted(dir.path())
     );
-    let hub = McpHub::start(&config(&text), &ctx_with(&[]), HubOptions::default())
-        .await
-        .unwrap();
+    let hub = start_hub(&text).await;
     assert!(hub.statuses()[0].result.is_ok(), "{:?}", hub.statuses());
     let cwd = std::fs::read_to_string(dir.path().join("cwd")).unwrap();
     assert_eq!(
@@ -292,9 +264,7 @@ async fn dropping_the_hub_kills_the_process() {
         quoted(&everything_server()),
         quoted(dir.path())
     );
-    let hub = McpHub::start(&config(&text), &ctx_with(&[]), HubOptions::default())
-        .await
-        .unwrap();
+    let hub = start_hub(&text).await;
     let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
         .unwrap()
         .trim()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use reprise_agent::Tool;
-use reprise_mcp::{HubOptions, McpHub, McpNotice, NoticeKind};
+use reprise_mcp::{McpHub, McpNotice, NoticeKind};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 fn find(hub: &McpHub, name: &str) -> Arc<dyn Tool> {
@@ -26,6 +26,18 @@ fn drain(notices: &mut UnboundedReceiver<McpNotice>) -> Vec<(NoticeKind, String)
     }
     out
 }
+
+fn notice_kinds(notices: &mut UnboundedReceiver<McpNotice>) -> Vec<NoticeKind> {
+    drain(notices).into_iter().map(|(k, _)| k).collect()
+}
+
+/// The notices of a server that started, failed once and came back on the next call.
+const STARTED_THEN_RESTARTED: [NoticeKind; 4] = [
+    NoticeKind::Started,
+    NoticeKind::Failed,
+    NoticeKind::Restarting,
+    NoticeKind::Restarted,
+];
 
 fn crashy_table(name: &str, extra: &str) -> String {
     format!(
@@ -48,14 +60,7 @@ args = [\"-c\", \"echo 'fatal: no config found' >&2; exit 3\"]
 command = \"sleep\"
 args = [\"30\"]
 ";
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(text),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(text).await;
     let reason = |name: &str| {
         hub.statuses()
             .iter()
@@ -90,14 +95,7 @@ args = [\"30\"]
 
 #[tokio::test]
 async fn a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server() {
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&crashy_table("flaky", "")),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&crashy_table("flaky", "")).await;
     let echo = find(&hub, "flaky__echo");
     let out = echo
         .call(invocation("c1", "flaky__echo", r#"{"message":"one"}"#))
@@ -130,30 +128,15 @@ async fn a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server() {
         .await;
     assert_eq!(out.content, "Echo: two", "{out:?}");
 
-    let kinds: Vec<NoticeKind> = drain(&mut notices).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(
-        kinds,
-        [
-            NoticeKind::Started,
-            NoticeKind::Failed,
-            NoticeKind::Restarting,
-            NoticeKind::Restarted
-        ]
-    );
+    let kinds = notice_kinds(&mut notices);
+    assert_eq!(kinds, STARTED_THEN_RESTARTED);
     hub.shutdown().await;
 }
 
 #[tokio::test]
 async fn restarts_are_bounded() {
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
     let text = format!("max_restarts = 1\n{}", crashy_table("flaky", ""));
-    let hub = McpHub::start(
-        &config(&text),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&text).await;
     let echo = find(&hub, "flaky__echo");
     let crash = || echo.call(invocation("c", "flaky__echo", r#"{"message":"CRASH"}"#));
     assert!(crash().await.is_error);
@@ -195,14 +178,7 @@ async fn restarts_are_bounded() {
 async fn a_call_that_never_answers_times_out_and_the_server_restarts() {
     // The reference server's long-running operation takes 30 s; calls may take 0.5 s.
     let text = format!("{}call_timeout_secs = 0.5\n", everything_table("slow"));
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&text),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&text).await;
     let long = find(&hub, "slow__trigger-long-running-operation");
     let out = long
         .call(invocation(
@@ -228,29 +204,14 @@ async fn a_call_that_never_answers_times_out_and_the_server_restarts() {
         .call(invocation("c2", "slow__echo", r#"{"message":"after"}"#))
         .await;
     assert_eq!(out.content, "Echo: after", "{out:?}");
-    let kinds: Vec<NoticeKind> = drain(&mut notices).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(
-        kinds,
-        [
-            NoticeKind::Started,
-            NoticeKind::Failed,
-            NoticeKind::Restarting,
-            NoticeKind::Restarted
-        ]
-    );
+    let kinds = notice_kinds(&mut notices);
+    assert_eq!(kinds, STARTED_THEN_RESTARTED);
     hub.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_cancelled_call_returns_at_once_and_keeps_the_server() {
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&everything_table("ev")),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&everything_table("ev")).await;
     let long = find(&hub, "ev__trigger-long-running-operation");
     let call = invocation(
         "c1",
@@ -268,7 +229,7 @@ async fn a_cancelled_call_returns_at_once_and_keeps_the_server() {
         .call(invocation("c2", "ev__echo", r#"{"message":"same server"}"#))
         .await;
     assert_eq!(out.content, "Echo: same server");
-    let kinds: Vec<NoticeKind> = drain(&mut notices).into_iter().map(|(k, _)| k).collect();
+    let kinds = notice_kinds(&mut notices);
     assert_eq!(kinds, [NoticeKind::Started], "a cancel is not a failure");
     hub.shutdown().await;
 }
@@ -281,14 +242,7 @@ async fn a_server_that_died_while_idle_is_restarted_by_the_next_call() {
         quoted(&everything_server()),
         quoted(dir.path())
     );
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let hub = McpHub::start(
-        &config(&text),
-        &ctx_with(&[]),
-        HubOptions { notices: Some(tx) },
-    )
-    .await
-    .unwrap();
+    let (hub, mut notices) = start_hub_with_notices(&text).await;
     assert_eq!(notices.recv().await.unwrap().kind, NoticeKind::Started);
     let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
         .unwrap()

@@ -47,6 +47,36 @@ async fn run(provider: &OpenAiProvider) -> (Result<Completion, ProviderError>, V
     (result, events)
 }
 
+type CallHandle = tokio::task::JoinHandle<Result<Completion, ProviderError>>;
+
+/// Starts one streaming call in the background; returns it, its events and its token.
+fn spawn_call(
+    server: &ScriptedServer,
+) -> (
+    CallHandle,
+    mpsc::UnboundedReceiver<StreamEvent>,
+    CancellationToken,
+) {
+    let provider = provider(config(&server.base_url()));
+    let cancel = CancellationToken::new();
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let call = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move { provider.complete(&request(), Some(&sender), &cancel).await })
+    };
+    (call, receiver, cancel)
+}
+
+/// Cancels a call started by `spawn_call` and asserts it ends with `Cancelled`.
+async fn cancel_and_expect_cancelled(call: CallHandle, cancel: &CancellationToken) {
+    cancel.cancel();
+    let result = call.await.unwrap();
+    assert!(
+        matches!(result, Err(ProviderError::Cancelled)),
+        "{result:?}"
+    );
+}
+
 fn text_of(events: &[StreamEvent]) -> String {
     events
         .iter()
@@ -583,14 +613,7 @@ async fn cancelling_mid_stream_ends_at_once_with_cancelled() {
         Reply::text("a long answer that stalls").stall_after(3, Duration::from_secs(30))
     ])
     .await;
-    let provider = std::sync::Arc::new(provider(config(&server.base_url())));
-    let cancel = CancellationToken::new();
-    let (sender, mut receiver) = mpsc::unbounded_channel();
-    let call = {
-        let provider = provider.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move { provider.complete(&request(), Some(&sender), &cancel).await })
-    };
+    let (call, mut receiver, cancel) = spawn_call(&server);
     // Wait until text is streaming, then cancel.
     loop {
         match receiver.recv().await {
@@ -599,13 +622,8 @@ async fn cancelling_mid_stream_ends_at_once_with_cancelled() {
             None => panic!("the call ended before streaming"),
         }
     }
-    cancel.cancel();
     // Had cancellation not worked, the call would end in 30 s with the whole text.
-    let result = call.await.unwrap();
-    assert!(
-        matches!(result, Err(ProviderError::Cancelled)),
-        "{result:?}"
-    );
+    cancel_and_expect_cancelled(call, &cancel).await;
 }
 
 #[tokio::test]
@@ -644,14 +662,7 @@ async fn cancelling_while_waiting_to_retry_ends_at_once() {
         Reply::text("must not be reached"),
     ])
     .await;
-    let provider = std::sync::Arc::new(provider(config(&server.base_url())));
-    let cancel = CancellationToken::new();
-    let (sender, mut receiver) = mpsc::unbounded_channel();
-    let call = {
-        let provider = provider.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move { provider.complete(&request(), Some(&sender), &cancel).await })
-    };
+    let (call, mut receiver, cancel) = spawn_call(&server);
     loop {
         match receiver.recv().await {
             Some(StreamEvent::Retrying { delay, .. }) => {
@@ -662,11 +673,6 @@ async fn cancelling_while_waiting_to_retry_ends_at_once() {
             None => panic!("the call ended without a retry"),
         }
     }
-    cancel.cancel();
-    let result = call.await.unwrap();
-    assert!(
-        matches!(result, Err(ProviderError::Cancelled)),
-        "{result:?}"
-    );
+    cancel_and_expect_cancelled(call, &cancel).await;
     assert_eq!(server.request_count(), 1);
 }

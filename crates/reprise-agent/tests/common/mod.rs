@@ -148,3 +148,14 @@ pub fn roles(messages: &[Message]) -> Vec<String> {
 pub fn request_messages(body: &Value) -> Vec<Value> {
     body["messages"].as_array().cloned().unwrap_or_default()
 }
+
+/// A token that is cancelled as soon as `started` is notified (a tool began its work).
+pub fn cancel_once_notified(started: Arc<tokio::sync::Notify>) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        started.notified().await;
+        canceller.cancel();
+    });
+    cancel
+}

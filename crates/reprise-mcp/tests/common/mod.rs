@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use reprise_agent::ToolInvocation;
-use reprise_mcp::{McpConfig, ResolveContext};
+use reprise_mcp::{HubOptions, McpConfig, McpHub, McpNotice, ResolveContext};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 /// The reference server's entry point, installed by scripts/install-test-deps.sh.
@@ -97,4 +98,24 @@ pub async fn wait_gone(pid: u32) -> bool {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     false
+}
+
+/// Starts a hub on this config with the process environment and default options.
+pub async fn start_hub(toml_text: &str) -> McpHub {
+    McpHub::start(&config(toml_text), &ctx_with(&[]), HubOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Starts a hub on this config with the process environment, returning its notices too.
+pub async fn start_hub_with_notices(toml_text: &str) -> (McpHub, UnboundedReceiver<McpNotice>) {
+    let (tx, notices) = tokio::sync::mpsc::unbounded_channel();
+    let hub = McpHub::start(
+        &config(toml_text),
+        &ctx_with(&[]),
+        HubOptions { notices: Some(tx) },
+    )
+    .await
+    .unwrap();
+    (hub, notices)
 }
