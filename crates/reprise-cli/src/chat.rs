@@ -5,7 +5,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::run_meta::{SESSION_JSON, SessionJson};
 use reprise_session::{RunFolder, append_history, find_run, list_runs};
 
 use crate::cli::ChatArgs;
@@ -58,13 +57,11 @@ pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFold
     }
 }
 
-/// When a run's conversation was last added to (from `session.json`, else the
+/// When a run's conversation was last added to (as listings show it, else the
 /// folder's modification time).
 pub fn conversation_date(folder: &RunFolder) -> String {
-    let from_meta = std::fs::read(folder.dir.join(SESSION_JSON))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<SessionJson>(&bytes).ok())
-        .and_then(|meta| meta.updated_at);
+    let from_meta =
+        reprise_session::run_folder::summarize_run(&folder.dir).map(|run| run.updated_at);
     let ts = from_meta.or_else(|| {
         let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
         Timestamp::try_from(modified).ok()

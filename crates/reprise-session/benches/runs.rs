@@ -1,9 +1,11 @@
 //! `list_runs` over 10,000 runs, with small conversations and with each
 //! conversation 100x larger: warm (page cache warm and `.list-cache.json` present) and
-//! cold (no `.list-cache.json`: every `session.json` is read and the cache written).
-//! The listing reads only `session.json`, so the two sizes should match. Floors for
-//! comparison: reading every `session.json`, and a bare stat of every one. Prints its
-//! figures; run with `cargo bench -p reprise-session --bench runs`.
+//! cold (no `.list-cache.json`: every run's `.summary.json` is read and the cache
+//! written). Each run is made as the chat makes it: `session.json` and a conversation,
+//! then an append through the run store, which writes `.summary.json`. The listing
+//! reads only the summaries, so the two sizes should match. Floors for comparison:
+//! reading every `session.json`, and a bare stat of every one. Prints its figures; run
+//! with `cargo bench -p reprise-session --bench runs`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,7 +14,9 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use reprise_session::run_folder::LIST_CACHE;
 use reprise_session::run_meta::{SESSION_JSON, SessionJson};
-use reprise_session::{Entry, Message, list_runs};
+use reprise_session::{
+    Durability, Entry, Message, RunStore, SessionKey, SessionStore, list_runs,
+};
 
 const RUNS: usize = 10_000;
 const ROUNDS: usize = 15;
@@ -33,6 +37,9 @@ fn conversation(messages: usize) -> Vec<u8> {
 
 fn make_runs(dir: &Path, conversation: &[u8]) {
     fs::create_dir_all(dir).expect("create bench dir");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let start = Timestamp::from_second(1_780_000_000).expect("timestamp");
     for n in 0..RUNS {
         let at = start
@@ -54,6 +61,13 @@ fn make_runs(dir: &Path, conversation: &[u8]) {
             serde_json::to_vec(&meta).expect("encode"),
         )
         .expect("write session.json");
+        // The person's next message, through the store: it writes `.summary.json`.
+        let store = RunStore::with_durability(&run, Durability::None);
+        let key = SessionKey::session(&format!("session-{n}")).expect("key");
+        let next = Entry::message(Message::user(format!("question {n}: what now?")));
+        runtime
+            .block_on(store.append(&key, &[next]))
+            .expect("append");
     }
 }
 

@@ -2,10 +2,13 @@
 //!
 //! - durable append of a ~1 KB entry vs a bare `write` + `fdatasync` of the same bytes
 //! - load of a 100 MB session (MB/s, and peak memory measured in a child process)
-//! - fork of a 100 MB session vs `std::fs::copy`
+//! - fork of a 100 MB session vs `std::fs::copy` (with the default durability the fork's
+//!   data is synced in the background after it returns; `copy + sync_all` is printed
+//!   for scale)
 //!
 //! Temp files go under `target/bench-tmp` (not /tmp). Run with
-//! `cargo bench -p reprise-session --bench storage`.
+//! `cargo bench -p reprise-session --bench storage`, optionally followed by `--` and
+//! the sections to run (`append`, `load`, `fork`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -91,18 +94,20 @@ fn realistic_entry(i: usize) -> Entry {
 fn append_bench(dir: &Path) {
     println!("## durable append of a ~1 KB entry (Durability::Full: write + fdatasync)");
     let rounds = 201;
-    let entries: Vec<Entry> = (0..rounds * 4).map(kilobyte_entry).collect();
+    let entries: Vec<Entry> = (0..rounds * 5).map(kilobyte_entry).collect();
     let line_len = serde_json::to_vec(&entries[0]).unwrap().len() + 1;
     println!("entry line: {line_len} bytes, {rounds} appends per variant, interleaved");
 
     let bare_path = dir.join("bare.jsonl");
     let writer_path = dir.join("writer.jsonl");
     let store_dir = dir.join("store");
+    let task_dir = dir.join("store-in-task");
     let run_dir = dir.join("run");
     for path in [&bare_path, &writer_path] {
         let _ = std::fs::remove_file(path);
     }
     let _ = std::fs::remove_dir_all(&store_dir);
+    let _ = std::fs::remove_dir_all(&task_dir);
     let _ = std::fs::remove_dir_all(&run_dir);
 
     let mut bare = OpenOptions::new()
@@ -117,29 +122,49 @@ fn append_bench(dir: &Path) {
         .build()
         .unwrap();
     let store = FileSessionStore::new(&store_dir);
+    let in_task = FileSessionStore::new(&task_dir);
     let run = create_run_store(&run_dir);
     let key = SessionKey::session("bench").unwrap();
-    let (_store_lock, _run_lock) = runtime.block_on(async {
+    let (_store_lock, _task_lock, _run_lock) = runtime.block_on(async {
         (
             store.lock("bench").await.unwrap(),
+            in_task.lock("bench").await.unwrap(),
             run.lock("bench").await.unwrap(),
         )
     });
     // Warm up: create every file.
     writer.append(&entries[..1]).unwrap();
     runtime.block_on(store.append(&key, &entries[..1])).unwrap();
+    runtime
+        .block_on(in_task.append(&key, &entries[..1]))
+        .unwrap();
     runtime.block_on(run.append(&key, &entries[..1])).unwrap();
 
     // Blocks of consecutive appends per variant, alternated: interleaving single
     // appends would let one file's fdatasync pay for another's pending metadata.
-    let mut times = [Duration::ZERO; 4];
+    let mut times = [Duration::ZERO; 5];
     let block = 25;
     let mut next = 1;
     for _ in 0..(rounds - 1) / block {
         for (variant, time) in times.iter_mut().enumerate() {
             let start = Instant::now();
+            if variant == 4 {
+                // From a task on a runtime worker, as an agent spawned with
+                // `tokio::spawn` appends.
+                let store = in_task.clone();
+                let (key, block_entries) = (key.clone(), entries.clone());
+                let task = runtime.spawn(async move {
+                    for i in next..next + block {
+                        let entry = &block_entries[i * 5 + 4..i * 5 + 5];
+                        store.append(&key, entry).await.unwrap();
+                    }
+                });
+                runtime.block_on(task).unwrap();
+                *time += start.elapsed();
+                continue;
+            }
             for i in next..next + block {
-                let entry = &entries[i * 4 + variant..i * 4 + variant + 1];
+                let entry = &entries[i * 5 + variant..i * 5 + variant + 1];
                 match variant {
                     0 => {
                         let mut bytes = serde_json::to_vec(&entry[0]).unwrap();
@@ -169,6 +194,7 @@ fn append_bench(dir: &Path) {
     for (name, time) in [
         ("JsonlWriter::append", times[1]),
         ("FileSessionStore::append (lock held)", times[2]),
+        ("FileSessionStore::append from a spawned task", times[4]),
         ("RunStore::append (lock held, 1 KB user messages)", times[3]),
     ] {
         println!(
@@ -396,7 +422,7 @@ fn fork_bench(dir: &Path, source: &Path) {
         ("std::fs::copy", vec![]),
         ("std::fs::copy + sync_all", vec![]),
         ("fork, Durability::Flush (no fsync)", vec![]),
-        ("fork, Durability::Full (fsync)", vec![]),
+        ("fork, Durability::Full (default)", vec![]),
     ];
     for round in 0..3 {
         let _ = std::fs::remove_file(&copy_path);
@@ -459,16 +485,31 @@ fn main() {
         return;
     }
     // `cargo bench` passes `--bench`; anything else (a test harness probe) is ignored.
+    // Sections can be picked by name: `cargo bench --bench storage -- append load`.
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    let wants = |name: &str| picked.is_empty() || picked.iter().any(|p| p == name);
     let dir = bench_dir();
     println!("bench files under {}", dir.display());
-    append_bench(&dir);
-    turn_mix_bench(&dir);
+    if wants("append") {
+        append_bench(&dir);
+        turn_mix_bench(&dir);
+    }
     let session = dir.join("big.jsonl");
-    let len = make_session(&session);
-    load_bench(&session, len);
-    fork_bench(&dir, &session);
+    if wants("load") || wants("fork") {
+        let len = make_session(&session);
+        if wants("load") {
+            load_bench(&session, len);
+        }
+        if wants("fork") {
+            fork_bench(&dir, &session);
+        }
+    }
     // big.jsonl stays, so the next run skips generating it.
     let _ = std::fs::remove_dir_all(dir.join("store"));
+    let _ = std::fs::remove_dir_all(dir.join("store-in-task"));
     let _ = std::fs::remove_dir_all(dir.join("run"));
     for name in ["bare.jsonl", "writer.jsonl"] {
         let _ = std::fs::remove_file(dir.join(name));

@@ -1,8 +1,11 @@
 //! The async [`SessionStore`] face of the file-backed stores.
 //!
-//! Their work is file I/O with fsyncs, which would stall every task sharing an async
-//! runtime's worker thread; so each call runs on tokio's blocking pool instead, with
-//! owned copies of its arguments and a handle on the store's shared state.
+//! Their work is file I/O with fsyncs. An append to a session whose file the store
+//! has already read is one `write` and one `fdatasync`, and runs right in the task:
+//! sending it to another thread would add two thread wake-ups, a quarter of its cost
+//! on a fast disk. Anything longer (a load, a fork, a listing, the first append to a
+//! file, which reads it to learn its uuids) runs where it cannot stall the runtime's
+//! other tasks (see [`off_runtime`]).
 
 use std::sync::Arc;
 
@@ -29,6 +32,9 @@ pub(crate) trait BlockingStore: Send + Sync + 'static {
     fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError>;
     /// [`SessionStore::fork`].
     fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>) -> Result<(), StoreError>;
+    /// Whether appending to `key` now is only a write and a sync: its writer has read
+    /// the file already, so no whole-file read comes first.
+    fn append_is_short(&self, key: &SessionKey) -> bool;
 }
 
 /// A public store type whose state is a shared [`BlockingStore`]; it is a
@@ -40,15 +46,29 @@ pub(crate) trait OverBlockingStore: Send + Sync {
     fn blocking_store(&self) -> &Arc<Self::Inner>;
 }
 
-/// Runs `work` on `store` off the async runtime's worker threads.
+/// Runs `work` on `store` without stalling the async runtime's other tasks.
+///
+/// On a multi-threaded runtime the work runs right here, in place, after
+/// `block_in_place` has handed this worker's other tasks to another thread (cheaper
+/// than a round trip through the blocking pool, and no copies of the arguments). On a
+/// current-thread runtime, which has no other worker to hand tasks to, the work goes
+/// to the blocking pool.
 async fn off_runtime<S: BlockingStore, T: Send + 'static>(
     store: &Arc<S>,
     work: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(RuntimeFlavor::CurrentThread) => {
+            let store = Arc::clone(store);
+            tokio::task::spawn_blocking(move || work(&store))
+                .await
+                .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
+        }
+        Ok(_) => tokio::task::block_in_place(|| work(store)),
+        // Polled outside tokio: there is no runtime to keep responsive.
+        Err(_) => work(store),
+    }
 }
 
 #[async_trait]
@@ -58,11 +78,12 @@ impl<S: OverBlockingStore> SessionStore for S {
         key: &SessionKey,
         entries: &[Entry],
     ) -> Result<AppendReport, StoreError> {
+        let store = self.blocking_store();
+        if store.append_is_short(key) {
+            return store.append(key, entries);
+        }
         let (key, entries) = (key.clone(), entries.to_vec());
-        off_runtime(self.blocking_store(), move |store| {
-            store.append(&key, &entries)
-        })
-        .await
+        off_runtime(store, move |store| store.append(&key, &entries)).await
     }
 
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {

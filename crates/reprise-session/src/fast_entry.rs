@@ -1,374 +1,502 @@
-//! A faster decoder for entry lines, producing exactly what `Entry`'s derived
+//! A hand-written decoder for entry lines, producing exactly what `Entry`'s derived
 //! `Deserialize` produces.
 //!
 //! The derived impls use `#[serde(flatten)]` (to keep unknown fields) and an untagged
 //! `Content`, both of which make serde buffer every value into an intermediate tree
-//! and decode it a second time; for transcripts that are mostly long strings this
-//! halves the load speed. These visitors walk each object once, routing known fields
-//! to their types and unknown ones into `extra`. Anything unusual (a duplicate
-//! field, a type mismatch) makes the caller fall back to the derived decoder, so the
-//! two can only differ in speed.
+//! and decode it a second time; for transcripts that are mostly long strings that
+//! costs more than half the load time. This decoder walks the line once: it matches
+//! the known keys, decodes their strings in one pass into allocations of the final
+//! size, and hands anything else (unknown fields, content parts, non-string
+//! arguments) to serde_json as a value. Anything it is not sure about (a duplicate
+//! field, a type mismatch, bad syntax) makes it give up, and the caller falls back to
+//! the derived decoder, so the two can only differ in speed.
 
-use std::fmt;
+use std::borrow::Cow;
 
-use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use jiff::Timestamp;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::entry::Entry;
 use crate::message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 
-/// Decodes one entry line; `None` when the fast path does not apply (the caller then
-/// uses `serde_json::from_slice::<Entry>`).
+/// Decodes entry lines; keeps one buffer for unescaping between lines.
+#[derive(Default)]
+pub(crate) struct EntryDecoder {
+    /// Unescaped text of the string being decoded; at least as long as the line.
+    scratch: Vec<u8>,
+}
+
+impl EntryDecoder {
+    /// Decodes one entry line (without its `\n`); `None` when the fast path does not
+    /// apply (the caller then uses `serde_json::from_slice::<Entry>`).
+    pub(crate) fn decode(&mut self, line: &[u8]) -> Option<Entry> {
+        let mut parser = Parser {
+            bytes: line,
+            pos: 0,
+            scratch: &mut self.scratch,
+        };
+        parser.skip_ws();
+        let entry = parser.entry()?;
+        parser.skip_ws();
+        (parser.pos == line.len()).then_some(entry)
+    }
+}
+
+/// [`EntryDecoder::decode`] with a fresh decoder.
+#[cfg(test)]
 pub(crate) fn decode_entry(line: &[u8]) -> Option<Entry> {
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let entry = FastEntry::deserialize(&mut de).ok()?.0;
-    de.end().ok()?;
-    Some(entry)
+    EntryDecoder::default().decode(line)
 }
 
-/// A field name: borrowed when the input allows it.
-struct Key(std::borrow::Cow<'static, str>, Option<&'static str>);
+/// Nesting (objects and arrays, the entry itself included) past which values are left
+/// to the derived decoder: serde_json refuses 128 levels, and a value handed to it
+/// here is counted from zero again.
+const MAX_NESTING: usize = 100;
 
-/// Deserializes an object key, matching it against `known` without allocating.
-struct KeySeed(&'static [&'static str]);
-
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Key;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
-        d.deserialize_str(self)
-    }
+/// A JSON string's text: a slice of the line when it has no escapes, else the first
+/// bytes of the scratch buffer. Not yet checked to be UTF-8.
+enum Text<'a> {
+    Raw(&'a [u8]),
+    Unescaped(usize),
 }
 
-impl<'de> Visitor<'de> for KeySeed {
-    type Value = Key;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a field name")
+struct Parser<'a, 's> {
+    bytes: &'a [u8],
+    pos: usize,
+    scratch: &'s mut Vec<u8>,
+}
+
+/// Bytes that end a run of plain string text: `"`, `\` and the control characters
+/// (which JSON forbids raw inside strings).
+fn is_special(byte: u8) -> bool {
+    byte == b'"' || byte == b'\\' || byte < 0x20
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// A mask with the high bit set in the lowest byte of `word` that [`is_special`]
+/// (and possibly in higher bytes: only the lowest set one is exact); 0 when none is.
+fn special_mask(word: u64) -> u64 {
+    // The zero-byte test `(x - 0x01..) & !x & 0x80..`, for `"`, `\` and bytes below
+    // 0x20: a false mark needs a borrow, and borrows only start at a true mark, so
+    // false marks only appear above the lowest true one.
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let control = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    (control | quote | backslash) & (ONES * 0x80)
+}
+
+/// The 8 bytes of `word` as a little-endian number (`word` has exactly 8).
+fn load(word: &[u8]) -> u64 {
+    let mut lanes = [0u8; 8];
+    lanes.copy_from_slice(word);
+    u64::from_le_bytes(lanes)
+}
+
+/// The index of the first special byte at or after `at`, or `bytes.len()`.
+fn skip_plain(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(word) = bytes.get(at..at + 8) {
+        let mask = special_mask(load(word));
+        if mask != 0 {
+            return at + (mask.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        match self.0.iter().find(|known| **known == v) {
-            Some(known) => Ok(Key(std::borrow::Cow::Borrowed(known), Some(known))),
-            None => Ok(Key(std::borrow::Cow::Owned(v.to_owned()), None)),
+    while at < bytes.len() && !is_special(bytes[at]) {
+        at += 1;
+    }
+    at
+}
+
+/// The value of four hex digits, as serde_json reads them.
+fn hex4(digits: &[u8]) -> Option<u32> {
+    let mut value = 0;
+    for &digit in digits {
+        value = value * 16 + char::from(digit).to_digit(16)?;
+    }
+    Some(value)
+}
+
+impl<'a> Parser<'a, '_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.pos += 1;
+        Some(byte)
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// Skips JSON whitespace (the four characters serde_json skips).
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
         }
     }
-}
 
-fn dup<E: de::Error>(field: &'static str) -> E {
-    E::duplicate_field(field)
-}
-
-struct FastEntry(Entry);
-
-impl<'de> Deserialize<'de> for FastEntry {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntryVisitor).map(FastEntry)
+    fn null(&mut self) -> Option<()> {
+        if self.bytes.get(self.pos..self.pos + 4)? == b"null" {
+            self.pos += 4;
+            Some(())
+        } else {
+            None
+        }
     }
-}
 
-struct EntryVisitor;
-
-const ENTRY_FIELDS: &[&str] = &["uuid", "ts", "kind", "message"];
-
-impl<'de> Visitor<'de> for EntryVisitor {
-    type Value = Entry;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an entry object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
-        let mut uuid: Option<Uuid> = None;
-        let mut ts = None;
-        let mut kind: Option<Option<String>> = None;
-        let mut message: Option<Option<FastMessage>> = None;
-        let mut extra = Map::new();
-        while let Some(Key(name, known)) = map.next_key_seed(KeySeed(ENTRY_FIELDS))? {
-            match known {
-                Some("uuid") if uuid.is_none() => uuid = Some(map.next_value()?),
-                Some("ts") if ts.is_none() => {
-                    // Borrowed when it has no escapes (it never has): no allocation.
-                    let raw = map.next_value::<&'de RawValue>()?.get();
-                    let parsed = match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-                        Some(text) if !text.contains('\\') => text.parse(),
-                        _ => serde_json::from_str::<String>(raw)
-                            .map_err(de::Error::custom)?
-                            .parse(),
-                    };
-                    ts = Some(parsed.map_err(de::Error::custom)?);
+    /// Reads a string, quotes included, validating and unescaping it as serde_json
+    /// does (escapes, `\u` surrogate pairs, no raw control characters); UTF-8 is
+    /// checked by the caller, on the unescaped text as serde_json does.
+    fn text(&mut self) -> Option<Text<'a>> {
+        self.eat(b'"')?;
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut at = skip_plain(bytes, start);
+        match bytes.get(at)? {
+            b'"' => {
+                self.pos = at + 1;
+                return Some(Text::Raw(&bytes[start..at]));
+            }
+            b'\\' => {}
+            _ => return None,
+        }
+        // The text shrinks when unescaped, so a buffer as long as the line holds it.
+        let scratch = &mut *self.scratch;
+        if scratch.len() < bytes.len() {
+            scratch.resize(bytes.len(), 0);
+        }
+        let mut out = at - start;
+        scratch[..out].copy_from_slice(&bytes[start..at]);
+        loop {
+            // `at` is at a special byte.
+            match bytes[at] {
+                b'"' => {
+                    self.pos = at + 1;
+                    return Some(Text::Unescaped(out));
                 }
-                Some("kind") if kind.is_none() => kind = Some(map.next_value()?),
-                Some("message") if message.is_none() => message = Some(map.next_value()?),
-                Some(field) => return Err(dup(field)),
-                None => {
-                    extra.insert(name.into_owned(), map.next_value::<Value>()?);
+                b'\\' => {
+                    let short = match *bytes.get(at + 1)? {
+                        b'"' => b'"',
+                        b'\\' => b'\\',
+                        b'/' => b'/',
+                        b'b' => 0x08,
+                        b'f' => 0x0c,
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'u' => 0,
+                        _ => return None,
+                    };
+                    if short != 0 {
+                        scratch[out] = short;
+                        out += 1;
+                        at += 2;
+                    } else {
+                        let (ch, len) = unicode_escape(&bytes[at..])?;
+                        // `\uXXXX` is 6 bytes and becomes at most 3 (4 for a pair,
+                        // which is 12), so this stays behind `at`.
+                        out += ch.encode_utf8(&mut scratch[out..]).len();
+                        at += len;
+                    }
+                }
+                _ => return None,
+            }
+            // Copy the plain run that follows a word at a time: `out <= at`, so the
+            // whole word fits, and what lands past the run is overwritten next.
+            loop {
+                let Some(word) = bytes.get(at..at + 8) else {
+                    while at < bytes.len() && !is_special(bytes[at]) {
+                        scratch[out] = bytes[at];
+                        out += 1;
+                        at += 1;
+                    }
+                    if at == bytes.len() {
+                        return None;
+                    }
+                    break;
+                };
+                scratch[out..out + 8].copy_from_slice(word);
+                let mask = special_mask(load(word));
+                if mask == 0 {
+                    out += 8;
+                    at += 8;
+                } else {
+                    let run = (mask.trailing_zeros() / 8) as usize;
+                    out += run;
+                    at += run;
+                    break;
                 }
             }
         }
-        Ok(Entry {
-            uuid: uuid.ok_or_else(|| de::Error::missing_field("uuid"))?,
-            ts: ts.ok_or_else(|| de::Error::missing_field("ts"))?,
+    }
+
+    /// A string as owned text, allocated at its exact size.
+    fn string(&mut self) -> Option<String> {
+        self.with_str(str::to_owned)
+    }
+
+    /// Calls `f` with the text of a string.
+    fn with_str<R>(&mut self, f: impl FnOnce(&str) -> R) -> Option<R> {
+        let text = match self.text()? {
+            Text::Raw(raw) => std::str::from_utf8(raw).ok()?,
+            Text::Unescaped(len) => std::str::from_utf8(&self.scratch[..len]).ok()?,
+        };
+        Some(f(text))
+    }
+
+    /// An object key: borrowed from the line when it has no escapes.
+    fn key(&mut self) -> Option<Cow<'a, str>> {
+        match self.text()? {
+            Text::Raw(raw) => std::str::from_utf8(raw).ok().map(Cow::Borrowed),
+            Text::Unescaped(len) => std::str::from_utf8(&self.scratch[..len])
+                .ok()
+                .map(|text| Cow::Owned(text.to_owned())),
+        }
+    }
+
+    /// `null` as `None`, a string as its text.
+    fn optional_string(&mut self) -> Option<Option<String>> {
+        if self.peek()? == b'n' {
+            self.null()?;
+            Some(None)
+        } else {
+            self.string().map(Some)
+        }
+    }
+
+    /// Walks an object, calling `field` with each key once the parser is at its value
+    /// (which `field` must consume).
+    fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.skip_ws();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            self.skip_ws();
+            self.eat(b':')?;
+            self.skip_ws();
+            field(self, key)?;
+            self.skip_ws();
+            match self.next()? {
+                b',' => self.skip_ws(),
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A value decoded by serde_json (unknown fields, content parts); `depth` is how
+    /// many objects and arrays enclose it.
+    fn serde_value<T: DeserializeOwned>(&mut self, depth: usize) -> Option<T> {
+        let rest = &self.bytes[self.pos..];
+        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        let used = values.byte_offset();
+        // Every bracket counts as a level, even inside strings: an upper bound.
+        let nesting = memchr::memchr2_iter(b'{', b'[', &rest[..used]).count();
+        if depth + nesting >= MAX_NESTING {
+            return None;
+        }
+        self.pos += used;
+        Some(value)
+    }
+
+    fn entry(&mut self) -> Option<Entry> {
+        let mut uuid = None;
+        let mut ts = None;
+        let mut kind = None;
+        let mut message = None;
+        let mut extra = Map::new();
+        self.object(|p, key| {
+            match &*key {
+                "uuid" if uuid.is_none() => uuid = Some(p.with_str(Uuid::try_parse)?.ok()?),
+                "ts" if ts.is_none() => ts = Some(p.with_str(str::parse::<Timestamp>)?.ok()?),
+                "kind" if kind.is_none() => kind = Some(p.optional_string()?),
+                "message" if message.is_none() => {
+                    message = Some(if p.peek()? == b'n' {
+                        p.null()?;
+                        None
+                    } else {
+                        Some(p.message()?)
+                    });
+                }
+                // A duplicate: the derived decoder refuses it.
+                "uuid" | "ts" | "kind" | "message" => return None,
+                _ => {
+                    let value = p.serde_value(1)?;
+                    extra.insert(key.into_owned(), value);
+                }
+            }
+            Some(())
+        })?;
+        Some(Entry {
+            uuid: uuid?,
+            ts: ts?,
             kind: kind.flatten(),
-            message: message.flatten().map(|m| m.0),
+            message: message.flatten(),
             extra,
         })
     }
-}
 
-struct FastMessage(Message);
-
-impl<'de> Deserialize<'de> for FastMessage {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(MessageVisitor).map(FastMessage)
-    }
-}
-
-struct MessageVisitor;
-
-const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id"];
-
-impl<'de> Visitor<'de> for MessageVisitor {
-    type Value = Message;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a message object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
-        let mut role: Option<Role> = None;
-        let mut content: Option<Option<Content>> = None;
-        let mut tool_calls: Option<Option<Vec<FastToolCall>>> = None;
-        let mut tool_call_id: Option<Option<String>> = None;
+    fn message(&mut self) -> Option<Message> {
+        let mut role = None;
+        let mut content = None;
+        let mut tool_calls = None;
+        let mut tool_call_id = None;
         let mut extra = Map::new();
-        while let Some(Key(name, known)) = map.next_key_seed(KeySeed(MESSAGE_FIELDS))? {
-            match known {
-                Some("role") if role.is_none() => role = Some(map.next_value::<FastRole>()?.0),
-                Some("content") if content.is_none() => {
-                    content = Some(map.next_value::<FastContent>()?.0)
+        self.object(|p, key| {
+            match &*key {
+                "role" if role.is_none() => role = Some(p.with_str(|text| Role::from(text))?),
+                "content" if content.is_none() => {
+                    content = Some(match p.peek()? {
+                        b'"' => Some(Content::Text(p.string()?)),
+                        b'[' => Some(Content::Parts(p.serde_value::<Vec<ContentPart>>(2)?)),
+                        _ => {
+                            p.null()?;
+                            None
+                        }
+                    });
                 }
-                Some("tool_calls") if tool_calls.is_none() => tool_calls = Some(map.next_value()?),
-                Some("tool_call_id") if tool_call_id.is_none() => {
-                    tool_call_id = Some(map.next_value()?)
+                "tool_calls" if tool_calls.is_none() => {
+                    tool_calls = Some(if p.peek()? == b'n' {
+                        p.null()?;
+                        None
+                    } else {
+                        Some(p.tool_calls()?)
+                    });
                 }
-                Some(field) => return Err(dup(field)),
-                None => {
-                    extra.insert(name.into_owned(), map.next_value::<Value>()?);
+                "tool_call_id" if tool_call_id.is_none() => {
+                    tool_call_id = Some(p.optional_string()?)
+                }
+                "role" | "content" | "tool_calls" | "tool_call_id" => return None,
+                _ => {
+                    let value = p.serde_value(2)?;
+                    extra.insert(key.into_owned(), value);
                 }
             }
-        }
-        Ok(Message {
-            role: role.ok_or_else(|| de::Error::missing_field("role"))?,
+            Some(())
+        })?;
+        Some(Message {
+            role: role?,
             content: content.flatten(),
-            tool_calls: tool_calls
-                .flatten()
-                .map(|calls| calls.into_iter().map(|call| call.0).collect()),
+            tool_calls: tool_calls.flatten(),
             tool_call_id: tool_call_id.flatten(),
             extra,
         })
     }
-}
 
-/// A role, matched without allocating for the four known ones.
-struct FastRole(Role);
-
-impl<'de> Deserialize<'de> for FastRole {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(RoleVisitor)
-    }
-}
-
-struct RoleVisitor;
-
-impl<'de> Visitor<'de> for RoleVisitor {
-    type Value = FastRole;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a role name")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<FastRole, E> {
-        Ok(FastRole(Role::from(v)))
-    }
-}
-
-/// How many of the 8 bytes of `word` come before the first backslash (8 when none).
-fn plain_run(word: &[u8]) -> usize {
-    let mut lanes = [0u8; 8];
-    lanes.copy_from_slice(word);
-    // A byte of `x` is zero where `word` holds a backslash; the classic zero-byte test
-    // marks the lowest such byte exactly (false marks only appear above a true one).
-    let x = u64::from_le_bytes(lanes) ^ 0x5c5c_5c5c_5c5c_5c5c;
-    let marks = x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
-    (marks.trailing_zeros() / 8) as usize
-}
-
-/// `content`: a string, an array of parts, or null.
-///
-/// Taken as the raw JSON text first (serde_json checks it without building anything),
-/// so that a string is unescaped once into a `String` of the right size instead of
-/// going through serde_json's growing scratch buffer and a copy.
-struct FastContent(Option<Content>);
-
-impl<'de> Deserialize<'de> for FastContent {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = <&'de RawValue>::deserialize(d)?.get();
-        match raw.as_bytes().first() {
-            Some(b'"') => Ok(FastContent(Some(Content::Text(unescape(raw)?)))),
-            Some(b'n') => Ok(FastContent(None)),
-            Some(b'[') => serde_json::from_str::<Vec<ContentPart>>(raw)
-                .map(|parts| FastContent(Some(Content::Parts(parts))))
-                .map_err(de::Error::custom),
-            _ => Err(de::Error::custom(
-                "content is not a string, an array or null",
-            )),
+    fn tool_calls(&mut self) -> Option<Vec<ToolCall>> {
+        self.eat(b'[')?;
+        self.skip_ws();
+        // Sized for the usual single call (a growing Vec would start at four).
+        let mut calls = Vec::with_capacity(1);
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(Vec::new());
         }
-    }
-}
-
-/// The text of `raw`, a JSON string literal that serde_json has checked (valid UTF-8,
-/// valid escapes, no control characters). The short escapes are decoded here; a
-/// string with a `\u` escape is left to serde_json, whose rules for surrogates then
-/// apply unchanged.
-fn unescape<E: de::Error>(raw: &str) -> Result<String, E> {
-    let body = raw
-        .strip_prefix('"')
-        .and_then(|rest| rest.strip_suffix('"'))
-        .ok_or_else(|| E::custom("not a JSON string"))?;
-    if memchr::memchr(b'\\', body.as_bytes()).is_none() {
-        return Ok(body.to_owned());
-    }
-    // One pass into a buffer of the final size: escapes come every few bytes in code
-    // and logs, where copying the runs between them with memcpy calls would cost more
-    // than the bytes.
-    let bytes = body.as_bytes();
-    let mut out = vec![0u8; bytes.len()];
-    let mut written = 0;
-    let mut at = 0;
-    while at < bytes.len() {
-        // Eight bytes at a time up to the next backslash: copying the whole word is
-        // safe (`written <= at`, so it fits) and the part past the backslash is
-        // overwritten next.
-        if let Some(word) = bytes.get(at..at + 8) {
-            out[written..written + 8].copy_from_slice(word);
-            let run = plain_run(word);
-            written += run;
-            at += run;
-            if run == 8 {
-                continue;
+        loop {
+            calls.push(self.tool_call()?);
+            self.skip_ws();
+            match self.next()? {
+                b',' => self.skip_ws(),
+                b']' => return Some(calls),
+                _ => return None,
             }
-        } else if bytes[at] != b'\\' {
-            out[written] = bytes[at];
-            written += 1;
-            at += 1;
-            continue;
         }
-        out[written] = match bytes.get(at + 1) {
-            Some(b'"') => b'"',
-            Some(b'\\') => b'\\',
-            Some(b'/') => b'/',
-            Some(b'b') => 0x08,
-            Some(b'f') => 0x0c,
-            Some(b'n') => b'\n',
-            Some(b'r') => b'\r',
-            Some(b't') => b'\t',
-            _ => return serde_json::from_str::<String>(raw).map_err(E::custom),
-        };
-        written += 1;
-        at += 2;
     }
-    out.truncate(written);
-    // Only ASCII escapes were replaced by ASCII bytes, so the text stays valid UTF-8;
-    // checking it again is cheap and keeps this free of `unsafe`.
-    String::from_utf8(out).map_err(E::custom)
-}
 
-struct FastToolCall(ToolCall);
-
-impl<'de> Deserialize<'de> for FastToolCall {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ToolCallVisitor).map(FastToolCall)
-    }
-}
-
-struct ToolCallVisitor;
-
-const TOOL_CALL_FIELDS: &[&str] = &["id", "type", "function"];
-
-impl<'de> Visitor<'de> for ToolCallVisitor {
-    type Value = ToolCall;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a tool call object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolCall, A::Error> {
-        let mut id: Option<String> = None;
-        let mut kind: Option<String> = None;
-        let mut function: Option<FunctionCall> = None;
+    fn tool_call(&mut self) -> Option<ToolCall> {
+        let mut id = None;
+        let mut kind = None;
+        let mut function = None;
         let mut extra = Map::new();
-        while let Some(Key(name, known)) = map.next_key_seed(KeySeed(TOOL_CALL_FIELDS))? {
-            match known {
-                Some("id") if id.is_none() => id = Some(map.next_value()?),
-                Some("type") if kind.is_none() => kind = Some(map.next_value()?),
-                Some("function") if function.is_none() => {
-                    function = Some(map.next_value::<FastFunction>()?.0)
-                }
-                Some(field) => return Err(dup(field)),
-                None => {
-                    extra.insert(name.into_owned(), map.next_value::<Value>()?);
+        self.object(|p, key| {
+            match &*key {
+                "id" if id.is_none() => id = Some(p.string()?),
+                "type" if kind.is_none() => kind = Some(p.string()?),
+                "function" if function.is_none() => function = Some(p.function()?),
+                "id" | "type" | "function" => return None,
+                _ => {
+                    let value = p.serde_value(4)?;
+                    extra.insert(key.into_owned(), value);
                 }
             }
-        }
-        Ok(ToolCall {
+            Some(())
+        })?;
+        Some(ToolCall {
             id: id.unwrap_or_default(),
             kind: kind.unwrap_or_else(|| "function".to_owned()),
-            function: function.ok_or_else(|| de::Error::missing_field("function"))?,
+            function: function?,
             extra,
         })
     }
-}
 
-struct FastFunction(FunctionCall);
-
-impl<'de> Deserialize<'de> for FastFunction {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(FunctionVisitor).map(FastFunction)
-    }
-}
-
-struct FunctionVisitor;
-
-const FUNCTION_FIELDS: &[&str] = &["name", "arguments"];
-
-impl<'de> Visitor<'de> for FunctionVisitor {
-    type Value = FunctionCall;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a function object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FunctionCall, A::Error> {
-        let mut name: Option<String> = None;
-        let mut arguments: Option<String> = None;
+    fn function(&mut self) -> Option<FunctionCall> {
+        let mut name = None;
+        let mut arguments = None;
         let mut extra = Map::new();
-        while let Some(Key(key, known)) = map.next_key_seed(KeySeed(FUNCTION_FIELDS))? {
-            match known {
-                Some("name") if name.is_none() => name = Some(map.next_value()?),
-                Some("arguments") if arguments.is_none() => {
-                    // Same as the derived decoder: text stays text, null is empty,
-                    // anything else is re-encoded as JSON text.
-                    let raw = map.next_value::<&'de RawValue>()?.get();
-                    arguments = Some(match raw.as_bytes().first() {
-                        Some(b'"') => unescape(raw)?,
-                        Some(b'n') => String::new(),
-                        _ => serde_json::from_str::<Value>(raw)
-                            .map_err(de::Error::custom)?
-                            .to_string(),
+        self.object(|p, key| {
+            match &*key {
+                "name" if name.is_none() => name = Some(p.string()?),
+                "arguments" if arguments.is_none() => {
+                    // As the derived decoder: text stays text, null is empty, anything
+                    // else is re-encoded as JSON text.
+                    arguments = Some(match p.peek()? {
+                        b'"' => p.string()?,
+                        b'n' => {
+                            p.null()?;
+                            String::new()
+                        }
+                        _ => p.serde_value::<Value>(5)?.to_string(),
                     });
                 }
-                Some(field) => return Err(dup(field)),
-                None => {
-                    extra.insert(key.into_owned(), map.next_value::<Value>()?);
+                "name" | "arguments" => return None,
+                _ => {
+                    let value = p.serde_value(5)?;
+                    extra.insert(key.into_owned(), value);
                 }
             }
-        }
-        Ok(FunctionCall {
+            Some(())
+        })?;
+        Some(FunctionCall {
             name: name.unwrap_or_default(),
             arguments: arguments.unwrap_or_default(),
             extra,
         })
     }
+}
+
+/// Decodes the `\uXXXX` escape (or surrogate pair) at the start of `bytes` as
+/// serde_json does for strings: a lone or reversed surrogate is an error. Returns the
+/// character and the bytes used.
+fn unicode_escape(bytes: &[u8]) -> Option<(char, usize)> {
+    let high = hex4(bytes.get(2..6)?)?;
+    if !(0xD800..=0xDFFF).contains(&high) {
+        return Some((char::from_u32(high)?, 6));
+    }
+    if high >= 0xDC00 || bytes.get(6..8)? != b"\\u" {
+        return None;
+    }
+    let low = hex4(bytes.get(8..12)?)?;
+    if !(0xDC00..=0xDFFF).contains(&low) {
+        return None;
+    }
+    let code = 0x1_0000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+    Some((char::from_u32(code)?, 12))
 }
 
 #[cfg(test)]

@@ -210,6 +210,22 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    fn append_is_short(&self, key: &SessionKey) -> bool {
+        let writers = self.writers(key.session_id());
+        // Busy (another call is using the session): not known to be short.
+        let Ok(writers) = writers.try_lock() else {
+            return false;
+        };
+        writers.meta.is_some()
+            && writers.main.is_indexed()
+            && key.subagent_name().is_none_or(|name| {
+                writers
+                    .subagents
+                    .get(name)
+                    .is_some_and(JsonlWriter::is_indexed)
+            })
+    }
+
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
         let id = key.session_id();
         let writers = self.writers(id);
@@ -417,11 +433,8 @@ impl Inner {
             &mut file,
             &staged.transcript,
         )?;
-        if sync {
-            file.sync_data()
-                .map_err(io_err("sync", &staged.transcript))?;
-        }
-        drop(file);
+        // Synced once the fork is in place (see `fork_copy`).
+        let mut to_sync = vec![(file, self.main_path(target))];
         // 2. Subagent transcripts, whole.
         let names = jsonl_stems(&self.subagents_dir(source))?;
         if !names.is_empty() {
@@ -432,9 +445,7 @@ impl Inner {
                 let to = dir.join(format!("{name}.jsonl"));
                 let mut file = create_new_private(&to)?;
                 copy_lines(&from, source, None, &mut file, &to)?;
-                if sync {
-                    file.sync_data().map_err(io_err("sync", &to))?;
-                }
+                to_sync.push((file, to));
             }
             if sync {
                 sync_dir(&dir)?;
@@ -463,6 +474,9 @@ impl Inner {
         }
         if self.durability.syncs_dirs() {
             sync_dir(&self.dir)?;
+        }
+        if sync {
+            crate::fork_copy::sync_in_background(to_sync, Vec::new());
         }
         Ok(())
     }

@@ -1,5 +1,11 @@
 //! Copying a transcript for a fork: bytes, not parsed entries, and complete lines only,
 //! so that a fork costs about a file copy and works while the source is being written.
+//!
+//! A fork's copied data is synced after the fork returns ([`sync_in_background`]):
+//! writing 100 MB to disk takes several times as long as copying it in the page cache,
+//! and until the fork's first append every byte of it is also on disk in the source,
+//! whose appends were synced. The fork's own first durable append (`fdatasync` of the
+//! same file) makes the whole file durable if the background sync has not yet.
 
 use std::fs::File;
 use std::io::ErrorKind;
@@ -10,7 +16,7 @@ use uuid::Uuid;
 
 use crate::entry::Entry;
 use crate::store::StoreError;
-use crate::store_fs::io_err;
+use crate::store_fs::{io_err, sync_dir};
 
 /// Bytes scanned at a time.
 const CHUNK: usize = 4 << 20;
@@ -179,4 +185,44 @@ pub(crate) fn copy_lines(
         });
     }
     Ok(copied)
+}
+
+/// Syncs `files` (data and metadata), then `dirs`, on a thread of its own, so that a
+/// fork returns once its copy is in place. Failures are logged: the copy is already
+/// complete in the page cache, and the fork's first append syncs it again.
+pub(crate) fn sync_in_background(
+    files: Vec<(File, std::path::PathBuf)>,
+    dirs: Vec<std::path::PathBuf>,
+) {
+    let work = move || {
+        for (file, path) in &files {
+            if let Err(error) = file.sync_all() {
+                tracing::warn!(file = %path.display(), "syncing a fork failed: {error}");
+            }
+        }
+        for dir in &dirs {
+            if let Err(error) = sync_dir(dir) {
+                tracing::warn!(dir = %dir.display(), "syncing a fork's folder failed: {error}");
+            }
+        }
+    };
+    let work = std::sync::Arc::new(std::sync::Mutex::new(Some(work)));
+    let job = std::sync::Arc::clone(&work);
+    let spawned = std::thread::Builder::new()
+        .name("reprise-fork-sync".to_owned())
+        .spawn(move || run_once(&job));
+    if spawned.is_err() {
+        // No thread to be had: sync here instead.
+        run_once(&work);
+    }
+}
+
+fn run_once(work: &std::sync::Mutex<Option<impl FnOnce()>>) {
+    let job = work
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(job) = job {
+        job();
+    }
 }

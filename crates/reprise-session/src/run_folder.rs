@@ -25,6 +25,7 @@ use crate::run_error::RunError;
 pub use crate::run_list_cache::LIST_CACHE;
 use crate::run_list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::run_meta::{SESSION_JSON, SessionJson};
+use crate::run_summary::RUN_SUMMARY;
 
 /// The file a run's terminal output goes to; created with the folder.
 pub const SESSION_LOG: &str = "session.log";
@@ -205,13 +206,14 @@ struct SummaryFields {
 /// The runs under `runs_dir` that have a `session.json`, newest first (by
 /// `updatedAt`, then by folder name). A missing `runs_dir` lists nothing.
 ///
-/// Only `session.json` is read for each run, never the conversation, so the cost does
-/// not grow with the size of the conversations. A `session.json` that cannot be read
-/// or parsed leaves its run out with a warning in [`RunList::warnings`]; it never
-/// fails the listing.
+/// For each run only its `.summary.json` ([`RUN_SUMMARY`], which the run store rewrites
+/// in place after every append) is read, or its `session.json` when it has no usable
+/// summary; never the conversation, so the cost does not grow with the size of the
+/// conversations. A `session.json` that cannot be read or parsed leaves its run out
+/// with a warning in [`RunList::warnings`]; it never fails the listing.
 ///
 /// What was read is kept in `<runs_dir>/.list-cache.json` ([`LIST_CACHE`], 0600): a
-/// later listing stats each `session.json` and reads only those whose fingerprint
+/// later listing stats each run's file and reads only those whose fingerprint
 /// (device, inode, size, modification and change times in nanoseconds) differs from
 /// the cached one. The cache is only ever an optimisation: the result is the same
 /// with it, without it, or with a damaged one (which is ignored and rewritten).
@@ -336,8 +338,8 @@ fn scan_runs(
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
     for (index, (name, stat)) in names.iter().zip(stats).enumerate() {
-        let fingerprint = match stat {
-            Ok(Some(fingerprint)) => fingerprint,
+        let (fingerprint, source) = match stat {
+            Ok(Some(found)) => found,
             Ok(None) => {
                 scans.push(Scan::Absent);
                 continue;
@@ -359,7 +361,7 @@ fn scan_runs(
             None => {
                 // Filled in below, once every miss is known.
                 scans.push(Scan::Absent);
-                misses.push((index, dir, fingerprint));
+                misses.push((index, dir, fingerprint, source));
             }
         }
     }
@@ -370,7 +372,7 @@ fn scan_runs(
     } else {
         read_chunk(dir_fd, names, &misses, limit)
     };
-    for ((index, _, _), scan) in misses.iter().zip(read) {
+    for ((index, ..), scan) in misses.iter().zip(read) {
         scans[*index] = scan;
     }
     (cache, scans)
@@ -397,45 +399,80 @@ fn in_chunks<T: Sync, R: Send>(
     })
 }
 
-/// The fingerprint of each run's `session.json`; `None` when it has none.
-fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Option<Fingerprint>>> {
+/// Which file a run's listing is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// `.summary.json`, which the run store rewrites after every append.
+    Summary,
+    /// `session.json` (runs written before `.summary.json` existed, or by others).
+    SessionJson,
+}
+
+/// What one run's listing is read from, with its fingerprint; `None` when the run has
+/// neither file.
+type Found = Option<(Fingerprint, Source)>;
+
+/// The fingerprint of each run's `.summary.json`, or of its `session.json` when it has
+/// no summary; `None` when it has neither.
+fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>> {
     let mut relative = String::new();
     names
         .iter()
         .map(|name| {
-            relative.clear();
-            relative.push_str(name);
-            relative.push('/');
-            relative.push_str(SESSION_JSON);
-            match Fingerprint::stat_at(dir_fd, &relative) {
-                Ok(fingerprint) => Ok(Some(fingerprint)),
-                Err(error)
-                    if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
-                {
-                    Ok(None)
+            for (file, source) in [
+                (RUN_SUMMARY, Source::Summary),
+                (SESSION_JSON, Source::SessionJson),
+            ] {
+                relative.clear();
+                relative.push_str(name);
+                relative.push('/');
+                relative.push_str(file);
+                match Fingerprint::stat_at(dir_fd, &relative) {
+                    Ok(fingerprint) => return Ok(Some((fingerprint, source))),
+                    Err(error) if is_missing(&error) => {}
+                    Err(error) => return Err(error),
                 }
-                Err(error) => Err(error),
             }
+            Ok(None)
         })
         .collect()
+}
+
+fn is_missing(error: &std::io::Error) -> bool {
+    matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
 }
 
 /// Reads the `session.json` of each missed run `(index in names, dir, fingerprint)`.
 fn read_chunk(
     dir_fd: &fs::File,
     names: &[String],
-    misses: &[(usize, PathBuf, Fingerprint)],
+    misses: &[(usize, PathBuf, Fingerprint, Source)],
     limit: Limit,
 ) -> Vec<Scan> {
     let mut buf = Vec::new();
     misses
         .iter()
-        .map(|(index, dir, fingerprint)| {
+        .map(|(index, dir, fingerprint, source)| {
+            let name = &names[*index];
             // Read after the stat, so what is read is at least as new as the
             // fingerprint; if it is newer, the next stat differs and it is read again.
-            match read_summary(dir_fd, &names[*index], dir, fingerprint, &mut buf) {
-                Ok(Some(summary)) => {
-                    let cached = CachedRun::new(*fingerprint, &summary, limit);
+            let read = match source {
+                Source::Summary => read_run_summary(dir_fd, name, dir),
+                Source::SessionJson => Ok(None),
+            };
+            let read = match read {
+                Ok(Some(summary)) => Ok(Some((summary, true))),
+                // No usable summary: session.json, under the summary's fingerprint
+                // only when that is what was stat'ed.
+                Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf)
+                    .map(|found| found.map(|summary| (summary, *source == Source::SessionJson))),
+                Err(warning) => Err(warning),
+            };
+            match read {
+                Ok(Some((summary, cacheable))) => {
+                    let cached = cacheable
+                        .then(|| CachedRun::new(*fingerprint, &summary, limit))
+                        .flatten();
                     Scan::Read(summary, cached)
                 }
                 Ok(None) => Scan::Absent,
@@ -471,6 +508,79 @@ fn read_json<T: serde::de::DeserializeOwned>(
             parsed => return Ok(parsed),
         }
     }
+}
+
+/// What [`list_runs`] shows of the run in `dir` (from its `.summary.json`, else its
+/// `session.json`); `None` when it has no conversation or neither file can be used.
+pub fn summarize_run(dir: &Path) -> Option<RunSummary> {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dir.file_name()?.to_str()?;
+    let dir_fd = fs::File::open(parent).ok()?;
+    if let Ok(Some(summary)) = read_run_summary(&dir_fd, name, dir) {
+        return Some(summary);
+    }
+    let fingerprint = Fingerprint::stat_at(&dir_fd, &format!("{name}/{SESSION_JSON}")).ok()?;
+    read_summary(&dir_fd, name, dir, &fingerprint, &mut Vec::new())
+        .ok()
+        .flatten()
+}
+
+/// The listing of run `name` from its `.summary.json`: `Ok(None)` when that is missing
+/// or unusable (torn by a crash), or when the run has no `session.json` (a run is
+/// listed only while it has one).
+fn read_run_summary(
+    dir_fd: &fs::File,
+    name: &str,
+    dir: &Path,
+) -> Result<Option<RunSummary>, RunWarning> {
+    let path = || dir.join(RUN_SUMMARY);
+    let read_bytes = || {
+        let fd = rustix::fs::openat(
+            dir_fd,
+            format!("{name}/{RUN_SUMMARY}"),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let mut bytes = Vec::with_capacity(512);
+        fs::File::from(fd).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    let record = match crate::run_summary::read_with(read_bytes) {
+        Ok(Some(record)) => record,
+        Ok(None) => return Ok(None),
+        Err(error) if is_missing(&error) => return Ok(None),
+        Err(error) => return Err(warning(path(), format!("cannot read it: {error}"))),
+    };
+    match rustix::fs::statat(
+        dir_fd,
+        format!("{name}/{SESSION_JSON}"),
+        rustix::fs::AtFlags::empty(),
+    ) {
+        Ok(_) => {}
+        Err(error) if is_missing(&error.into()) => return Ok(None),
+        Err(error) => {
+            return Err(warning(
+                dir.join(SESSION_JSON),
+                format!("cannot read it: {}", std::io::Error::from(error)),
+            ));
+        }
+    }
+    if let Err(error) = validate_id("session", &record.session_id) {
+        return Err(warning(path(), format!("refused: {error}")));
+    }
+    let Some(updated_at) = record.updated_at else {
+        return Ok(None);
+    };
+    Ok(Some(RunSummary {
+        dir: dir.to_path_buf(),
+        session_id: record.session_id,
+        updated_at,
+        last_message: record.last_message,
+        message_count: record.message_count,
+    }))
 }
 
 /// `Ok(None)` for a run whose `session.json` went away since it was stat'ed

@@ -1,12 +1,12 @@
-//! A cache of what `list_runs` read from each `session.json`, kept in
-//! `<runs_dir>/.list-cache.json`, so that a listing of thousands of runs stats each
-//! `session.json` instead of opening and reading it.
+//! A cache of what `list_runs` read from each run (its `.summary.json`, or its
+//! `session.json`), kept in `<runs_dir>/.list-cache.json`, so that a listing of
+//! thousands of runs stats one file per run instead of opening and reading it.
 //!
-//! It is only a cache: an entry is used when the `session.json` it was read from still
-//! has the same fingerprint (device, inode, size, modification and change times to the
-//! nanosecond). The run store replaces `session.json` by rename, so every update gets
-//! a new inode and a new change time; an in-place write changes the change time, which
-//! no program can set back. A cache that is missing, corrupt, from another format or
+//! It is only a cache: an entry is used when the file it was read from still has the
+//! same fingerprint (device, inode, size, modification and change times to the
+//! nanosecond). A replaced file has a new inode; an in-place write (the run store
+//! rewrites `.summary.json` that way) changes the change time, which no program can
+//! set back. A cache that is missing, corrupt, from another format or
 //! version, not private, or unreadable is ignored and rebuilt; failing to write it never
 //! fails a listing.
 //!

@@ -3,19 +3,21 @@
 //! ```text
 //! <run>/conversation.jsonl        the session's entries
 //! <run>/subagents/<name>.jsonl    each subagent's entries
-//! <run>/session.json              {"sessionId", "subagents": {name: path}, "updatedAt",
-//!                                  "lastMessage", "messageCount", "forkedFrom"?}
+//! <run>/session.json              {"sessionId", "subagents": {name: path}, "forkedFrom"?,
+//!                                  "updatedAt", "lastMessage", "messageCount"}
+//! <run>/.summary.json             {"sessionId", "updatedAt", "lastMessage", "messageCount"}
 //! <run>/.lock                     the writer lock (holds the writer's pid)
 //! ```
 //!
 //! `session.json` appears with the first append (before `conversation.jsonl`) and is
-//! rewritten (temp file + rename) at turn boundaries — when a user message, or an
-//! assistant message without tool calls, is appended — and when a subagent is
-//! registered, so that listing runs never reads a conversation. Its `messageCount` and
-//! `updatedAt` are therefore as of the last turn boundary (the tool calls and results of
-//! a turn in progress are counted when it ends); [`RunStore`]'s own `list_sessions`
-//! reports the later of `updatedAt` and the conversation's mtime. A run folder holds one session: any other session
-//! id is refused with [`StoreError::Unsupported`]. To fork a run, use [`fork_run`].
+//! replaced (temp file + rename) only when what it maps changes: a subagent is
+//! registered. What a listing shows (when, the person's last message, how many
+//! messages) is rewritten in place in `.summary.json` after every append, so that
+//! listing runs never reads a conversation and an append never pays for a rename (see
+//! the `run_summary` module); the listing fields in `session.json` are as of its last
+//! write, and are what listings fall back to without a usable `.summary.json`. A run
+//! folder holds one session: any other session id is refused with
+//! [`StoreError::Unsupported`]. To fork a run, use [`fork_run`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,8 +31,9 @@ use crate::file_store::jsonl_stems;
 use crate::fork_copy::copy_lines;
 use crate::id::{SessionKey, validate_id};
 use crate::jsonl::{Durability, JsonlWriter, load_file};
-use crate::message::{Message, Role};
+use crate::message::Role;
 use crate::run_meta::{SESSION_JSON, SessionJson};
+use crate::run_summary::{SummaryRecord, SummaryWriter};
 use crate::store::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use crate::store_fs::{
     create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
@@ -44,6 +47,7 @@ pub const CONVERSATION_JSONL: &str = "conversation.jsonl";
 pub const SUBAGENTS_DIR: &str = "subagents";
 /// The writer lock file of a run.
 pub const RUN_LOCK: &str = ".lock";
+pub use crate::run_summary::RUN_SUMMARY;
 /// Longest `lastMessage` kept in `session.json`, in characters.
 pub const LAST_MESSAGE_CHARS: usize = 300;
 
@@ -53,14 +57,11 @@ pub fn last_message_text(text: &str) -> String {
     text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
 }
 
-/// Folds appended entries into the listing fields of `session.json`. Returns whether
-/// one of them ends or starts a turn (see [`is_turn_boundary`]).
-fn account(meta: &mut SessionJson, entries: &[&Entry]) -> bool {
-    let mut boundary = false;
+/// Folds appended entries into the listing fields of `session.json`.
+fn account(meta: &mut SessionJson, entries: &[&Entry]) {
     for entry in entries {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
-            boundary |= is_turn_boundary(message);
             // A slash-command expansion is not what the person typed.
             if message.role == Role::User && !crate::conversation::is_command_expansion(entry) {
                 let text = last_message_text(&message.text());
@@ -70,20 +71,15 @@ fn account(meta: &mut SessionJson, entries: &[&Entry]) -> bool {
             }
         }
     }
-    boundary
 }
 
-/// Whether appending `message` is a moment `session.json` is rewritten: a user message
-/// (a turn starts: `lastMessage` changes) or an assistant message without tool calls
-/// (the turn ends). The tool calls and tool results in between only grow
-/// `messageCount`, which is written with the next boundary: rewriting `session.json`
-/// (temp file + rename) on every append would make each durable append cost a
-/// metadata change as well.
-fn is_turn_boundary(message: &Message) -> bool {
-    match message.role {
-        Role::User => true,
-        Role::Assistant => message.calls().is_empty(),
-        _ => false,
+/// The listing fields of `meta`, as `.summary.json` holds them.
+fn summary_of(meta: &SessionJson) -> SummaryRecord {
+    SummaryRecord {
+        session_id: meta.session_id.clone(),
+        updated_at: meta.updated_at,
+        last_message: meta.last_message.clone(),
+        message_count: meta.message_count,
     }
 }
 
@@ -94,6 +90,8 @@ struct RunState {
     meta_read: bool,
     main: Option<JsonlWriter>,
     subagents: std::collections::HashMap<String, JsonlWriter>,
+    /// `.summary.json`, open once the session is written to.
+    summary: Option<SummaryWriter>,
 }
 
 #[derive(Debug)]
@@ -138,6 +136,7 @@ impl RunStore {
                     meta_read: false,
                     main: None,
                     subagents: std::collections::HashMap::new(),
+                    summary: None,
                 }),
             }),
         }
@@ -209,9 +208,34 @@ impl Inner {
     fn meta<'s>(&self, state: &'s mut RunState) -> Result<Option<&'s mut SessionJson>, StoreError> {
         if !state.meta_read {
             state.meta = read_session_json(&self.meta_path())?;
+            // The listing fields are newer in the summary, when it is usable.
+            if let Some(meta) = state.meta.as_mut()
+                && let Ok(Some(summary)) = crate::run_summary::read(&self.summary_path())
+                && summary.session_id == meta.session_id
+            {
+                meta.updated_at = summary.updated_at.or(meta.updated_at);
+                meta.last_message = summary.last_message;
+                meta.message_count = summary.message_count;
+            }
             state.meta_read = true;
         }
         Ok(state.meta.as_mut())
+    }
+
+    fn summary_path(&self) -> PathBuf {
+        self.dir.join(RUN_SUMMARY)
+    }
+
+    /// Writes the listing fields of the session's metadata to `.summary.json`.
+    fn write_summary(&self, state: &mut RunState) -> Result<(), StoreError> {
+        let Some(meta) = state.meta.as_ref() else {
+            return Ok(());
+        };
+        let writer = match &mut state.summary {
+            Some(writer) => writer,
+            empty => empty.insert(SummaryWriter::open(&self.summary_path())?),
+        };
+        writer.write(&summary_of(meta))
     }
 
     /// Refuses a session other than the one this run holds.
@@ -242,6 +266,22 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    fn append_is_short(&self, key: &SessionKey) -> bool {
+        // Busy (another call is using the run): not known to be short.
+        let Ok(state) = self.state.try_lock() else {
+            return false;
+        };
+        state.meta_read
+            && state.summary.is_some()
+            && state.main.as_ref().is_some_and(JsonlWriter::is_indexed)
+            && key.subagent_name().is_none_or(|name| {
+                state
+                    .subagents
+                    .get(name)
+                    .is_some_and(JsonlWriter::is_indexed)
+            })
+    }
+
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
         let id = key.session_id();
         let mut state = self.state();
@@ -279,12 +319,9 @@ impl BlockingStore for Inner {
                 && let Some(meta) = state.meta.as_mut()
             {
                 let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                // The counts in memory are always exact; the file gets them at turn
-                // boundaries only.
-                if account(meta, &new) {
-                    meta.updated_at = Some(now_millis());
-                    write_session_json(&self.meta_path(), meta, false)?;
-                }
+                account(meta, &new);
+                meta.updated_at = Some(now_millis());
+                self.write_summary(state)?;
             }
             Ok(report)
         })
@@ -310,7 +347,7 @@ impl BlockingStore for Inner {
             meta.last_message = None;
             account(meta, &loaded.entries.iter().collect::<Vec<_>>());
             if before != (meta.message_count, meta.last_message.clone()) {
-                write_session_json(&self.meta_path(), meta, false)?;
+                self.write_summary(&mut state)?;
             }
         }
         Ok(loaded)
@@ -371,6 +408,9 @@ impl BlockingStore for Inner {
                 None => {
                     // The conversation goes; session.log and transcript.jsonl are the
                     // run's record of what happened and stay.
+                    // The summary first: a run is listed only while session.json exists.
+                    state.summary = None;
+                    remove_file_if_exists(&self.summary_path())?;
                     remove_file_if_exists(&self.meta_path())?;
                     remove_file_if_exists(&self.transcript_path(key))?;
                     remove_dir_if_exists(&self.dir.join(SUBAGENTS_DIR))?;
@@ -430,7 +470,9 @@ const FORK_TARGET_ALLOWED: [&str; 3] = ["session.log", "transcript.jsonl", RUN_L
 /// a hidden sibling folder and renamed into place (or, into an existing run folder,
 /// moved in with `session.json` last, which is what makes a run have a conversation).
 /// The source is only read, never locked, so it may be in use; only its complete lines
-/// are copied. Blocking: call it from `spawn_blocking` in async code.
+/// are copied. The copies' data is synced in the background once the fork is in place
+/// (see [`SessionStore::fork`](crate::SessionStore::fork)). Blocking: call it from
+/// `spawn_blocking` in async code.
 pub fn fork_run(
     source_dir: &Path,
     target_dir: &Path,
@@ -463,6 +505,7 @@ pub fn fork_run(
         create_private_dir_all(&staging, false)?;
         let conversation = staging.join(CONVERSATION_JSONL);
         let mut file = create_new_private(&conversation)?;
+        let mut to_sync = Vec::new();
         copy_lines(
             &source_dir.join(CONVERSATION_JSONL),
             &source_id,
@@ -479,8 +522,8 @@ pub fn fork_run(
             }
             other => Err(other),
         })?;
-        file.sync_data().map_err(io_err("sync", &conversation))?;
-        drop(file);
+        // Synced once the fork is in place (see `fork_copy`).
+        to_sync.push((file, target_dir.join(CONVERSATION_JSONL)));
 
         let mut meta = SessionJson {
             session_id: new_id.clone(),
@@ -516,7 +559,7 @@ pub fn fork_run(
                     &mut file,
                     &to,
                 )?;
-                file.sync_data().map_err(io_err("sync", &to))?;
+                to_sync.push((file, target_dir.join(SUBAGENTS_DIR).join(&file_name)));
                 meta.subagents
                     .insert(name, format!("{SUBAGENTS_DIR}/{file_name}"));
             }
@@ -526,7 +569,9 @@ pub fn fork_run(
         commit_fork(&staging, target_dir).map_err(|error| match error {
             CommitError::Exists => already(),
             CommitError::Store(error) => error,
-        })
+        })?;
+        crate::fork_copy::sync_in_background(to_sync, Vec::new());
+        Ok(())
     })();
     let _ = std::fs::remove_dir_all(&staging);
     result.map(|()| new_id)

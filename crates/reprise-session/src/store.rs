@@ -182,6 +182,12 @@ pub trait SessionStore: Send + Sync {
     /// Copies `source` (up to and including entry `up_to`, or all of it) into a new
     /// session `target`, with `forked_from` recorded. Atomic: a crash leaves no half
     /// session. The target must not exist.
+    ///
+    /// The file stores return once the copy is in place; with [`Durability::Full`]
+    /// its data is then synced in the background (every byte of it is on disk in the
+    /// source already), and the target's first append syncs it in any case.
+    ///
+    /// [`Durability::Full`]: crate::Durability::Full
     async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)
     -> Result<(), StoreError>;
 }

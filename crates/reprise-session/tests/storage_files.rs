@@ -411,6 +411,7 @@ async fn ids_that_escape_the_directory_are_refused_everywhere() {
         [
             "run",
             "run/.lock",
+            "run/.summary.json",
             "run/conversation.jsonl",
             "run/session.json",
             "store",
@@ -531,10 +532,6 @@ async fn fork_copies_complete_lines_only_while_the_source_grows() {
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
 
-fn read_meta(dir: &Path) -> SessionJson {
-    serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap()
-}
-
 fn message_entries(dir: &Path) -> u64 {
     load_file(&dir.join("conversation.jsonl"), "s1")
         .unwrap()
@@ -545,8 +542,23 @@ fn message_entries(dir: &Path) -> u64 {
         .count() as u64
 }
 
+fn listed(runs: &Path) -> reprise_session::run_folder::RunSummary {
+    let list = reprise_session::run_folder::list_runs(runs).unwrap();
+    assert!(list.warnings.is_empty(), "{:?}", list.warnings);
+    assert_eq!(list.runs.len(), 1);
+    list.runs[0].clone()
+}
+
+fn inode_and_bytes(path: &Path) -> (u64, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    (
+        std::fs::metadata(path).unwrap().ino(),
+        std::fs::read(path).unwrap(),
+    )
+}
+
 #[tokio::test]
-async fn session_json_is_rewritten_at_turn_boundaries_and_counts_every_message() {
+async fn every_append_updates_the_listing_and_session_json_is_written_once() {
     let runs = tempfile::tempdir().unwrap();
     let dir = runs.path().join("2026-11-30T10-00-00-000Z");
     let store = create_run_store(&dir);
@@ -558,7 +570,9 @@ async fn session_json_is_rewritten_at_turn_boundaries_and_counts_every_message()
         .append(&k, &[user("  read the file \n")])
         .await
         .unwrap();
-    let started = read_meta(&dir);
+    let session_json = inode_and_bytes(&dir.join("session.json"));
+    let started = listed(runs.path());
+    assert_eq!(started.session_id, "s1");
     assert_eq!(started.message_count, 1);
     assert_eq!(started.last_message.as_deref(), Some("read the file"));
 
@@ -577,54 +591,59 @@ async fn session_json_is_rewritten_at_turn_boundaries_and_counts_every_message()
         .append(&k, &[Entry::message(Message::tool("c1", "contents"))])
         .await
         .unwrap();
-    // Mid-turn: session.json is as of the turn's start, but list_sessions sees the
-    // appends through the conversation's mtime.
-    let mid = read_meta(&dir);
-    assert_eq!(mid.message_count, 1);
-    assert_eq!(mid.updated_at, started.updated_at);
-    let info = &store.list_sessions().await.unwrap()[0];
-    let modified = jiff::Timestamp::try_from(
-        std::fs::metadata(dir.join("conversation.jsonl"))
-            .unwrap()
-            .modified()
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(info.updated_at >= modified, "{info:?} vs {modified}");
+    // Mid-turn, the listing already counts every message.
+    let mid = listed(runs.path());
+    assert_eq!(mid.message_count, 3);
+    assert!(mid.updated_at >= started.updated_at);
+    assert_eq!(mid.last_message.as_deref(), Some("read the file"));
 
-    // The answer ends the turn: everything is counted.
     store
         .append(&k, &[Entry::message(Message::assistant("it says hi"))])
         .await
         .unwrap();
-    let ended = read_meta(&dir);
-    assert_eq!(ended.message_count, 4);
-    assert_eq!(ended.message_count, message_entries(&dir));
-    assert_eq!(ended.last_message.as_deref(), Some("read the file"));
-    assert!(ended.updated_at >= started.updated_at);
-
-    // Non-message entries are not counted and do not rewrite the file.
-    let before = std::fs::read(dir.join("session.json")).unwrap();
+    // Non-message entries are not counted.
     store
         .append(&k, &[Entry::other("compaction", Default::default())])
         .await
         .unwrap();
-    assert_eq!(std::fs::read(dir.join("session.json")).unwrap(), before);
+    let ended = listed(runs.path());
+    assert_eq!(ended.message_count, 4);
+    assert_eq!(ended.message_count, message_entries(&dir));
+    assert_eq!(ended.last_message.as_deref(), Some("read the file"));
+    // session.json was never replaced nor rewritten: appends write the summary only.
+    assert_eq!(inode_and_bytes(&dir.join("session.json")), session_json);
+    assert_eq!(mode(&dir.join(".summary.json")), 0o600);
 
-    // A new writer over the same folder heals a count left behind mid-turn (a crash
-    // before the turn ended) when it loads the session.
-    store
-        .append(&k, &[Entry::message(Message::tool("c9", "x"))])
-        .await
-        .unwrap();
-    assert_eq!(read_meta(&dir).message_count, 4);
+    // A summary torn by a crash in the middle of its write is not used: the listing
+    // falls back to session.json, which has no last message yet.
+    let summary_path = dir.join(".summary.json");
+    let mut torn = std::fs::read(&summary_path).unwrap();
+    let half = torn.len() / 2;
+    torn[half..].fill(b'x');
+    std::fs::write(&summary_path, &torn).unwrap();
+    let fallback = listed(runs.path());
+    assert_eq!(fallback.session_id, "s1");
+    assert_eq!(fallback.last_message, None);
+
+    // A new writer heals the summary from the conversation when it loads the session.
     drop(_lock);
     drop(store);
     let reopened = create_run_store(&dir);
     let _lock = reopened.lock("s1").await.unwrap();
     reopened.load(&k).await.unwrap().unwrap();
-    let healed = read_meta(&dir);
-    assert_eq!(healed.message_count, 5);
-    assert_eq!(healed.message_count, message_entries(&dir));
+    let healed = listed(runs.path());
+    assert_eq!(healed.message_count, 4);
     assert_eq!(healed.last_message.as_deref(), Some("read the file"));
+    // One run's summary, as the chat shows it when resuming.
+    assert_eq!(
+        reprise_session::run_folder::summarize_run(&dir),
+        Some(healed.clone())
+    );
+
+    // Deleting the session takes its summary too: the run is no longer listed.
+    reopened.delete(&k).await.unwrap();
+    assert!(!summary_path.exists());
+    let list = reprise_session::run_folder::list_runs(runs.path()).unwrap();
+    assert!(list.runs.is_empty(), "{:?}", list.runs);
+    assert_eq!(reprise_session::run_folder::summarize_run(&dir), None);
 }
