@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use reprise_session::run_folder::LIST_CACHE;
 use reprise_session::run_meta::{SESSION_JSON, SessionJson};
-use reprise_session::{
-    Durability, Entry, Message, RunStore, SessionKey, SessionStore, list_runs,
-};
+use reprise_session::{Durability, Entry, Message, RunStore, SessionKey, SessionStore, list_runs};
 
 const RUNS: usize = 10_000;
 const ROUNDS: usize = 15;

@@ -13,6 +13,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reprise_session::jsonl::{JsonlWriter, load_file};
@@ -93,7 +94,7 @@ fn realistic_entry(i: usize) -> Entry {
 
 fn append_bench(dir: &Path) {
     println!("## durable append of a ~1 KB entry (Durability::Full: write + fdatasync)");
-    let rounds = 201;
+    let rounds = 401;
     let entries: Vec<Entry> = (0..rounds * 5).map(kilobyte_entry).collect();
     let line_len = serde_json::to_vec(&entries[0]).unwrap().len() + 1;
     println!("entry line: {line_len} bytes, {rounds} appends per variant, interleaved");
@@ -142,17 +143,22 @@ fn append_bench(dir: &Path) {
 
     // Blocks of consecutive appends per variant, alternated: interleaving single
     // appends would let one file's fdatasync pay for another's pending metadata.
-    let mut times = [Duration::ZERO; 5];
-    let block = 25;
+    let shared = Arc::new(entries.clone());
+    let mut rounds_times: Vec<[Duration; 5]> = Vec::new();
+    let block = 20;
     let mut next = 1;
-    for _ in 0..(rounds - 1) / block {
-        for (variant, time) in times.iter_mut().enumerate() {
+    for round in 0..(rounds - 1) / block {
+        let mut times = [Duration::ZERO; 5];
+        for step in 0..times.len() {
+            // The order rotates from round to round: no variant always runs first.
+            let variant = (round + step) % times.len();
+            let time = &mut times[variant];
             let start = Instant::now();
             if variant == 4 {
                 // From a task on a runtime worker, as an agent spawned with
                 // `tokio::spawn` appends.
                 let store = in_task.clone();
-                let (key, block_entries) = (key.clone(), entries.clone());
+                let (key, block_entries) = (key.clone(), Arc::clone(&shared));
                 let task = runtime.spawn(async move {
                     for i in next..next + block {
                         let entry = &block_entries[i * 5 + 4..i * 5 + 5];
@@ -185,25 +191,52 @@ fn append_bench(dir: &Path) {
             }
             *time += start.elapsed();
         }
+        rounds_times.push(times);
         next += block;
     }
-    let rounds = next;
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / (rounds - 1) as f64;
-    let base = per(times[0]);
-    println!("bare write+fdatasync (encode included): {base:8.1} µs");
-    for (name, time) in [
-        ("JsonlWriter::append", times[1]),
-        ("FileSessionStore::append (lock held)", times[2]),
-        ("FileSessionStore::append from a spawned task", times[4]),
-        ("RunStore::append (lock held, 1 KB user messages)", times[3]),
-    ] {
+    println!(
+        "{} rounds of {block} appends per variant; ratio = total time / bare total time; \
+         median = median over rounds of (variant / bare in the same round)",
+        rounds_times.len()
+    );
+    print_ratios(
+        &rounds_times,
+        block,
+        &[
+            (1, "JsonlWriter::append"),
+            (2, "FileSessionStore::append (lock held)"),
+            (4, "FileSessionStore::append from a spawned task"),
+            (3, "RunStore::append (lock held, 1 KB user messages)"),
+        ],
+    );
+    println!();
+}
+
+/// Prints each variant's mean time per append and its ratio to variant 0 (the bare
+/// write + fdatasync): over the totals, and the median of the per-round ratios, which
+/// a burst of noise in one round cannot move.
+fn print_ratios<const N: usize>(
+    rounds: &[[Duration; N]],
+    per_round: usize,
+    names: &[(usize, &str)],
+) {
+    let total = |variant: usize| rounds.iter().map(|r| r[variant]).sum::<Duration>();
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / (rounds.len() * per_round) as f64;
+    let base = per(total(0));
+    println!("bare write+fdatasync (encode included):          {base:8.1} µs per append");
+    for &(variant, name) in names {
+        let mut ratios: Vec<f64> = rounds
+            .iter()
+            .map(|r| r[variant].as_secs_f64() / r[0].as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let mean = per(total(variant));
         println!(
-            "{name:48} {:8.1} µs  ratio {:.3}x",
-            per(time),
-            per(time) / base
+            "{name:48} {mean:8.1} µs  ratio {:.3}x  median {:.3}x",
+            mean / base,
+            ratios[ratios.len() / 2]
         );
     }
-    println!();
 }
 
 /// `RunStore::append` over whole turns (user, assistant with a tool call, tool result,
@@ -211,7 +244,7 @@ fn append_bench(dir: &Path) {
 /// write + fdatasync of the same lines.
 fn turn_mix_bench(dir: &Path) {
     println!("## durable append, realistic turn mix (user, tool call, tool result, answer)");
-    let turns = 50;
+    let turns = 100;
     let entries: Vec<Entry> = (0..turns * 4).map(realistic_entry).collect();
     let bytes: usize = entries
         .iter()
@@ -237,20 +270,55 @@ fn turn_mix_bench(dir: &Path) {
         .build()
         .unwrap();
     let run = create_run_store(&run_dir);
+    let task_dir = dir.join("run-turns-in-task");
+    let _ = std::fs::remove_dir_all(&task_dir);
+    let in_task = create_run_store(&task_dir);
     let key = SessionKey::session("bench").unwrap();
     let _lock = runtime.block_on(run.lock("bench")).unwrap();
-    // Warm up: create both files.
+    let _task_lock = runtime.block_on(in_task.lock("bench")).unwrap();
+    // Warm up: create every file.
     let warm = Entry::message(Message::user("warm up"));
     bare.write_all(&serde_json::to_vec(&warm).unwrap()).unwrap();
     bare.write_all(b"\n").unwrap();
     bare.sync_data().unwrap();
-    runtime.block_on(run.append(&key, &[warm])).unwrap();
-    let mut times = [Duration::ZERO; 2];
-    for block in entries.chunks(4 * 5) {
-        for (variant, time) in times.iter_mut().enumerate() {
+    runtime
+        .block_on(run.append(&key, std::slice::from_ref(&warm)))
+        .unwrap();
+    runtime.block_on(in_task.append(&key, &[warm])).unwrap();
+    let writer_path = dir.join("writer-turns.jsonl");
+    let _ = std::fs::remove_file(&writer_path);
+    let mut writer = JsonlWriter::new(&writer_path, "bench", Durability::Full);
+    writer
+        .append(&[Entry::message(Message::user("warm up"))])
+        .unwrap();
+    let mut rounds_times: Vec<[Duration; 4]> = Vec::new();
+    let turns_per_round = 5;
+    for (round, block) in entries.chunks(4 * turns_per_round).enumerate() {
+        let mut times = [Duration::ZERO; 4];
+        for step in 0..times.len() {
+            // The order rotates from round to round: no variant always runs first.
+            let variant = (round + step) % times.len();
+            let time = &mut times[variant];
             let start = Instant::now();
+            if variant == 2 {
+                // From a task on a runtime worker, as the chat runs its turns.
+                let (store, key, block) = (in_task.clone(), key.clone(), block.to_vec());
+                let task = runtime.spawn(async move {
+                    for entry in &block {
+                        store
+                            .append(&key, std::slice::from_ref(entry))
+                            .await
+                            .unwrap();
+                    }
+                });
+                runtime.block_on(task).unwrap();
+                *time += start.elapsed();
+                continue;
+            }
             for entry in block {
-                if variant == 0 {
+                if variant == 3 {
+                    writer.append(std::slice::from_ref(entry)).unwrap();
+                } else if variant == 0 {
                     let mut line = serde_json::to_vec(entry).unwrap();
                     line.push(b'\n');
                     bare.write_all(&line).unwrap();
@@ -263,18 +331,21 @@ fn turn_mix_bench(dir: &Path) {
             }
             *time += start.elapsed();
         }
+        rounds_times.push(times);
     }
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / entries.len() as f64;
-    let base = per(times[0]);
-    println!("bare write+fdatasync (encode included):   {base:8.1} µs per append");
-    println!(
-        "{:48} {:8.1} µs  ratio {:.3}x",
-        "RunStore::append (turn mix)",
-        per(times[1]),
-        per(times[1]) / base
+    print_ratios(
+        &rounds_times,
+        4 * turns_per_round,
+        &[
+            (3, "JsonlWriter::append (turn mix)"),
+            (1, "RunStore::append (turn mix)"),
+            (2, "RunStore::append (turn mix) from a spawned task"),
+        ],
     );
     let _ = std::fs::remove_file(&bare_path);
     let _ = std::fs::remove_dir_all(&run_dir);
+    let _ = std::fs::remove_dir_all(&task_dir);
+    let _ = std::fs::remove_file(&writer_path);
     println!();
 }
 

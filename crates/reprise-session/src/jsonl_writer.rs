@@ -28,6 +28,37 @@ struct FileIndex {
     /// The last bytes before `len`: if they changed, someone rewrote the file (cut it
     /// and wrote again) and the index starts over.
     tail: Vec<u8>,
+    /// The file as this writer left it after its last append.
+    stamp: Option<Stamp>,
+}
+
+/// What a stat shows of a file: device, inode, size, modification and change times.
+///
+/// Taken right after this writer's own append; when a stat of the path still shows
+/// exactly that, nobody has touched the file since (a write, a cut or a replacement
+/// changes the inode, the size or the change time, which no program can set back), so
+/// the next append needs neither to open the file again nor to re-check its last
+/// bytes: `pread` on a file just written updates its access time, a journaled inode
+/// change that cost more than the open and the read together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 /// How many bytes before the index's end are compared to detect a rewritten file.
@@ -53,6 +84,10 @@ pub struct JsonlWriter {
     session_id: String,
     durability: Durability,
     index: Option<FileIndex>,
+    /// Kept open between appends when asked to ([`JsonlWriter::keeping_file_open`]);
+    /// always the file the index's stamp was taken from.
+    file: Option<File>,
+    keep_open: bool,
 }
 
 impl JsonlWriter {
@@ -64,7 +99,18 @@ impl JsonlWriter {
             session_id: session_id.to_owned(),
             durability,
             index: None,
+            file: None,
+            keep_open: false,
         }
+    }
+
+    /// Keeps the file open between appends (one descriptor for the writer's life),
+    /// saving an `open` and a `close` per append. For writers of which a process has
+    /// a handful (a run's conversation and subagents), not one per session of a store
+    /// that may hold thousands.
+    pub fn keeping_file_open(mut self) -> Self {
+        self.keep_open = true;
+        self
     }
 
     /// The file written.
@@ -130,8 +176,10 @@ impl JsonlWriter {
                 lines: 0,
                 uuids: HashSet::new(),
                 tail: Vec::new(),
+                stamp: None,
             },
         };
+        index.stamp = None;
         if index.len == meta.len() {
             self.index = Some(index);
             return Ok((Vec::new(), Vec::new()));
@@ -232,8 +280,33 @@ impl JsonlWriter {
         &mut self,
         entries: &[Entry],
     ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
-        let (mut file, _created) = self.open()?;
-        let (_, warnings) = self.refresh(&file, false, true)?;
+        let at_path = match std::fs::metadata(&self.path) {
+            Ok(meta) => Some(Stamp::of(&meta)),
+            Err(error) if error.kind() == ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(StoreError::Io {
+                    op: "stat",
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let untouched = at_path.is_some()
+            && self
+                .index
+                .as_ref()
+                .is_some_and(|index| index.stamp == at_path);
+        let cached = self.file.take();
+        let (mut file, warnings) = match cached {
+            // The stamp was taken from this very file, so it is the one at the path.
+            Some(file) if untouched => (file, Vec::new()),
+            _ if untouched => (self.open()?.0, Vec::new()),
+            _ => {
+                let (file, _created) = self.open()?;
+                let (_, warnings) = self.refresh(&file, false, true)?;
+                (file, warnings)
+            }
+        };
         let Some(index) = self.index.as_mut() else {
             return Err(StoreError::Format {
                 path: self.path.clone(),
@@ -258,8 +331,13 @@ impl JsonlWriter {
             written.push(i);
         }
         if buf.is_empty() {
+            if self.keep_open && index.stamp.is_some() {
+                self.file = Some(file);
+            }
             return Ok((written, report, warnings));
         }
+        // Until the write is done and stamped, the file is not as the stamp says.
+        index.stamp = None;
         if let Err(source) = file.write_all(&buf) {
             // Leave no partial line behind for the next reader.
             let _ = file.set_len(index.len);
@@ -281,6 +359,13 @@ impl JsonlWriter {
         tail.drain(..excess);
         index.tail = tail;
         index.uuids.extend(batch_uuids);
+        // One fstat, in place of an open, a stat and a read at the next append.
+        if let Ok(meta) = file.metadata() {
+            index.stamp = Some(Stamp::of(&meta));
+            if self.keep_open {
+                self.file = Some(file);
+            }
+        }
         Ok((written, report, warnings))
     }
 }

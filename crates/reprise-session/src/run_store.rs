@@ -254,13 +254,12 @@ impl Inner {
 
     fn writer<'s>(&self, state: &'s mut RunState, key: &SessionKey) -> &'s mut JsonlWriter {
         let id = key.session_id();
+        // A run has a handful of transcripts: each writer keeps its file open.
+        let new =
+            || JsonlWriter::new(self.transcript_path(key), id, self.durability).keeping_file_open();
         match key.subagent_name() {
-            None => state.main.get_or_insert_with(|| {
-                JsonlWriter::new(self.transcript_path(key), id, self.durability)
-            }),
-            Some(name) => state.subagents.entry(name.to_owned()).or_insert_with(|| {
-                JsonlWriter::new(self.transcript_path(key), id, self.durability)
-            }),
+            None => state.main.get_or_insert_with(new),
+            Some(name) => state.subagents.entry(name.to_owned()).or_insert_with(new),
         }
     }
 }

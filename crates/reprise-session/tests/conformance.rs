@@ -26,8 +26,20 @@ async fn memory_store_conforms() {
     .await;
 }
 
+// The file stores run short appends in the calling task, longer work in
+// `block_in_place` on a multi-threaded runtime and on the blocking pool on a
+// current-thread one: each store is run through the suite on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_store_conforms() {
+    file_store_suite().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn file_store_conforms_on_a_current_thread_runtime() {
+    file_store_suite().await;
+}
+
+async fn file_store_suite() {
     let dirs = std::sync::Mutex::new(Vec::new());
     run_all(
         &|| {
@@ -47,6 +59,15 @@ async fn file_store_conforms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_store_conforms() {
+    run_store_suite().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn run_store_conforms_on_a_current_thread_runtime() {
+    run_store_suite().await;
+}
+
+async fn run_store_suite() {
     let dirs = std::sync::Mutex::new(Vec::new());
     run_all(
         &|| {

@@ -106,6 +106,44 @@ fn an_append_cuts_a_torn_tail_left_by_another_writer() {
 }
 
 #[test]
+fn a_writer_keeping_its_file_open_notices_lines_added_and_a_replaced_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut writer = JsonlWriter::new(&path, "s", Durability::None).keeping_file_open();
+    let (a, b, c) = (user("a"), user("b"), user("c"));
+    writer.append(std::slice::from_ref(&a)).unwrap();
+    // Someone else (ignoring the lock) appends b: the writer learns of it, so a retry
+    // of b is not written twice.
+    let mut other = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut other, &line(&b)).unwrap();
+    let (report, _) = writer.append(&[b.clone(), c.clone()]).unwrap();
+    assert_eq!((report.written, report.skipped), (1, 1));
+    assert_eq!(
+        load_file(&path, "s").unwrap().unwrap().entries,
+        [a.clone(), b, c.clone()]
+    );
+
+    // The file is replaced by rename: the next append goes to the new file (not to the
+    // open descriptor of the old one), whose uuids are read afresh.
+    let x = user("x");
+    let replacement = dir.path().join("new.jsonl");
+    std::fs::write(&replacement, line(&x)).unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let d = user("d");
+    let (report, _) = writer.append(&[a.clone(), d.clone()]).unwrap();
+    assert_eq!((report.written, report.skipped), (2, 0));
+    assert_eq!(load_file(&path, "s").unwrap().unwrap().entries, [x, a, d]);
+
+    // Deleted: the next append creates it again.
+    std::fs::remove_file(&path).unwrap();
+    writer.append(std::slice::from_ref(&c)).unwrap();
+    assert_eq!(load_file(&path, "s").unwrap().unwrap().entries, [c]);
+}
+
+#[test]
 fn corrupt_lines_are_skipped_with_a_warning_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
