@@ -1,7 +1,8 @@
 //! Storage benchmark: prints its figures (no assertions; the machine is shared).
 //!
 //! - durable append of a ~1 KB entry vs a bare `write` + `fdatasync` of the same bytes
-//! - load of a 100 MB session (MB/s, and peak memory measured in a child process)
+//! - load of a 100 MB session of coding-agent turns, and of a 40 MB one of plain prose
+//!   (MB/s, CPU time, and peak memory measured in a child process)
 //! - fork of a 100 MB session vs `std::fs::copy` (with the default durability the fork's
 //!   data is synced in the background after it returns; `copy + sync_all` is printed
 //!   for scale)
@@ -368,6 +369,39 @@ fn make_session(path: &Path) -> u64 {
     }
 }
 
+/// A second shape for the load figure: plain ASCII prose (no escapes), user and
+/// assistant turns of a few hundred bytes to 2 KB.
+fn prose_entry(i: usize) -> Entry {
+    let sentence = "The report covers the quarter's sales by region, the changes in staffing \
+                    and the plan for the next release, with the open questions listed at the end. ";
+    let text = format!("Turn {i}: {}", sentence.repeat(2 + i % 12));
+    if i.is_multiple_of(2) {
+        Entry::message(Message::user(text))
+    } else {
+        Entry::message(Message::assistant(text))
+    }
+}
+
+/// A session of [`prose_entry`] lines, about `mb` MB.
+fn make_prose_session(path: &Path, mb: u64) -> u64 {
+    let target = mb << 20;
+    if std::fs::metadata(path).is_ok_and(|meta| meta.len() >= target) {
+        return std::fs::metadata(path).unwrap().len();
+    }
+    let _ = std::fs::remove_file(path);
+    let mut writer = JsonlWriter::new(path, "prose", Durability::None);
+    let mut i = 0;
+    loop {
+        let batch: Vec<Entry> = (i..i + 2000).map(prose_entry).collect();
+        i += 2000;
+        writer.append(&batch).unwrap();
+        let len = std::fs::metadata(path).unwrap().len();
+        if len >= target {
+            return len;
+        }
+    }
+}
+
 /// CPU time (user + system) this process has used, in seconds (10 ms ticks).
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
@@ -428,9 +462,9 @@ fn load_child(path: &Path) {
     );
 }
 
-fn load_bench(path: &Path, len: u64) {
+fn load_bench(path: &Path, len: u64, shape: &str) {
     println!(
-        "## load of a {} MB session (load_file, warm page cache)",
+        "## load of a {} MB session of {shape} (load_file, warm page cache)",
         len >> 20
     );
     let exe = std::env::current_exe().unwrap();
@@ -572,7 +606,15 @@ fn main() {
     if wants("load") || wants("fork") {
         let len = make_session(&session);
         if wants("load") {
-            load_bench(&session, len);
+            load_bench(
+                &session,
+                len,
+                "coding-agent turns (tool results full of escapes)",
+            );
+            // A second shape, so that the figure is not one data shape's.
+            let prose = dir.join("prose.jsonl");
+            let prose_len = make_prose_session(&prose, 40);
+            load_bench(&prose, prose_len, "ASCII prose without escapes");
         }
         if wants("fork") {
             fork_bench(&dir, &session);

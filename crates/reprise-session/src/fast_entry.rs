@@ -5,11 +5,14 @@
 //! `Content`, both of which make serde buffer every value into an intermediate tree
 //! and decode it a second time; for transcripts that are mostly long strings that
 //! costs more than half the load time. This decoder walks the line once: it matches
-//! the known keys, decodes their strings in one pass into allocations of the final
-//! size, and hands anything else (unknown fields, content parts, non-string
-//! arguments) to serde_json as a value. Anything it is not sure about (a duplicate
-//! field, a type mismatch, bad syntax) makes it give up, and the caller falls back to
-//! the derived decoder, so the two can only differ in speed.
+//! the known keys as bytes, decodes each string in one pass (unescaping into a reused
+//! buffer) and allocates it at its final size, and hands anything else (unknown
+//! fields' values, content parts, non-string arguments) to serde_json. It gives up on
+//! anything the derived decoder refuses (a duplicate field, a type mismatch, bad
+//! syntax or escapes, invalid UTF-8) and on values nested too deep; the caller then
+//! falls back to the derived decoder, so the two can only differ in speed. The
+//! property tests below check that they never differ, and that this decoder takes
+//! every line of every shape they generate that the derived decoder accepts.
 
 use std::borrow::Cow;
 
@@ -24,30 +27,40 @@ use crate::message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall
 /// Decodes entry lines; keeps one buffer for unescaping between lines.
 #[derive(Default)]
 pub(crate) struct EntryDecoder {
-    /// Unescaped text of the string being decoded; at least as long as the line.
+    /// Unescaped text of the string being decoded.
     scratch: Vec<u8>,
 }
 
 impl EntryDecoder {
-    /// Decodes one entry line (without its `\n`); `None` when the fast path does not
-    /// apply (the caller then uses `serde_json::from_slice::<Entry>`).
-    pub(crate) fn decode(&mut self, line: &[u8]) -> Option<Entry> {
+    /// Decodes the entry line that starts at `bytes[start]` and ends at the next
+    /// `\n` (or the end of `bytes`): the entry and where the line ends. `None` when
+    /// the fast path does not apply (the caller then finds the line's end and uses
+    /// `serde_json::from_slice::<Entry>`). Finding the end while decoding saves a
+    /// pass over the bytes.
+    pub(crate) fn decode_line(&mut self, bytes: &[u8], start: usize) -> Option<(Entry, usize)> {
         let mut parser = Parser {
-            bytes: line,
-            pos: 0,
+            bytes,
+            start,
+            pos: start,
+            line_end: None,
             scratch: &mut self.scratch,
         };
         parser.skip_ws();
         let entry = parser.entry()?;
         parser.skip_ws();
-        (parser.pos == line.len()).then_some(entry)
+        match bytes.get(parser.pos) {
+            None | Some(b'\n') => Some((entry, parser.pos)),
+            Some(_) => None,
+        }
     }
 }
 
-/// [`EntryDecoder::decode`] with a fresh decoder.
+/// [`EntryDecoder::decode_line`] of a whole line (no `\n` in it), with a fresh decoder.
 #[cfg(test)]
 pub(crate) fn decode_entry(line: &[u8]) -> Option<Entry> {
-    EntryDecoder::default().decode(line)
+    EntryDecoder::default()
+        .decode_line(line, 0)
+        .and_then(|(entry, end)| (end == line.len()).then_some(entry))
 }
 
 /// Nesting (objects and arrays, the entry itself included) past which values are left
@@ -62,9 +75,14 @@ enum Text<'a> {
     Unescaped(usize),
 }
 
+/// Reads one line of `bytes`, from `start`.
 struct Parser<'a, 's> {
     bytes: &'a [u8],
+    /// Where the line starts.
+    start: usize,
     pos: usize,
+    /// Where the line's `\n` is (or the end of `bytes`), once asked for.
+    line_end: Option<usize>,
     scratch: &'s mut Vec<u8>,
 }
 
@@ -112,6 +130,119 @@ fn skip_plain(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// `bytes` as text, if they are UTF-8.
+fn utf8(bytes: &[u8]) -> Result<&str, simdutf8::basic::Utf8Error> {
+    simdutf8::basic::from_utf8(bytes)
+}
+
+/// In [`ESCAPES`]: the escape is invalid.
+const INVALID: u8 = 0xff;
+/// In [`ESCAPES`]: a `\u` escape.
+const UNICODE: u8 = 0xfe;
+
+/// What the byte after a backslash stands for: a table, not a `match`, because
+/// escapes come every few bytes in code and logs and a jump table mispredicts.
+const ESCAPES: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[b'/' as usize] = b'/';
+    table[b'b' as usize] = 0x08;
+    table[b'f' as usize] = 0x0c;
+    table[b'n' as usize] = b'\n';
+    table[b'r' as usize] = b'\r';
+    table[b't' as usize] = b'\t';
+    table[b'u' as usize] = UNICODE;
+    table
+};
+
+/// A key as text for an `extra` map; `None` when it is not UTF-8 (serde_json refuses
+/// the line then).
+fn key_text(key: Cow<'_, [u8]>) -> Option<String> {
+    match key {
+        Cow::Borrowed(raw) => utf8(raw).ok().map(str::to_owned),
+        Cow::Owned(bytes) => String::from_utf8(bytes).ok(),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, the form this crate writes, read without jiff's
+/// general parser (which took a tenth of the decoding time); `None` for anything
+/// else, which jiff then reads. Gives what jiff gives.
+fn canonical_timestamp(text: &[u8]) -> Option<Timestamp> {
+    let [
+        y0,
+        y1,
+        y2,
+        y3,
+        b'-',
+        m0,
+        m1,
+        b'-',
+        d0,
+        d1,
+        b'T',
+        h0,
+        h1,
+        b':',
+        n0,
+        n1,
+        b':',
+        s0,
+        s1,
+        b'.',
+        f0,
+        f1,
+        f2,
+        b'Z',
+    ] = *text
+    else {
+        return None;
+    };
+    let number = |digits: &[u8]| {
+        digits.iter().try_fold(0i64, |value, digit| {
+            digit
+                .is_ascii_digit()
+                .then(|| value * 10 + i64::from(digit - b'0'))
+        })
+    };
+    let year = number(&[y0, y1, y2, y3])?;
+    let (month, day) = (number(&[m0, m1])?, number(&[d0, d1])?);
+    let (hour, minute) = (number(&[h0, h1])?, number(&[n0, n1])?);
+    let (second, millis) = (number(&[s0, s1])?, number(&[f0, f1, f2])?);
+    // jiff reads a leap second (60) as 59: that and other oddities are left to it.
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    // Checks the day against the month's length.
+    jiff::civil::Date::new(
+        i16::try_from(year).ok()?,
+        i8::try_from(month).ok()?,
+        i8::try_from(day).ok()?,
+    )
+    .ok()?;
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    Timestamp::new(seconds, i32::try_from(millis * 1_000_000).ok()?).ok()
+}
+
+/// Days from 1970-01-01 to a valid proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Grows `scratch` (doubling) so that it holds 16 bytes past `out`.
+fn make_room(scratch: &mut Vec<u8>, out: usize) {
+    if scratch.len() < out + 16 {
+        let len = (out + 16).max(scratch.len() * 2).max(1024);
+        scratch.resize(len, 0);
+    }
+}
+
 /// The value of four hex digits, as serde_json reads them.
 fn hex4(digits: &[u8]) -> Option<u32> {
     let mut value = 0;
@@ -136,11 +267,19 @@ impl<'a> Parser<'a, '_> {
         (self.next()? == byte).then_some(())
     }
 
-    /// Skips JSON whitespace (the four characters serde_json skips).
+    /// Skips JSON whitespace: what serde_json skips, but `\n`, which ends the line.
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+        while let Some(b' ' | b'\t' | b'\r') = self.peek() {
             self.pos += 1;
         }
+    }
+
+    /// Where the line's `\n` is, or the end of the bytes.
+    fn line_end(&mut self) -> usize {
+        *self.line_end.get_or_insert_with(|| {
+            memchr::memchr(b'\n', &self.bytes[self.start..])
+                .map_or(self.bytes.len(), |newline| self.start + newline)
+        })
     }
 
     fn null(&mut self) -> Option<()> {
@@ -168,50 +307,38 @@ impl<'a> Parser<'a, '_> {
             b'\\' => {}
             _ => return None,
         }
-        // The text shrinks when unescaped, so a buffer as long as the line holds it.
         let scratch = &mut *self.scratch;
-        if scratch.len() < bytes.len() {
-            scratch.resize(bytes.len(), 0);
-        }
         let mut out = at - start;
+        make_room(scratch, out);
         scratch[..out].copy_from_slice(&bytes[start..at]);
         loop {
-            // `at` is at a special byte.
+            // `at` is at a special byte; `scratch` has room for a word past `out`.
             match bytes[at] {
                 b'"' => {
                     self.pos = at + 1;
                     return Some(Text::Unescaped(out));
                 }
-                b'\\' => {
-                    let short = match *bytes.get(at + 1)? {
-                        b'"' => b'"',
-                        b'\\' => b'\\',
-                        b'/' => b'/',
-                        b'b' => 0x08,
-                        b'f' => 0x0c,
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'u' => 0,
-                        _ => return None,
-                    };
-                    if short != 0 {
-                        scratch[out] = short;
-                        out += 1;
-                        at += 2;
-                    } else {
+                b'\\' => match ESCAPES[usize::from(*bytes.get(at + 1)?)] {
+                    UNICODE => {
                         let (ch, len) = unicode_escape(&bytes[at..])?;
                         // `\uXXXX` is 6 bytes and becomes at most 3 (4 for a pair,
                         // which is 12), so this stays behind `at`.
                         out += ch.encode_utf8(&mut scratch[out..]).len();
                         at += len;
                     }
-                }
+                    INVALID => return None,
+                    short => {
+                        scratch[out] = short;
+                        out += 1;
+                        at += 2;
+                    }
+                },
                 _ => return None,
             }
-            // Copy the plain run that follows a word at a time: `out <= at`, so the
-            // whole word fits, and what lands past the run is overwritten next.
+            // Copy the plain run that follows a word at a time; what lands past the
+            // run is overwritten next.
             loop {
+                make_room(scratch, out);
                 let Some(word) = bytes.get(at..at + 8) else {
                     while at < bytes.len() && !is_special(bytes[at]) {
                         scratch[out] = bytes[at];
@@ -238,6 +365,37 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
+    /// The text of a string read by [`Parser::text`].
+    fn as_str<'t>(&'t self, text: Text<'a>) -> Option<&'t str>
+    where
+        'a: 't,
+    {
+        match text {
+            Text::Raw(raw) => utf8(raw).ok(),
+            Text::Unescaped(len) => utf8(&self.scratch[..len]).ok(),
+        }
+    }
+
+    /// A uuid string, in any of the forms `Uuid`'s `FromStr` reads.
+    fn uuid(&mut self) -> Option<Uuid> {
+        match self.text()? {
+            // Only ASCII parses: no need to check UTF-8 first.
+            Text::Raw(raw) => Uuid::try_parse_ascii(raw).ok(),
+            text => Uuid::try_parse(self.as_str(text)?).ok(),
+        }
+    }
+
+    /// A timestamp string, as `Timestamp`'s `FromStr` reads it.
+    fn timestamp(&mut self) -> Option<Timestamp> {
+        let text = self.text()?;
+        if let Text::Raw(raw) = text
+            && let Some(ts) = canonical_timestamp(raw)
+        {
+            return Some(ts);
+        }
+        self.as_str(text)?.parse().ok()
+    }
+
     /// A string as owned text, allocated at its exact size.
     fn string(&mut self) -> Option<String> {
         self.with_str(str::to_owned)
@@ -245,20 +403,16 @@ impl<'a> Parser<'a, '_> {
 
     /// Calls `f` with the text of a string.
     fn with_str<R>(&mut self, f: impl FnOnce(&str) -> R) -> Option<R> {
-        let text = match self.text()? {
-            Text::Raw(raw) => std::str::from_utf8(raw).ok()?,
-            Text::Unescaped(len) => std::str::from_utf8(&self.scratch[..len]).ok()?,
-        };
-        Some(f(text))
+        let text = self.text()?;
+        Some(f(self.as_str(text)?))
     }
 
-    /// An object key: borrowed from the line when it has no escapes.
-    fn key(&mut self) -> Option<Cow<'a, str>> {
+    /// An object key, not yet checked to be UTF-8 (known keys are matched as bytes):
+    /// borrowed from the line when it has no escapes.
+    fn key(&mut self) -> Option<Cow<'a, [u8]>> {
         match self.text()? {
-            Text::Raw(raw) => std::str::from_utf8(raw).ok().map(Cow::Borrowed),
-            Text::Unescaped(len) => std::str::from_utf8(&self.scratch[..len])
-                .ok()
-                .map(|text| Cow::Owned(text.to_owned())),
+            Text::Raw(raw) => Some(Cow::Borrowed(raw)),
+            Text::Unescaped(len) => Some(Cow::Owned(self.scratch[..len].to_vec())),
         }
     }
 
@@ -276,7 +430,7 @@ impl<'a> Parser<'a, '_> {
     /// (which `field` must consume).
     fn object(
         &mut self,
-        mut field: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+        mut field: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Option<()>,
     ) -> Option<()> {
         self.eat(b'{')?;
         self.skip_ws();
@@ -302,7 +456,8 @@ impl<'a> Parser<'a, '_> {
     /// A value decoded by serde_json (unknown fields, content parts); `depth` is how
     /// many objects and arrays enclose it.
     fn serde_value<T: DeserializeOwned>(&mut self, depth: usize) -> Option<T> {
-        let rest = &self.bytes[self.pos..];
+        let end = self.line_end();
+        let rest = &self.bytes[self.pos..end];
         let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
         let value = values.next()?.ok()?;
         let used = values.byte_offset();
@@ -323,10 +478,10 @@ impl<'a> Parser<'a, '_> {
         let mut extra = Map::new();
         self.object(|p, key| {
             match &*key {
-                "uuid" if uuid.is_none() => uuid = Some(p.with_str(Uuid::try_parse)?.ok()?),
-                "ts" if ts.is_none() => ts = Some(p.with_str(str::parse::<Timestamp>)?.ok()?),
-                "kind" if kind.is_none() => kind = Some(p.optional_string()?),
-                "message" if message.is_none() => {
+                b"uuid" if uuid.is_none() => uuid = Some(p.uuid()?),
+                b"ts" if ts.is_none() => ts = Some(p.timestamp()?),
+                b"kind" if kind.is_none() => kind = Some(p.optional_string()?),
+                b"message" if message.is_none() => {
                     message = Some(if p.peek()? == b'n' {
                         p.null()?;
                         None
@@ -335,10 +490,10 @@ impl<'a> Parser<'a, '_> {
                     });
                 }
                 // A duplicate: the derived decoder refuses it.
-                "uuid" | "ts" | "kind" | "message" => return None,
+                b"uuid" | b"ts" | b"kind" | b"message" => return None,
                 _ => {
                     let value = p.serde_value(1)?;
-                    extra.insert(key.into_owned(), value);
+                    extra.insert(key_text(key)?, value);
                 }
             }
             Some(())
@@ -360,8 +515,8 @@ impl<'a> Parser<'a, '_> {
         let mut extra = Map::new();
         self.object(|p, key| {
             match &*key {
-                "role" if role.is_none() => role = Some(p.with_str(|text| Role::from(text))?),
-                "content" if content.is_none() => {
+                b"role" if role.is_none() => role = Some(p.with_str(|text| Role::from(text))?),
+                b"content" if content.is_none() => {
                     content = Some(match p.peek()? {
                         b'"' => Some(Content::Text(p.string()?)),
                         b'[' => Some(Content::Parts(p.serde_value::<Vec<ContentPart>>(2)?)),
@@ -371,7 +526,7 @@ impl<'a> Parser<'a, '_> {
                         }
                     });
                 }
-                "tool_calls" if tool_calls.is_none() => {
+                b"tool_calls" if tool_calls.is_none() => {
                     tool_calls = Some(if p.peek()? == b'n' {
                         p.null()?;
                         None
@@ -379,13 +534,13 @@ impl<'a> Parser<'a, '_> {
                         Some(p.tool_calls()?)
                     });
                 }
-                "tool_call_id" if tool_call_id.is_none() => {
+                b"tool_call_id" if tool_call_id.is_none() => {
                     tool_call_id = Some(p.optional_string()?)
                 }
-                "role" | "content" | "tool_calls" | "tool_call_id" => return None,
+                b"role" | b"content" | b"tool_calls" | b"tool_call_id" => return None,
                 _ => {
                     let value = p.serde_value(2)?;
-                    extra.insert(key.into_owned(), value);
+                    extra.insert(key_text(key)?, value);
                 }
             }
             Some(())
@@ -426,13 +581,13 @@ impl<'a> Parser<'a, '_> {
         let mut extra = Map::new();
         self.object(|p, key| {
             match &*key {
-                "id" if id.is_none() => id = Some(p.string()?),
-                "type" if kind.is_none() => kind = Some(p.string()?),
-                "function" if function.is_none() => function = Some(p.function()?),
-                "id" | "type" | "function" => return None,
+                b"id" if id.is_none() => id = Some(p.string()?),
+                b"type" if kind.is_none() => kind = Some(p.string()?),
+                b"function" if function.is_none() => function = Some(p.function()?),
+                b"id" | b"type" | b"function" => return None,
                 _ => {
                     let value = p.serde_value(4)?;
-                    extra.insert(key.into_owned(), value);
+                    extra.insert(key_text(key)?, value);
                 }
             }
             Some(())
@@ -451,8 +606,8 @@ impl<'a> Parser<'a, '_> {
         let mut extra = Map::new();
         self.object(|p, key| {
             match &*key {
-                "name" if name.is_none() => name = Some(p.string()?),
-                "arguments" if arguments.is_none() => {
+                b"name" if name.is_none() => name = Some(p.string()?),
+                b"arguments" if arguments.is_none() => {
                     // As the derived decoder: text stays text, null is empty, anything
                     // else is re-encoded as JSON text.
                     arguments = Some(match p.peek()? {
@@ -464,10 +619,10 @@ impl<'a> Parser<'a, '_> {
                         _ => p.serde_value::<Value>(5)?.to_string(),
                     });
                 }
-                "name" | "arguments" => return None,
+                b"name" | b"arguments" => return None,
                 _ => {
                     let value = p.serde_value(5)?;
-                    extra.insert(key.into_owned(), value);
+                    extra.insert(key_text(key)?, value);
                 }
             }
             Some(())
@@ -573,7 +728,7 @@ mod props {
 
     /// Pieces of a JSON string body: plain text, every short escape, `\u` escapes
     /// (pairs, lone surrogates, bad hex), raw control characters and bad escapes.
-    fn piece() -> impl Strategy<Value = String> {
+    pub(super) fn piece() -> impl Strategy<Value = String> {
         prop_oneof![
             "[a-z {}();:,.]{0,12}",
             "\\PC{0,4}",
@@ -634,23 +789,504 @@ mod props {
             }
         }
 
-        /// Entries this crate writes, with any text, round-trip through the fast path.
+        /// Entries this crate writes, with any text and any unknown fields, take the
+        /// fast path (and decode as the derived decoder does: floats in `extra` are
+        /// serde_json's to round, not exactly).
         #[test]
         fn written_entries_round_trip_through_the_fast_decoder(
             text in "\\PC*|[\\x00-\\x7f]*",
             arguments in "\\PC*",
+            extra in proptest::collection::vec(("\\PC{0,6}", json_value()), 0..3),
         ) {
+            let extra: Map<String, Value> = extra.into_iter().collect();
+            let mut with_extra = Message::assistant(text.clone());
+            with_extra.extra = extra.clone();
+            let mut call = ToolCall::function("c1", "f", arguments.clone());
+            call.extra = extra.clone();
+            call.function.extra = extra.clone();
+            let mut entry_extra = Entry::message(Message::user(text.clone()));
+            entry_extra.extra = extra.clone();
             for entry in [
                 Entry::message(Message::user(text.clone())),
+                Entry::message(Message::system(text.clone())),
+                Entry::message(Message::assistant(text.clone())),
                 Entry::message(Message::assistant_tool_calls(
                     Some(text.clone()),
                     vec![ToolCall::function("c1", "f", arguments.clone())],
                 )),
+                Entry::message(Message::assistant_tool_calls(None, vec![call.clone(), call])),
                 Entry::message(Message::tool("c1", text.clone())),
+                Entry::message(with_extra),
+                Entry::other(text.clone(), extra.clone()),
+                entry_extra,
             ] {
                 let line = serde_json::to_vec(&entry).unwrap();
-                prop_assert_eq!(decode_entry(&line), Some(entry));
+                let derived = serde_json::from_slice::<Entry>(&line).unwrap();
+                prop_assert_eq!(decode_entry(&line), Some(derived));
             }
         }
+    }
+
+    proptest! {
+        /// The shortcut for timestamps in the form this crate writes reads what jiff
+        /// reads, for any instant in jiff's range.
+        #[test]
+        fn canonical_timestamps_read_as_jiff_reads_them(
+            millis in -377_705_116_800_000i64..253_402_300_799_999,
+        ) {
+            let ts = Timestamp::from_millisecond(millis).unwrap();
+            let text = format!("{ts:.3}");
+            if text.len() == 24 {
+                prop_assert_eq!(canonical_timestamp(text.as_bytes()), Some(ts));
+            }
+            prop_assert_eq!(text.parse::<Timestamp>().ok(), Some(ts));
+        }
+
+        /// Any digits in that form (bad months, days, hours, leap seconds): the
+        /// shortcut gives jiff's timestamp, or leaves the text to jiff.
+        #[test]
+        fn canonical_timestamp_shortcut_never_differs_from_jiff(
+            digits in proptest::collection::vec(0u8..10, 17),
+            high in proptest::collection::vec(0u8..4, 6),
+        ) {
+            let d = |i: usize| char::from(b'0' + digits[i]);
+            let h = |i: usize| char::from(b'0' + high[i]);
+            let text = format!(
+                "{}{}{}{}-{}{}-{}{}T{}{}:{}{}:{}{}.{}{}{}Z",
+                d(0), d(1), d(2), d(3), h(0).min('1'), d(4), h(1), d(5), h(2).min('2'), d(6),
+                h(3).min('6'), d(7), h(4).min('6'), d(8), d(9), d(10), d(11)
+            );
+            if let Some(ts) = canonical_timestamp(text.as_bytes()) {
+                prop_assert_eq!(Some(ts), text.parse::<Timestamp>().ok(), "{}", text);
+            }
+        }
+    }
+
+    /// Any JSON value, as this crate would hold one in an `extra` map.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "\\PC{0,8}|[\\x00-\\x7f]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(("\\PC{0,6}", inner), 0..4)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+}
+
+#[cfg(test)]
+mod shapes {
+    //! Lines of every shape the derived decoder accepts or refuses: any key order,
+    //! unknown fields at every level, whitespace between tokens, duplicate and
+    //! escaped keys, every type for every field, odd strings, truncated lines.
+    use proptest::option::weighted;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    use super::*;
+
+    /// A JSON text to render with generated whitespace.
+    #[derive(Clone, Debug)]
+    enum Json {
+        /// A literal, number or string, as JSON text.
+        Raw(Vec<u8>),
+        /// Keys as JSON text (quotes included).
+        Object(Vec<(Vec<u8>, Json)>),
+        Array(Vec<Json>),
+    }
+
+    fn raw(text: &str) -> Json {
+        Json::Raw(text.as_bytes().to_vec())
+    }
+
+    fn space(ws: &[&str], at: &mut usize, out: &mut Vec<u8>) {
+        *at += 1;
+        out.extend_from_slice(ws[*at % ws.len()].as_bytes());
+    }
+
+    fn render(json: &Json, ws: &[&str], at: &mut usize, out: &mut Vec<u8>) {
+        match json {
+            Json::Raw(text) => out.extend_from_slice(text),
+            Json::Object(fields) => {
+                out.push(b'{');
+                for (i, (key, value)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    space(ws, at, out);
+                    out.extend_from_slice(key);
+                    space(ws, at, out);
+                    out.push(b':');
+                    space(ws, at, out);
+                    render(value, ws, at, out);
+                    space(ws, at, out);
+                }
+                out.push(b'}');
+            }
+            Json::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    space(ws, at, out);
+                    render(item, ws, at, out);
+                    space(ws, at, out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+
+    /// Whitespace between tokens: mostly none, as written, sometimes any of JSON's
+    /// but `\n` (which ends a line).
+    fn whitespace() -> impl Strategy<Value = Vec<&'static str>> {
+        prop_oneof![
+            3 => Just(vec![""]),
+            1 => proptest::collection::vec(
+                prop::sample::select(vec!["", "", " ", "\t", "\r  ", "\r"]),
+                1..6,
+            ),
+        ]
+    }
+
+    /// Pieces of a string body that serde_json accepts: text, every escape.
+    fn good_piece() -> BoxedStrategy<Vec<u8>> {
+        prop_oneof![
+            4 => "[a-z {}();:,.]{0,12}".prop_map(String::into_bytes),
+            2 => r#"[^"\\\p{C}]{0,4}"#.prop_map(String::into_bytes),
+            1 => prop::sample::select(vec![
+                r#"\""#, r"\\", r"\/", r"\b", r"\f", r"\n", r"\r", r"\t", r"\u00e9",
+                r"\u0000", r"\u001F", r"\uD83D\uDE00", r"\ud83c\udf89", r"\uFFFF", r"\u0022",
+                r"\u005C", "é🎉", "\u{7f}",
+            ])
+            .prop_map(|piece| piece.as_bytes().to_vec()),
+        ]
+        .boxed()
+    }
+
+    /// Pieces of a string body that serde_json refuses: bad escapes, lone or
+    /// reversed surrogates, raw control characters, invalid UTF-8.
+    fn bad_piece() -> BoxedStrategy<Vec<u8>> {
+        prop::sample::select(vec![
+            &b"\\ud800"[..],
+            b"\\udc00x",
+            b"\\uD83D\\n",
+            b"\\uDE00\\uD83D",
+            b"\\uD83D\\uD83D",
+            b"\\u12",
+            b"\\u00",
+            b"\\uzzzz",
+            b"\\x",
+            b"\\",
+            b"\t",
+            b"\n",
+            b"\x01",
+            b"\x1f",
+            b"\xff",
+            b"\xc3",
+            b"\xed\xa0\x80",
+            b"\xf0\x9f\x8e",
+            b"\xc0\xaf",
+        ])
+        .prop_map(<[u8]>::to_vec)
+        .boxed()
+    }
+
+    /// A string serde_json accepts (mostly) or refuses (sometimes).
+    fn string() -> BoxedStrategy<Json> {
+        let good = proptest::collection::vec(good_piece(), 0..6);
+        let bad = (good.clone(), bad_piece(), good.clone())
+            .prop_map(|(before, bad, after)| [before.concat(), bad, after.concat()].concat());
+        prop_oneof![
+            12 => good.prop_map(|pieces| pieces.concat()),
+            1 => bad,
+        ]
+        .prop_map(|body| Json::Raw([b"\"", &body[..], b"\""].concat()))
+        .boxed()
+    }
+
+    /// A plain string, or one of a few chosen texts.
+    fn text_or(choices: &'static [&'static str]) -> BoxedStrategy<Json> {
+        prop_oneof![
+            3 => prop::sample::select(choices).prop_map(|text| raw(&format!("\"{text}\""))),
+            1 => string(),
+        ]
+        .boxed()
+    }
+
+    /// Any JSON value (for unknown fields and type mismatches).
+    fn value() -> BoxedStrategy<Json> {
+        let leaf = prop_oneof![
+            prop::sample::select(vec![
+                "0",
+                "-1",
+                "2.5",
+                "1e3",
+                "-0.0",
+                "18446744073709551616",
+                "true",
+                "false",
+                "null",
+                "1e400",
+                "01",
+                "tru",
+            ])
+            .prop_map(raw),
+            string(),
+        ];
+        leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Json::Array),
+                proptest::collection::vec((key(&["a", "b", "c"]), inner), 0..3)
+                    .prop_map(Json::Object),
+            ]
+        })
+        .boxed()
+    }
+
+    /// A key: one of `names`, sometimes with an escaped first letter, or any string.
+    fn key(names: &'static [&'static str]) -> BoxedStrategy<Vec<u8>> {
+        let name = prop::sample::select(names);
+        prop_oneof![
+            12 => name.clone().prop_map(|name| format!("\"{name}\"").into_bytes()),
+            1 => name.prop_map(|name| {
+                let first = name.chars().next().unwrap_or('x');
+                format!("\"\\u{:04x}{}\"", u32::from(first), &name[first.len_utf8()..])
+                    .into_bytes()
+            }),
+            1 => string().prop_map(|json| match json {
+                Json::Raw(text) => text,
+                _ => b"\"\"".to_vec(),
+            }),
+        ]
+        .boxed()
+    }
+
+    /// An object with `known` fields (each sometimes left out), a few unknown ones,
+    /// sometimes a duplicated field, in any order.
+    fn object(
+        known: Vec<(&'static str, BoxedStrategy<Json>)>,
+        unknown: &'static [&'static str],
+    ) -> BoxedStrategy<Json> {
+        let known: Vec<_> = known
+            .into_iter()
+            .map(|(name, value)| {
+                // Required fields are left out less often.
+                let present = if matches!(name, "uuid" | "ts" | "role" | "function") {
+                    0.97
+                } else {
+                    0.7
+                };
+                weighted(present, (key(Box::leak(Box::new([name]))), value))
+            })
+            .collect();
+        (
+            known,
+            proptest::collection::vec((key(unknown), value()), 0..2),
+            weighted(0.05, any::<Index>()),
+        )
+            .prop_flat_map(|(known, unknown, duplicate)| {
+                let mut fields: Vec<_> = known.into_iter().flatten().chain(unknown).collect();
+                if let Some(index) = duplicate
+                    && !fields.is_empty()
+                {
+                    let field = fields[index.index(fields.len())].clone();
+                    fields.push(field);
+                }
+                Just(fields).prop_shuffle().prop_map(Json::Object)
+            })
+            .boxed()
+    }
+
+    /// Mostly `good`, sometimes any value (a type mismatch, or a string).
+    fn either(good: BoxedStrategy<Json>, weight: u32) -> BoxedStrategy<Json> {
+        prop_oneof![weight * 3 => good, 1 => value()].boxed()
+    }
+
+    fn function() -> BoxedStrategy<Json> {
+        let arguments = prop_oneof![
+            2 => string(),
+            1 => Just(raw("null")),
+            2 => value(),
+        ];
+        object(
+            vec![
+                ("name", either(text_or(&["read_file", "f"]), 6)),
+                ("arguments", arguments.boxed()),
+            ],
+            &["name2", "index", "arguments "],
+        )
+    }
+
+    fn tool_call() -> BoxedStrategy<Json> {
+        object(
+            vec![
+                ("id", either(text_or(&["call_1", ""]), 6)),
+                ("type", either(text_or(&["function"]), 6)),
+                ("function", either(function(), 8)),
+            ],
+            &["index", "x"],
+        )
+    }
+
+    fn part() -> BoxedStrategy<Json> {
+        object(
+            vec![
+                ("type", either(text_or(&["text", "image_url"]), 6)),
+                (
+                    "text",
+                    prop_oneof![4 => string(), 1 => Just(raw("null"))].boxed(),
+                ),
+            ],
+            &["image_url", "cache_control"],
+        )
+    }
+
+    fn message() -> BoxedStrategy<Json> {
+        let content = prop_oneof![
+            4 => string(),
+            1 => Just(raw("null")),
+            2 => proptest::collection::vec(either(part(), 8), 0..3).prop_map(Json::Array),
+            1 => value(),
+        ];
+        let tool_calls = prop_oneof![
+            4 => proptest::collection::vec(either(tool_call(), 10), 0..3).prop_map(Json::Array),
+            1 => Just(raw("null")),
+            1 => value(),
+        ];
+        object(
+            vec![
+                (
+                    "role",
+                    either(
+                        text_or(&["user", "assistant", "tool", "system", "developer"]),
+                        8,
+                    ),
+                ),
+                ("content", content.boxed()),
+                ("tool_calls", tool_calls.boxed()),
+                (
+                    "tool_call_id",
+                    either(
+                        prop_oneof![3 => string(), 1 => Just(raw("null"))].boxed(),
+                        8,
+                    ),
+                ),
+            ],
+            &["name", "reasoning_content", "uuid"],
+        )
+    }
+
+    fn entry() -> BoxedStrategy<Json> {
+        let uuid = prop::sample::select(vec![
+            "\"0193c0de-0000-7000-8000-000000000001\"",
+            "\"0193c0de-0000-7000-8000-000000000002\"",
+            "\"0193c0de000070008000000000000003\"",
+            "\"{0193c0de-0000-7000-8000-000000000004}\"",
+            "\"urn:uuid:0193c0de-0000-7000-8000-000000000005\"",
+            "\"0193c0de-0000-7000-8000-00000000000\\u0036\"",
+        ])
+        .prop_map(raw);
+        let ts = prop::sample::select(vec![
+            "\"2026-11-30T09:38:04.123Z\"",
+            "\"2026-11-30T09:38:04Z\"",
+            "\"2026-11-30T09:38:04.123456789+01:00\"",
+            "\"2026-11-30T09:38:04.123\\u005a\"",
+            "\"2026-11-30 09:38:04Z\"",
+        ])
+        .prop_map(raw);
+        object(
+            vec![
+                ("uuid", either(uuid.boxed(), 12)),
+                ("ts", either(ts.boxed(), 12)),
+                (
+                    "kind",
+                    prop_oneof![3 => Just(raw("null")), 2 => text_or(&["compaction"]), 1 => value()]
+                        .boxed(),
+                ),
+                (
+                    "message",
+                    prop_oneof![8 => message(), 1 => Just(raw("null")), 1 => value()].boxed(),
+                ),
+            ],
+            &["role", "summary", "meta"],
+        )
+    }
+
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        (entry(), whitespace()).prop_map(|(entry, ws)| {
+            let mut out = Vec::new();
+            out.extend_from_slice(ws[0].as_bytes());
+            render(&entry, &ws, &mut 0, &mut out);
+            out.extend_from_slice(ws[ws.len() - 1].as_bytes());
+            out
+        })
+    }
+
+    /// The fast decoder's answer, checked against the derived decoder's: the same
+    /// entry, or none only when the derived decoder refuses the line too.
+    fn check(line: &[u8]) -> Result<Option<Entry>, TestCaseError> {
+        let slow = serde_json::from_slice::<Entry>(line).ok();
+        let fast = decode_entry(line);
+        let text = String::from_utf8_lossy(line);
+        prop_assert_eq!(&fast, &slow, "{}", text);
+        Ok(fast)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(600))]
+
+        /// Any line, of any shape: the fast decoder returns exactly what the derived
+        /// decoder returns (so it never needs the fallback for a line serde accepts).
+        #[test]
+        fn fast_decoder_equals_the_derived_one_on_any_line(line in line()) {
+            check(&line)?;
+        }
+
+        /// Lines cut anywhere: no entry, or the derived decoder's.
+        #[test]
+        fn fast_decoder_equals_the_derived_one_on_truncated_lines(
+            line in line(),
+            cut in any::<Index>(),
+        ) {
+            check(&line[..cut.index(line.len() + 1)])?;
+        }
+    }
+
+    /// The generator makes lines the derived decoder accepts, with every feature the
+    /// fast decoder handles itself, often enough for the properties to mean something.
+    #[test]
+    fn generated_lines_are_often_entries() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::TestRunner;
+        let mut runner = TestRunner::deterministic();
+        let strategy = line();
+        let (mut accepted, mut extra, mut parts, mut calls) = (0, 0, 0, 0);
+        for _ in 0..2000 {
+            let line = strategy.new_tree(&mut runner).unwrap().current();
+            let Some(entry) = decode_entry(&line) else {
+                continue;
+            };
+            accepted += 1;
+            extra += usize::from(!entry.extra.is_empty());
+            if let Some(message) = &entry.message {
+                parts += usize::from(matches!(message.content, Some(Content::Parts(_))));
+                calls += usize::from(!message.calls().is_empty());
+            }
+        }
+        assert!(
+            accepted >= 400 && extra >= 40 && parts >= 20 && calls >= 20,
+            "of 2000 lines, {accepted} accepted: {extra} with unknown fields, \
+             {parts} with content parts, {calls} with tool calls"
+        );
     }
 }
