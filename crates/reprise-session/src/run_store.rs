@@ -48,10 +48,10 @@ pub const SUBAGENTS_DIR: &str = "subagents";
 /// The writer lock file of a run.
 pub const RUN_LOCK: &str = ".lock";
 pub use crate::run_summary::RUN_SUMMARY;
-/// Longest `lastMessage` kept in `session.json`, in characters.
+/// Longest `lastMessage` kept in `.summary.json` (and `session.json`), in characters.
 pub const LAST_MESSAGE_CHARS: usize = 300;
 
-/// The person's message as `session.json` keeps it: trimmed, at most
+/// The person's message as listings keep it: trimmed, at most
 /// [`LAST_MESSAGE_CHARS`] characters.
 pub fn last_message_text(text: &str) -> String {
     text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
