@@ -187,9 +187,14 @@ pub(crate) fn copy_lines(
     Ok(copied)
 }
 
+/// Background syncs started and not yet waited for.
+static PENDING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
 /// Syncs `files` (data and metadata), then `dirs`, on a thread of its own, so that a
 /// fork returns once its copy is in place. Failures are logged: the copy is already
-/// complete in the page cache, and the fork's first append syncs it again.
+/// complete in the page cache, and the fork's first append syncs it again. A process
+/// about to exit calls [`wait_for_fork_syncs`] first.
 pub(crate) fn sync_in_background(
     files: Vec<(File, std::path::PathBuf)>,
     dirs: Vec<std::path::PathBuf>,
@@ -211,9 +216,16 @@ pub(crate) fn sync_in_background(
     let spawned = std::thread::Builder::new()
         .name("reprise-fork-sync".to_owned())
         .spawn(move || run_once(&job));
-    if spawned.is_err() {
+    match spawned {
+        Ok(handle) => {
+            let mut pending = PENDING
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending.retain(|handle| !handle.is_finished());
+            pending.push(handle);
+        }
         // No thread to be had: sync here instead.
-        run_once(&work);
+        Err(_) => run_once(&work),
     }
 }
 
@@ -224,5 +236,43 @@ fn run_once(work: &std::sync::Mutex<Option<impl FnOnce()>>) {
         .take();
     if let Some(job) = job {
         job();
+    }
+}
+
+/// Waits until the data of every fork made by this process is on disk.
+///
+/// A fork returns before its copied data is synced (see
+/// [`SessionStore::fork`](crate::SessionStore::fork)); the sync runs on a thread of its
+/// own, which ends with the process. A program that forks and then exits (a command
+/// line tool, a test) calls this before it returns from `main`, so that a power cut
+/// just after cannot take the fork's data. Returns at once when nothing is pending.
+pub fn wait_for_fork_syncs() {
+    let handles = std::mem::take(
+        &mut *PENDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for handle in handles {
+        // A panic in a sync thread was logged by the panic hook; nothing to add.
+        let _ = handle.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_for_fork_syncs_joins_every_pending_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 0..3 {
+            let path = dir.path().join(format!("{n}.jsonl"));
+            std::fs::write(&path, b"{}\n").unwrap();
+            let file = File::open(&path).unwrap();
+            sync_in_background(vec![(file, path)], vec![dir.path().to_path_buf()]);
+        }
+        wait_for_fork_syncs();
+        let pending = PENDING.lock().unwrap();
+        assert!(pending.is_empty(), "{} still pending", pending.len());
     }
 }

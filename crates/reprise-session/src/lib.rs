@@ -41,6 +41,7 @@ pub use conversation::{
 };
 pub use entry::Entry;
 pub use file_store::FileSessionStore;
+pub use fork_copy::wait_for_fork_syncs;
 pub use history::{History, HistoryEntry, append_history, read_history};
 pub use id::{IdError, SessionKey, validate_id};
 pub use jsonl::Durability;

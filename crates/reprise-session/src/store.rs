@@ -185,7 +185,10 @@ pub trait SessionStore: Send + Sync {
     ///
     /// The file stores return once the copy is in place; with [`Durability::Full`]
     /// its data is then synced in the background (every byte of it is on disk in the
-    /// source already), and the target's first append syncs it in any case.
+    /// source already), and the target's first append syncs it in any case. A program
+    /// that exits right after a fork calls [`wait_for_fork_syncs`] first.
+    ///
+    /// [`wait_for_fork_syncs`]: crate::wait_for_fork_syncs
     ///
     /// [`Durability::Full`]: crate::Durability::Full
     async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)

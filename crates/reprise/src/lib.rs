@@ -79,6 +79,7 @@ pub use reprise_redact::Redactor;
 pub use reprise_session::{
     Entry, FileSessionStore, LoadWarning, MemoryStore, Message, Role, SessionKey, SessionStore,
     StoreError, create_run_folder, create_run_store, fork_run, list_runs, read_conversation,
+    wait_for_fork_syncs,
 };
 
 /// The names most programs use: `use reprise::prelude::*;`.
