@@ -24,7 +24,7 @@ use reprise_session::{
 };
 
 const CHILD_ENV: &str = "REPRISE_STORAGE_BENCH_CHILD";
-const SESSION_MB: usize = 100;
+const SESSION_MB: u64 = 100;
 
 fn bench_dir() -> PathBuf {
     // CARGO_MANIFEST_DIR is crates/reprise-session; the shared target dir is two up.
@@ -350,25 +350,6 @@ fn turn_mix_bench(dir: &Path) {
     println!();
 }
 
-fn make_session(path: &Path) -> u64 {
-    let target = (SESSION_MB << 20) as u64;
-    if std::fs::metadata(path).is_ok_and(|meta| meta.len() >= target) {
-        return std::fs::metadata(path).unwrap().len();
-    }
-    let _ = std::fs::remove_file(path);
-    let mut writer = JsonlWriter::new(path, "big", Durability::None);
-    let mut i = 0;
-    loop {
-        let batch: Vec<Entry> = (i..i + 2000).map(realistic_entry).collect();
-        i += 2000;
-        writer.append(&batch).unwrap();
-        let len = std::fs::metadata(path).unwrap().len();
-        if len >= target {
-            return len;
-        }
-    }
-}
-
 /// A second shape for the load figure: plain ASCII prose (no escapes), user and
 /// assistant turns of a few hundred bytes to 2 KB.
 fn prose_entry(i: usize) -> Entry {
@@ -382,17 +363,18 @@ fn prose_entry(i: usize) -> Entry {
     }
 }
 
-/// A session of [`prose_entry`] lines, about `mb` MB.
-fn make_prose_session(path: &Path, mb: u64) -> u64 {
+/// A session of `entry(0)`, `entry(1)`, … lines, about `mb` MB; an existing file of
+/// that size is reused.
+fn make_session(path: &Path, mb: u64, entry: fn(usize) -> Entry) -> u64 {
     let target = mb << 20;
     if std::fs::metadata(path).is_ok_and(|meta| meta.len() >= target) {
         return std::fs::metadata(path).unwrap().len();
     }
     let _ = std::fs::remove_file(path);
-    let mut writer = JsonlWriter::new(path, "prose", Durability::None);
+    let mut writer = JsonlWriter::new(path, "big", Durability::None);
     let mut i = 0;
     loop {
-        let batch: Vec<Entry> = (i..i + 2000).map(prose_entry).collect();
+        let batch: Vec<Entry> = (i..i + 2000).map(entry).collect();
         i += 2000;
         writer.append(&batch).unwrap();
         let len = std::fs::metadata(path).unwrap().len();
@@ -604,7 +586,7 @@ fn main() {
     }
     let session = dir.join("big.jsonl");
     if wants("load") || wants("fork") {
-        let len = make_session(&session);
+        let len = make_session(&session, SESSION_MB, realistic_entry);
         if wants("load") {
             load_bench(
                 &session,
@@ -613,7 +595,7 @@ fn main() {
             );
             // A second shape, so that the figure is not one data shape's.
             let prose = dir.join("prose.jsonl");
-            let prose_len = make_prose_session(&prose, 40);
+            let prose_len = make_session(&prose, 40, prose_entry);
             load_bench(&prose, prose_len, "ASCII prose without escapes");
         }
         if wants("fork") {

@@ -476,7 +476,7 @@ impl Inner {
             sync_dir(&self.dir)?;
         }
         if sync {
-            crate::fork_copy::sync_in_background(to_sync, Vec::new());
+            crate::fork_copy::sync_in_background(to_sync);
         }
         Ok(())
     }

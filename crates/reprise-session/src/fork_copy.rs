@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::entry::Entry;
 use crate::store::StoreError;
-use crate::store_fs::{io_err, sync_dir};
+use crate::store_fs::io_err;
 
 /// Bytes scanned at a time.
 const CHUNK: usize = 4 << 20;
@@ -191,23 +191,15 @@ pub(crate) fn copy_lines(
 static PENDING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
     std::sync::Mutex::new(Vec::new());
 
-/// Syncs `files` (data and metadata), then `dirs`, on a thread of its own, so that a
-/// fork returns once its copy is in place. Failures are logged: the copy is already
-/// complete in the page cache, and the fork's first append syncs it again. A process
-/// about to exit calls [`wait_for_fork_syncs`] first.
-pub(crate) fn sync_in_background(
-    files: Vec<(File, std::path::PathBuf)>,
-    dirs: Vec<std::path::PathBuf>,
-) {
+/// Syncs `files` (data and metadata) on a thread of its own, so that a fork returns
+/// once its copy is in place (its directories are synced before it returns). Failures
+/// are logged: the copy is already complete in the page cache, and the fork's first
+/// append syncs it again. A process about to exit calls [`wait_for_fork_syncs`] first.
+pub(crate) fn sync_in_background(files: Vec<(File, std::path::PathBuf)>) {
     let work = move || {
         for (file, path) in &files {
             if let Err(error) = file.sync_all() {
                 tracing::warn!(file = %path.display(), "syncing a fork failed: {error}");
-            }
-        }
-        for dir in &dirs {
-            if let Err(error) = sync_dir(dir) {
-                tracing::warn!(dir = %dir.display(), "syncing a fork's folder failed: {error}");
             }
         }
     };
@@ -269,7 +261,7 @@ mod tests {
             let path = dir.path().join(format!("{n}.jsonl"));
             std::fs::write(&path, b"{}\n").unwrap();
             let file = File::open(&path).unwrap();
-            sync_in_background(vec![(file, path)], vec![dir.path().to_path_buf()]);
+            sync_in_background(vec![(file, path)]);
         }
         wait_for_fork_syncs();
         let pending = PENDING.lock().unwrap();

@@ -569,7 +569,7 @@ pub fn fork_run(
             CommitError::Exists => already(),
             CommitError::Store(error) => error,
         })?;
-        crate::fork_copy::sync_in_background(to_sync, Vec::new());
+        crate::fork_copy::sync_in_background(to_sync);
         Ok(())
     })();
     let _ = std::fs::remove_dir_all(&staging);
