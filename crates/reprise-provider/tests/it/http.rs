@@ -685,6 +685,15 @@ async fn cancelling_while_waiting_to_retry_ends_at_once() {
     assert_eq!(server.request_count(), 1);
 }
 
+/// A link of an error chain as a provider error (`RetriesExhausted` holds its last
+/// error boxed, so that link is a `Box<ProviderError>`).
+fn as_provider_error<'a>(link: &'a (dyn std::error::Error + 'static)) -> Option<&'a ProviderError> {
+    link.downcast_ref::<ProviderError>().or_else(|| {
+        link.downcast_ref::<Box<ProviderError>>()
+            .map(|boxed| &**boxed)
+    })
+}
+
 /// `error` and the errors under it, outermost first.
 fn causes(error: &ProviderError) -> Vec<&(dyn std::error::Error + 'static)> {
     let mut chain: Vec<&(dyn std::error::Error + 'static)> = vec![error];
@@ -702,7 +711,7 @@ async fn a_cut_body_keeps_the_client_error_as_its_source() {
     let chain = causes(&error);
     let cut = chain
         .iter()
-        .position(|e| matches!(e.downcast_ref(), Some(ProviderError::StreamCut { .. })))
+        .position(|e| matches!(as_provider_error(*e), Some(ProviderError::StreamCut { .. })))
         .unwrap_or_else(|| panic!("no StreamCut in {chain:?}"));
     let under = chain
         .get(cut + 1)
@@ -728,7 +737,7 @@ async fn a_malformed_chunk_keeps_the_json_error_as_its_source() {
     };
     assert!(
         matches!(
-            causes(&error)[1].downcast_ref(),
+            as_provider_error(causes(&error)[1]),
             Some(ProviderError::Malformed { .. })
         ),
         "the last attempt's error is the source of RetriesExhausted"
