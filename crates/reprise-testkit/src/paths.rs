@@ -26,7 +26,7 @@ pub fn workspace_root() -> PathBuf {
 pub fn testdata(rel: &str) -> PathBuf {
     existing(
         workspace_root().join("testdata").join(rel),
-        "the test data file",
+        "the test data",
         "see testdata/SOURCES.md",
     )
 }
