@@ -1,6 +1,7 @@
 //! Faults at the agent level over real HTTP: whatever the server does, the session
 //! file holds only complete messages afterwards, and the session stays resumable.
 
+use reprise_testkit::assert_contains;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +77,7 @@ async fn a_401_fails_at_once_with_the_servers_message() {
             status, message, ..
         }) => {
             assert_eq!(*status, 401);
-            assert!(message.contains("Incorrect API key"), "{message}");
+            assert_contains!(message, "Incorrect API key");
         }
         other => panic!("expected a 401 status error, got {other:?}"),
     }

@@ -1,5 +1,6 @@
 //! Subagents in a run folder, tool failures and cancellation, over real HTTP.
 
+use reprise_testkit::assert_contains;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -175,7 +176,7 @@ async fn bad_arguments_and_a_panicking_tool_give_error_results_and_the_loop_goes
         "{bad}"
     );
     let crashed = results[3]["content"].as_str().unwrap();
-    assert!(crashed.contains("the tool fell over"), "{crashed}");
+    assert_contains!(crashed, "the tool fell over");
     assert_eq!(results[4]["content"], "torch: 5 gold, 15 left");
     server.assert_tool_call_pairing();
 }

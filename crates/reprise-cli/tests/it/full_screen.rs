@@ -1,6 +1,7 @@
 //! The full-screen chat end to end: the real binary in a pseudo-terminal, against a
 //! scripted OpenAI-compatible server.
 
+use reprise_testkit::assert_contains;
 use std::time::Duration;
 
 use crate::support::{Sandbox, roles_and_texts};
@@ -348,10 +349,10 @@ async fn rm_refuses_a_run_that_a_chat_has_open() {
     pty.wait_text("(resumed the conversation of").await;
     let out = sandbox.run(&["rm", "last", "--yes"], "").await;
     assert_ne!(out.status, 0);
-    assert!(out.stderr.contains("is in use"), "{}", out.stderr);
+    assert_contains!(out.stderr, "is in use");
     // The error names the process that holds the run.
     let holder = pty.child.process_id().unwrap().to_string();
-    assert!(out.stderr.contains(&holder), "{}", out.stderr);
+    assert_contains!(out.stderr, &holder);
     assert_eq!(sandbox.conversations().len(), 2);
     pty.send(CTRL_D);
     assert!(pty.wait_exit().await);

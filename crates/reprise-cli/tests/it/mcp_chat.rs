@@ -2,6 +2,7 @@
 //! model server, and the reference MCP server (`@modelcontextprotocol/server-everything`,
 //! installed by scripts/install-test-deps.sh), behind the step gate.
 
+use reprise_testkit::assert_contains;
 use std::path::PathBuf;
 
 use crate::support::{Sandbox, jsonl};
@@ -69,8 +70,8 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("↳ Echo: one"), "{}", out.stdout);
-    assert!(out.stdout.contains("↳ Echo: four"), "{}", out.stdout);
+    assert_contains!(out.stdout, "↳ Echo: one");
+    assert_contains!(out.stdout, "↳ Echo: four");
     assert!(
         out.stderr.contains("MCP server \"ev\": started"),
         "{}",
@@ -159,8 +160,8 @@ async fn mcp_list_shows_servers_and_tools() {
     configure(&sandbox, "");
     let out = sandbox.run(&["mcp", "list"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("ev"), "{}", out.stdout);
-    assert!(out.stdout.contains("ev__echo"), "{}", out.stdout);
+    assert_contains!(out.stdout, "ev");
+    assert_contains!(out.stdout, "ev__echo");
 }
 
 #[tokio::test]
@@ -181,9 +182,9 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
         .chat(&server.base_url(), &["--yes"], "crash it\ntry again\n")
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("The tool broke."), "{}", out.stdout);
-    assert!(out.stdout.contains("↳ Echo: again"), "{}", out.stdout);
-    assert!(out.stderr.contains("MCP server \"ev\""), "{}", out.stderr);
+    assert_contains!(out.stdout, "The tool broke.");
+    assert_contains!(out.stdout, "↳ Echo: again");
+    assert_contains!(out.stderr, "MCP server \"ev\"");
     let bodies = server.request_bodies();
     let crashed = last_message(&bodies[1]);
     assert_eq!(crashed["role"], "tool");
@@ -195,7 +196,7 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
         .chat(&server.base_url(), &["--yes", "-c"], "still there?\n")
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("Resumed."), "{}", out.stdout);
+    assert_contains!(out.stdout, "Resumed.");
     server.assert_tool_call_pairing();
 }
 
@@ -264,9 +265,9 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("Still here."), "{}", out.stdout);
-    assert!(out.stdout.contains("↳ Echo: after"), "{}", out.stdout);
-    assert!(out.stdout.contains("Echoed after."), "{}", out.stdout);
+    assert_contains!(out.stdout, "Still here.");
+    assert_contains!(out.stdout, "↳ Echo: after");
+    assert_contains!(out.stdout, "Echoed after.");
 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 5, "{bodies:#?}");
@@ -275,8 +276,8 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
     assert_eq!(result["role"], "tool");
     assert_eq!(result["tool_call_id"], "c1");
     let text = result["content"].as_str().unwrap();
-    assert!(text.contains("MCP server \"ev\""), "{text}");
-    assert!(text.contains("timed out after 1s"), "{text}");
+    assert_contains!(text, "MCP server \"ev\"");
+    assert_contains!(text, "timed out after 1s");
     // The following turn reached the model; every request keeps calls and results paired.
     let turn_two = bodies[2]["messages"].as_array().unwrap();
     assert_eq!(turn_two.last().unwrap()["content"], "are you there?");
@@ -295,7 +296,7 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
         )
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("Resumed."), "{}", out.stdout);
+    assert_contains!(out.stdout, "Resumed.");
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 6);
     let resumed = bodies[5]["messages"].as_array().unwrap();

@@ -2,6 +2,7 @@
 //! OpenAI-compatible server.
 
 use crate::support::{Sandbox, jsonl, roles_and_texts};
+use reprise_testkit::assert_contains;
 use reprise_testkit::{Reply, ScriptedServer, unreachable_base_url};
 
 /// Secrets from the test corpus (`secret_detection_cases.jsonl`, cases 21 and 226).
@@ -53,7 +54,7 @@ async fn a_two_turn_chat_with_a_tool_call_is_shown_and_kept_in_the_run_folder() 
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("You are welcome."), "{}", out.stdout);
+    assert_contains!(out.stdout, "You are welcome.");
 
     // The third request carries the whole conversation, tool call and result included.
     let bodies = server.request_bodies();
@@ -89,9 +90,9 @@ async fn a_two_turn_chat_with_a_tool_call_is_shown_and_kept_in_the_run_folder() 
         assert!(run.join(file).exists(), "{file} missing");
     }
     let log = std::fs::read_to_string(run.join("session.log")).unwrap();
-    assert!(log.contains("› what do my notes say?"), "{log}");
-    assert!(log.contains("⚙ read_file"), "{log}");
-    assert!(log.contains("You are welcome."), "{log}");
+    assert_contains!(log, "› what do my notes say?");
+    assert_contains!(log, "⚙ read_file");
+    assert_contains!(log, "You are welcome.");
     assert!(
         !log.contains('\u{1b}'),
         "escape codes in session.log: {log:?}"
@@ -270,7 +271,7 @@ async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
         .chat(&server.base_url(), &[], "read it\nn\nplease\ny\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("run read_file"), "{}", out.stdout);
+    assert_contains!(out.stdout, "run read_file");
     let bodies = server.request_bodies();
     let denied = &bodies[1]["messages"][3];
     assert_eq!(denied["role"], "tool");
@@ -325,9 +326,9 @@ async fn no_server_gives_one_clear_message() {
     assert_ne!(out.status, 0);
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("✗")).collect();
     assert_eq!(errors.len(), 1, "{}", out.stderr);
-    assert!(out.stderr.contains(&url), "{}", out.stderr);
-    assert!(out.stderr.contains("--base-url"), "{}", out.stderr);
-    assert!(out.stderr.contains("--model"), "{}", out.stderr);
+    assert_contains!(out.stderr, &url);
+    assert_contains!(out.stderr, "--base-url");
+    assert_contains!(out.stderr, "--model");
     assert!(
         out.stderr.contains("http://localhost:11434/v1"),
         "{}",
@@ -343,7 +344,7 @@ async fn help_and_unknown_commands_are_answered_without_the_model() {
         .chat(&server.base_url(), &[], "/help\n/bogus\n/exit\nnot sent\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("/resume"), "{}", out.stdout);
+    assert_contains!(out.stdout, "/resume");
     assert!(
         out.stdout.contains("unknown command /bogus"),
         "{}",
@@ -440,7 +441,7 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
     tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest)
         .await
         .unwrap();
-    assert!(rest.contains("Something else, then."), "{rest}");
+    assert_contains!(rest, "Something else, then.");
     assert!(child.wait().await.unwrap().success());
     let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
         .into_iter()

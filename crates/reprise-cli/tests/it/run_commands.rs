@@ -1,5 +1,6 @@
 //! `reprise runs | show | fork | rm` on run folders written through the library.
 
+use reprise_testkit::assert_contains;
 use std::path::{Path, PathBuf};
 
 use crate::support::{Sandbox, jsonl};
@@ -108,7 +109,7 @@ async fn fork_at_copies_the_first_messages_into_a_new_run() {
         .run(&["fork", &name(&source), "--at", "9"], "")
         .await;
     assert_ne!(out.status, 0);
-    assert!(out.stderr.contains("has 4 messages"), "{}", out.stderr);
+    assert_contains!(out.stderr, "has 4 messages");
 }
 
 #[tokio::test]
@@ -117,7 +118,7 @@ async fn rm_asks_unless_yes() {
     let run = make_run(&sandbox.runs_dir(), "bread", 1).await;
     let out = sandbox.run(&["rm", &name(&run)], "n\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("delete run"), "{}", out.stdout);
+    assert_contains!(out.stdout, "delete run");
     assert!(run.exists());
     let out = sandbox.run(&["rm", &name(&run)], "y\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -151,11 +152,11 @@ async fn bad_run_ids_are_refused() {
     }
     let out = sandbox.run(&["show", "1999"], "").await;
     assert_ne!(out.status, 0);
-    assert!(out.stderr.contains("no run matches"), "{}", out.stderr);
+    assert_contains!(out.stderr, "no run matches");
     // Both runs start with the year: an ambiguous prefix names the candidates.
     let out = sandbox.run(&["show", "20"], "").await;
     assert_ne!(out.status, 0);
-    assert!(out.stderr.contains("matches 2 runs"), "{}", out.stderr);
+    assert_contains!(out.stderr, "matches 2 runs");
     assert_eq!(sandbox.conversations().len(), 2);
 }
 
@@ -189,5 +190,5 @@ async fn a_bad_config_file_is_an_error_naming_file_and_line() {
     std::fs::write(dir.join("config.toml"), "model = \"x\"\nbase_url = [1\n").unwrap();
     let out = sandbox.run(&["runs"], "").await;
     assert_ne!(out.status, 0);
-    assert!(out.stderr.contains("config.toml:2:"), "{}", out.stderr);
+    assert_contains!(out.stderr, "config.toml:2:");
 }

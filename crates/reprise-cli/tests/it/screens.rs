@@ -1,5 +1,6 @@
 //! Snapshots of the full-screen chat (ratatui's TestBackend): what a person sees.
 
+use reprise_testkit::assert_contains;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -199,12 +200,12 @@ fn a_long_conversation_shows_its_end_and_scrolls_back() {
     }
     let terminal = screen(&view, 40, 10);
     let text = terminal.backend().to_string();
-    assert!(text.contains("answer 1999"), "{text}");
+    assert_contains!(text, "answer 1999");
     assert!(!text.contains("answer 1990"), "{text}");
     view.scroll = 12;
     let terminal = screen(&view, 40, 10);
     let text = terminal.backend().to_string();
-    assert!(text.contains("answer 1996"), "{text}");
+    assert_contains!(text, "answer 1996");
     assert!(!text.contains("answer 1999"), "{text}");
-    assert!(text.contains("scrolled up 12 lines"), "{text}");
+    assert_contains!(text, "scrolled up 12 lines");
 }

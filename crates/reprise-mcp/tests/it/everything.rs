@@ -2,6 +2,7 @@
 //! npm, installed by scripts/install-test-deps.sh): tools listed with their schemas,
 //! calls with arguments, text, structured and error results, env and cwd, HTTP.
 
+use reprise_testkit::assert_contains;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,7 +116,7 @@ async fn calls_return_text_structured_and_error_results() {
         .call(invocation("c7", "ev__get-tiny-image", "{}"))
         .await;
     assert!(!out.is_error, "{out:?}");
-    assert!(out.content.contains("[image: image/png"), "{}", out.content);
+    assert_contains!(out.content, "[image: image/png");
 
     // The server still answers after all that.
     let out = echo
@@ -283,7 +284,7 @@ async fn list_servers_reports_each_server_and_its_tools() {
     let names: Vec<&str> = report.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["broken", "ev", "off"]);
     let broken = report.servers[0].result.as_ref().unwrap_err();
-    assert!(broken.contains("/nonexistent/mcp-server"), "{broken}");
+    assert_contains!(broken, "/nonexistent/mcp-server");
     let tools = report.servers[1].result.as_ref().unwrap();
     let echo = tools.iter().find(|t| t.remote_name == "echo").unwrap();
     assert_eq!(echo.name, "ev__echo");
@@ -398,7 +399,7 @@ async fn http_headers_reach_the_wire_and_a_failing_endpoint_is_reported() {
         head.contains("authorization: bearer t0k-from-env\r\n"),
         "{head}"
     );
-    assert!(head.contains("x-team: blue\r\n"), "{head}");
+    assert_contains!(head, "x-team: blue\r\n");
     let reason = hub.statuses()[0].result.clone().unwrap_err();
     assert!(
         reason.contains(&format!("http://127.0.0.1:{port}/mcp")),

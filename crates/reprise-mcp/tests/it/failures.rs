@@ -2,6 +2,7 @@
 //! The tool call gets an error result naming the server and the reason, a notice
 //! is sent, and the server is restarted on the next call, a bounded number of times.
 
+use reprise_testkit::assert_contains;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,10 +75,10 @@ args = [\"30\"]
         "{missing}"
     );
     let exits = reason("exits");
-    assert!(exits.contains("exited with status 3"), "{exits}");
-    assert!(exits.contains("fatal: no config found"), "{exits}");
+    assert_contains!(exits, "exited with status 3");
+    assert_contains!(exits, "fatal: no config found");
     let silent = reason("silent");
-    assert!(silent.contains("did not start within 1.0s"), "{silent}");
+    assert_contains!(silent, "did not start within 1.0s");
     assert!(hub.tools().is_empty());
     let notices = drain(&mut notices);
     assert_eq!(
@@ -114,7 +115,7 @@ async fn a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server() {
         "{}",
         out.content
     );
-    assert!(out.content.contains("crashing as asked"), "{}", out.content);
+    assert_contains!(out.content, "crashing as asked");
     assert!(
         out.content.contains("restarted on the next call"),
         "{}",
@@ -154,7 +155,7 @@ async fn restarts_are_bounded() {
         "{}",
         out.content
     );
-    assert!(out.content.contains("restarted 1 times"), "{}", out.content);
+    assert_contains!(out.content, "restarted 1 times");
     let notices = drain(&mut notices);
     assert_eq!(
         notices

@@ -1,6 +1,7 @@
 //! The step gate: policy patterns, asking (yes / no / always for this run) through a
 //! scripted asker and through the plain line asker, `--yes`, and reported decisions.
 
+use reprise_testkit::assert_contains;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -129,7 +130,7 @@ async fn unlisted_tools_are_asked_yes_no_and_always_for_this_run() {
     let Approval::Deny(reason) = gate.approve("main", &invocation("c2", "bash", "{}")).await else {
         panic!("deny expected")
     };
-    assert!(reason.contains("declined"), "{reason}");
+    assert_contains!(reason, "declined");
     assert_eq!(
         gate.approve("helper", &invocation("c3", "bash", "{}"))
             .await,
@@ -331,7 +332,7 @@ async fn the_line_asker_drives_a_gate_over_an_in_memory_pipe() {
     );
     let seen = person_task.await.unwrap();
     assert_eq!(seen.matches("Run the tool fetch").count(), 2, "{seen}");
-    assert!(seen.contains("arguments: {\"url\":\"x\"}"), "{seen}");
+    assert_contains!(seen, "arguments: {\"url\":\"x\"}");
     let decisions: Vec<Decision> = log.lock().unwrap().iter().map(|d| d.decision).collect();
     assert_eq!(
         decisions,

@@ -32,7 +32,7 @@ fn a_missing_fixture_fails_naming_the_path() {
         message.contains("testdata/sse/no-such-capture.sse"),
         "{message}"
     );
-    assert!(message.contains("SOURCES.md"), "{message}");
+    assert_contains!(message, "SOURCES.md");
 }
 
 #[test]
@@ -45,8 +45,8 @@ fn assert_contains_passes_and_shows_both_texts_when_it_fails() {
     assert_contains!("the chat answered", "answered");
     assert_contains!(String::from("abc"), String::from("bc"));
     let message = panic_message(|| assert_contains!("the chat answered", "refused"));
-    assert!(message.contains("\"refused\""), "{message}");
-    assert!(message.contains("the chat answered"), "{message}");
+    assert_contains!(message, "\"refused\"");
+    assert_contains!(message, "the chat answered");
     let message = panic_message(|| assert_contains!("abc", "z", "in screen {}", 3));
-    assert!(message.contains("in screen 3"), "{message}");
+    assert_contains!(message, "in screen 3");
 }
