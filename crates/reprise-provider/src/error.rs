@@ -33,7 +33,8 @@ pub enum ProviderError {
         /// The server's message.
         message: String,
     },
-    /// Retries ran out; `last` is the last attempt's error.
+    /// Retries ran out; `last` is the last attempt's error, and the source (in the
+    /// chain it is the `Box<ProviderError>` itself, so downcast to that type).
     #[error("gave up after {attempts} attempts")]
     RetriesExhausted {
         /// How many attempts were made.
