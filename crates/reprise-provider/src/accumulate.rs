@@ -74,7 +74,7 @@ impl Accumulator {
         }
         let chunk: ChunkWire = serde_json::from_str(data).map_err(|error| {
             let shown: String = data.chars().take(200).collect();
-            ProviderError::Malformed(format!("chunk is not valid JSON ({error}): {shown}"))
+            ProviderError::malformed(format!("chunk is not valid JSON: {shown}"), error)
         })?;
         self.push_chunk(chunk)
     }
@@ -83,7 +83,7 @@ impl Accumulator {
     pub fn push_chunk(&mut self, chunk: ChunkWire) -> Result<Vec<StreamEvent>, ProviderError> {
         if let Some(error) = chunk.error {
             let message = error.message.unwrap_or_else(|| "(no message)".to_owned());
-            return Err(ProviderError::StreamCut(format!(
+            return Err(ProviderError::cut(format!(
                 "the server reported an error mid-stream: {message}"
             )));
         }
@@ -180,7 +180,7 @@ impl Accumulator {
     /// because their id was missing, the usage).
     pub fn finish(self) -> Result<(Completion, Vec<StreamEvent>), ProviderError> {
         if !self.done && self.finish_reason.is_none() {
-            return Err(ProviderError::StreamCut(if self.is_empty() {
+            return Err(ProviderError::cut(if self.is_empty() {
                 "the stream ended before any chunk arrived".to_owned()
             } else {
                 format!(
@@ -259,7 +259,7 @@ mod tests {
         let mut acc = Accumulator::new();
         acc.push_data(r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#)
             .unwrap();
-        assert!(matches!(acc.finish(), Err(ProviderError::StreamCut(_))));
+        assert!(matches!(acc.finish(), Err(ProviderError::StreamCut { .. })));
     }
 
     #[test]

@@ -1,17 +1,27 @@
 //! Provider errors.
+//!
+//! Each variant's text says what failed; the error underneath (from `reqwest`,
+//! `serde_json`, the SSE parser) is kept as the [`source`](std::error::Error::source),
+//! not copied into the text. [`error_chain`] prints the whole chain in one line.
 
 use std::time::Duration;
+
+/// An underlying error of any kind (a JSON, UTF-8 or URL error).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// No connection could be made to the server.
-    #[error("could not connect to {url}: {message}")]
+    #[error("could not connect to {url}{}", attempts_note(*.attempts))]
     Connect {
         /// The URL tried.
         url: String,
-        /// What failed.
-        message: String,
+        /// How many connection attempts failed (the last one's error is `source`).
+        attempts: u32,
+        /// What failed, from the HTTP client.
+        #[source]
+        source: reqwest::Error,
     },
     /// The server answered with an error status that retrying cannot fix.
     #[error("{url} answered {status}: {message}")]
@@ -23,27 +33,98 @@ pub enum ProviderError {
         /// The server's message.
         message: String,
     },
-    /// Retries ran out.
-    #[error("gave up after {attempts} attempts: {last}")]
+    /// Retries ran out; `last` is the last attempt's error, and the source (in the
+    /// chain it is the `Box<ProviderError>` itself, so downcast to that type).
+    #[error("gave up after {attempts} attempts")]
     RetriesExhausted {
         /// How many attempts were made.
         attempts: u32,
         /// The last failure.
+        #[source]
         last: Box<ProviderError>,
     },
     /// No response, or no new chunk, within the configured time.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
     /// The stream ended before the response was complete.
-    #[error("the response stream was cut off: {0}")]
-    StreamCut(String),
+    #[error("the response stream was cut off: {reason}")]
+    StreamCut {
+        /// What happened, as seen from the stream.
+        reason: String,
+        /// The transport error, when the connection failed.
+        #[source]
+        source: Option<reqwest::Error>,
+    },
     /// A chunk or body could not be understood.
-    #[error("malformed response: {0}")]
-    Malformed(String),
+    #[error("malformed response: {what}")]
+    Malformed {
+        /// What could not be read (with the start of the offending text).
+        what: String,
+        /// The decoding error.
+        #[source]
+        source: Option<Cause>,
+    },
     /// The call was cancelled.
     #[error("cancelled")]
     Cancelled,
     /// The configuration is unusable (bad URL, bad header).
-    #[error("invalid provider configuration: {0}")]
-    Config(String),
+    #[error("invalid provider configuration: {reason}")]
+    Config {
+        /// What is wrong.
+        reason: String,
+        /// The error that showed it, if any.
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+impl ProviderError {
+    /// A cut stream, seen in the data itself (no transport error under it).
+    pub(crate) fn cut(reason: impl Into<String>) -> Self {
+        ProviderError::StreamCut {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A response that could not be read, with the error that says why.
+    pub(crate) fn malformed(what: impl Into<String>, source: impl Into<Cause>) -> Self {
+        ProviderError::Malformed {
+            what: what.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A configuration problem with no error under it.
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        ProviderError::Config {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+}
+
+fn attempts_note(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" ({attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+/// `error` and every error under it, joined by `": "`: the one-line form for logs,
+/// retry notices and messages. A cause whose text the line already holds is skipped
+/// (HTTP clients often repeat their cause).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -31,7 +31,7 @@ pub mod wire;
 
 pub use accumulate::Accumulator;
 pub use config::{DEFAULT_BASE_URL, OpenAiConfig};
-pub use error::ProviderError;
+pub use error::{Cause, ProviderError, error_chain};
 pub use openai::{OpenAiProvider, parse_completion};
 pub use provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec, Usage};
 pub use sse::decode_sse;

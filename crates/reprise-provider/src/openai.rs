@@ -1,6 +1,5 @@
 //! The OpenAI-compatible chat-completions provider: request, retries, decoding.
 
-use std::error::Error as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::accumulate::normalize_message;
 use crate::config::OpenAiConfig;
-use crate::error::ProviderError;
+use crate::error::{ProviderError, error_chain};
 use crate::provider::{ChatRequest, Completion, Provider, StreamEvent, Usage};
 use crate::retry::{backoff_delay, retry_after};
 use crate::sse::decode_sse;
@@ -64,40 +63,41 @@ impl OpenAiProvider {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let base = config.base_url.trim().trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ProviderError::Config(format!(
+            return Err(ProviderError::config(format!(
                 "the base URL must start with http:// or https://, got {:?}",
                 config.base_url
             )));
         }
         let url = format!("{base}/chat/completions");
-        reqwest::Url::parse(&url)
-            .map_err(|error| ProviderError::Config(format!("bad base URL {base:?}: {error}")))?;
+        reqwest::Url::parse(&url).map_err(|error| ProviderError::Config {
+            reason: format!("bad base URL {base:?}"),
+            source: Some(error.into()),
+        })?;
         let mut headers = HeaderMap::new();
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
         if let Some(key) = &config.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
-                    ProviderError::Config("the API key is not a valid header value".to_owned())
-                })?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+                .map_err(|_| ProviderError::config("the API key is not a valid header value"))?;
             value.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, value);
         }
         for (name, value) in &config.extra_headers {
             let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ProviderError::Config(format!("bad header name {name:?}")))?;
+                .map_err(|_| ProviderError::config(format!("bad header name {name:?}")))?;
             let mut value = HeaderValue::from_str(value)
-                .map_err(|_| ProviderError::Config(format!("bad value for header {name}")))?;
+                .map_err(|_| ProviderError::config(format!("bad value for header {name}")))?;
             value.set_sensitive(true);
             headers.append(name, value);
         }
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|error| {
-                ProviderError::Config(format!("cannot build the HTTP client: {error}"))
+            .map_err(|error| ProviderError::Config {
+                reason: "cannot build the HTTP client".to_owned(),
+                source: Some(error.into()),
             })?;
         Ok(OpenAiProvider {
             config,
@@ -138,8 +138,10 @@ impl OpenAiProvider {
             }),
             extra: &self.config.extra_body,
         };
-        serde_json::to_vec(&body)
-            .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+        serde_json::to_vec(&body).map_err(|error| ProviderError::Config {
+            reason: "cannot encode the request".to_owned(),
+            source: Some(error.into()),
+        })
     }
 
     async fn attempt(
@@ -161,7 +163,7 @@ impl OpenAiProvider {
                     self.config.request_timeout,
                 )));
             }
-            Ok(Err(error)) => return Err(Failure::retry(self.send_error(&error))),
+            Ok(Err(error)) => return Err(Failure::retry(self.send_error(error))),
             Ok(Ok(response)) => response,
         };
         let status = response.status();
@@ -208,11 +210,7 @@ impl OpenAiProvider {
                             self.config.request_timeout,
                         )));
                     }
-                    Ok(Err(error)) => {
-                        return Err(Failure::retry(ProviderError::StreamCut(error_chain(
-                            &error,
-                        ))));
-                    }
+                    Ok(Err(error)) => return Err(Failure::retry(body_failed(error))),
                     Ok(Ok(body)) => body,
                 };
             let completion = parse_completion(&body).map_err(classify_decode_error)?;
@@ -221,13 +219,14 @@ impl OpenAiProvider {
         }
     }
 
-    fn send_error(&self, error: &reqwest::Error) -> ProviderError {
+    fn send_error(&self, error: reqwest::Error) -> ProviderError {
         if error.is_timeout() {
             ProviderError::Timeout(self.config.connect_timeout)
         } else {
             ProviderError::Connect {
                 url: self.url.clone(),
-                message: error_chain(error),
+                attempts: 1,
+                source: error,
             }
         }
     }
@@ -236,26 +235,19 @@ impl OpenAiProvider {
 /// A cut, a stall or a garbled chunk may be a passing fault: try again.
 fn classify_decode_error(error: ProviderError) -> Failure {
     match error {
-        ProviderError::StreamCut(_) | ProviderError::Timeout(_) | ProviderError::Malformed(_) => {
-            Failure::retry(error)
-        }
+        ProviderError::StreamCut { .. }
+        | ProviderError::Timeout(_)
+        | ProviderError::Malformed { .. } => Failure::retry(error),
         other => Failure::Fatal(other),
     }
 }
 
-/// The error and its sources, joined: reqwest's own text alone says little.
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
+/// The connection failed while the body was arriving.
+fn body_failed(error: reqwest::Error) -> ProviderError {
+    ProviderError::StreamCut {
+        reason: "the connection failed while the body was arriving".to_owned(),
+        source: Some(error),
     }
-    text
 }
 
 /// Turns the response body into pieces, failing a piece that takes longer than
@@ -271,9 +263,7 @@ fn idle_limited(
             Err(_) => Some((Err(ProviderError::Timeout(idle)), None)),
             Ok(None) => None,
             Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(stream))),
-            Ok(Some(Err(error))) => {
-                Some((Err(ProviderError::StreamCut(error_chain(&error))), None))
-            }
+            Ok(Some(Err(error))) => Some((Err(body_failed(error)), None)),
         }
     })
 }
@@ -284,22 +274,27 @@ pub fn parse_completion(body: &[u8]) -> Result<Completion, ProviderError> {
         && value.get("choices").is_none()
         && value.get("error").is_some()
     {
-        return Err(ProviderError::Malformed(format!(
-            "the server answered with an error: {}",
-            error_message(&String::from_utf8_lossy(body))
-        )));
+        return Err(ProviderError::Malformed {
+            what: format!(
+                "the server answered with an error: {}",
+                error_message(&String::from_utf8_lossy(body))
+            ),
+            source: None,
+        });
     }
     let wire: CompletionWire = serde_json::from_slice(body).map_err(|error| {
         let shown: String = String::from_utf8_lossy(body).chars().take(200).collect();
-        ProviderError::Malformed(format!(
-            "the answer is not a chat completion ({error}): {shown}"
-        ))
+        ProviderError::malformed(
+            format!("the answer is not a chat completion: {shown}"),
+            error,
+        )
     })?;
     let usage = wire.usage.map(Usage::from);
     let Some(choice) = wire.choices.into_iter().next() else {
-        return Err(ProviderError::Malformed(
-            "the answer has no choices".to_owned(),
-        ));
+        return Err(ProviderError::Malformed {
+            what: "the answer has no choices".to_owned(),
+            source: None,
+        });
     };
     Ok(Completion {
         message: normalize_message(choice.message),
@@ -381,11 +376,12 @@ impl Provider for OpenAiProvider {
                 Some(wait) => wait.min(self.config.max_retry_after),
                 None => backoff_delay(attempt, self.config.backoff_base, self.config.backoff_max),
             };
-            tracing::warn!(url = %self.url, attempt, %error, ?delay, "model call failed; retrying");
+            let reason = error_chain(&error);
+            tracing::warn!(url = %self.url, attempt, error = %reason, ?delay, "model call failed; retrying");
             if let Some(events) = events {
                 let _ = events.send(StreamEvent::Retrying {
                     attempt: attempt + 1,
-                    reason: error.to_string(),
+                    reason,
                     delay,
                 });
             }
@@ -408,10 +404,11 @@ impl Provider for OpenAiProvider {
 /// timed out, and [`ProviderError::RetriesExhausted`] around the last error otherwise.
 fn final_error(error: ProviderError, attempts: u32, only_connect_failures: bool) -> ProviderError {
     match error {
-        ProviderError::Connect { url, message } if only_connect_failures => {
+        ProviderError::Connect { url, source, .. } if only_connect_failures => {
             ProviderError::Connect {
                 url,
-                message: format!("{message} ({attempts} attempts)"),
+                attempts,
+                source,
             }
         }
         ProviderError::Timeout(after) => ProviderError::Timeout(after),

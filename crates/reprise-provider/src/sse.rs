@@ -3,6 +3,8 @@
 //! Independent of HTTP and of any runtime, so tests can feed it bytes split at any
 //! point (`futures::executor::block_on(decode_sse(stream::iter(pieces), None))`).
 
+use std::convert::Infallible;
+
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc::UnboundedSender;
@@ -53,20 +55,19 @@ where
                 return Err(error);
             }
             Err(EventStreamError::Utf8(error)) => {
-                return Err(ProviderError::Malformed(format!(
-                    "stream is not UTF-8: {error}"
-                )));
+                return Err(ProviderError::malformed("the stream is not UTF-8", error));
             }
             Err(EventStreamError::Parser(error)) => {
-                return Err(ProviderError::Malformed(format!(
-                    "not an event stream: {error}"
-                )));
+                return Err(ProviderError::malformed(
+                    "not an event stream",
+                    EventStreamError::<Infallible>::Parser(error),
+                ));
             }
         };
         match event.event.as_str() {
             "message" => {}
             "error" => {
-                return Err(ProviderError::StreamCut(format!(
+                return Err(ProviderError::cut(format!(
                     "the server reported an error mid-stream: {}",
                     error_message(&event.data)
                 )));

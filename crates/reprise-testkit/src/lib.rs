@@ -8,6 +8,10 @@
 //! client sent, and [`check_tool_call_pairing`] checks the rule servers enforce on
 //! tool calls and tool results.
 //!
+//! Beside the server: [`testdata`] and the other finders of [`paths`] locate fixtures
+//! from any crate, [`assert_contains!`] shows the text it searched, and the `pty`
+//! feature adds `pty::Pty`, a program driven in a pseudo-terminal.
+//!
 //! ```
 //! use std::time::Duration;
 //! use reprise_testkit::{Reply, ScriptedServer};
@@ -29,11 +33,16 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod assert;
 mod frames;
 mod invariant;
+pub mod paths;
+#[cfg(feature = "pty")]
+pub mod pty;
 mod reply;
 mod server;
 
 pub use invariant::check_tool_call_pairing;
+pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};
 pub use reply::{Reply, ScriptedCall};
 pub use server::{RecordedRequest, ScriptedServer, unreachable_base_url};

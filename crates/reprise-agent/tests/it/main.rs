@@ -1,0 +1,11 @@
+//! Integration tests of reprise-agent: the loop against a mock provider and, end to
+//! end, against a scripted server.
+//!
+//! One test binary for the crate (each binary links the whole dependency tree);
+//! one module per area.
+
+mod e2e_faults;
+mod e2e_sessions;
+mod e2e_subagents_tools;
+mod loop_mock;
+mod support;

@@ -1,0 +1,362 @@
+//! The full-screen chat end to end: the real binary in a pseudo-terminal, against a
+//! scripted OpenAI-compatible server.
+
+use reprise_testkit::assert_contains;
+use std::time::Duration;
+
+use crate::support::{Sandbox, roles_and_texts};
+use reprise_testkit::pty::Pty;
+use reprise_testkit::{Reply, ScriptedServer};
+
+const UP: &str = "\x1b[A";
+const DOWN: &str = "\x1b[B";
+const CTRL_C: &str = "\x03";
+const CTRL_D: &str = "\x04";
+
+fn chat(sandbox: &Sandbox, server: &ScriptedServer, extra: &[&str]) -> Pty {
+    let base_url = server.base_url();
+    let mut args = vec!["--base-url", base_url.as_str(), "--model", "test-model"];
+    args.extend_from_slice(extra);
+    sandbox.pty(&args)
+}
+
+fn texts_of(body: &serde_json::Value) -> Vec<String> {
+    roles_and_texts(body).into_iter().map(|(_, t)| t).collect()
+}
+
+async fn two_turns(sandbox: &Sandbox, server: &ScriptedServer) {
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("The note says **buy milk**.").with_usage(120, 8),
+        Reply::text("You are welcome."),
+    ]);
+    let mut pty = chat(sandbox, server, &["--yes"]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("what do my notes say?");
+    pty.wait_text("The note says buy milk.").await;
+    pty.wait_text("⚙ read_file").await;
+    pty.wait_text("↳ buy milk").await;
+    pty.wait_text("120 in · 8 out tokens").await;
+    pty.line("thanks");
+    pty.wait_text("You are welcome.").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_turn_chat_then_continue_redraws_and_sends_everything() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_turns(&sandbox, &server).await;
+    assert_eq!(server.request_count(), 3);
+    let run = sandbox.conversations().remove(0);
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert!(
+        log.contains("› what do my notes say?") && log.contains("You are welcome."),
+        "{log}"
+    );
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in session.log: {log:?}"
+    );
+
+    server.push(Reply::text("Still here."));
+    let mut pty = chat(&sandbox, &server, &["--continue", "--yes"]);
+    pty.wait_text("(resumed the conversation of").await;
+    let screen = pty.contents();
+    let asked = screen.find("› what do my notes say?").expect(&screen);
+    let answered = screen.find("You are welcome.").expect(&screen);
+    let resumed = screen.find("(resumed the conversation of").unwrap();
+    assert!(asked < answered && answered < resumed, "{screen}");
+    pty.line("one more thing");
+    pty.wait_text("Still here.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        [
+            "what do my notes say?",
+            "",
+            "buy milk\n",
+            "The note says **buy milk**.",
+            "thanks",
+            "You are welcome.",
+            "one more thing"
+        ]
+    );
+    server.assert_tool_call_pairing();
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+async fn two_runs(sandbox: &Sandbox, server: &ScriptedServer) {
+    server.push_all([Reply::text("About bread."), Reply::text("About bikes.")]);
+    for topic in ["bake bread", "fix the bike"] {
+        let out = sandbox.chat(&server.base_url(), &[topic], "").await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_picks_the_older_of_two_runs_with_the_arrow_keys() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("Back to bread."));
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("/resume");
+    pty.wait_text("resume a run").await;
+    pty.wait_text("bake bread").await;
+    pty.send(DOWN);
+    pty.send(DOWN);
+    pty.send(UP);
+    pty.send(DOWN);
+    pty.send("\r");
+    pty.wait_text("(resumed the conversation of").await;
+    pty.wait_text("About bread.").await;
+    pty.line("more on that");
+    pty.wait_text("Back to bread.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["bake bread", "About bread.", "more on that"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_cancels_the_resume_picker() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("A fresh start."));
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("/resume");
+    pty.wait_text("resume a run").await;
+    pty.send("\x1b");
+    pty.wait_for("the picker to close", |s| !s.contains("resume a run"))
+        .await;
+    pty.line("hello");
+    pty.wait_text("A fresh start.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(texts_of(&body)[1..], ["hello"]);
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_typed_during_a_turn_is_sent_after_it() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("The first answer, slowly.")
+            .chunk_chars(5)
+            .stall_after(2, Duration::from_secs(4)),
+        Reply::text("The second answer."),
+    ]);
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("first");
+    pty.wait_text("working").await;
+    pty.line("second");
+    pty.wait_text("1 queued").await;
+    pty.wait_text("The second answer.").await;
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(
+        texts_of(&bodies[1])[1..],
+        ["first", "The first answer, slowly.", "second"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_stream_stops_the_turn_not_the_program() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("This will never finish streaming")
+            .chunk_chars(4)
+            .stall_after(3, Duration::from_secs(60)),
+        Reply::text("Fine, next."),
+    ]);
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("tell me a long story");
+    pty.wait_text("This").await;
+    pty.send(CTRL_C);
+    pty.wait_text("(cancelled)").await;
+    assert!(
+        pty.child.try_wait().unwrap().is_none(),
+        "the program exited"
+    );
+    pty.line("something else");
+    pty.wait_text("Fine, next.").await;
+    let body = server.request_bodies().pop().unwrap();
+    // The half-streamed answer is not part of the history sent.
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["tell me a long story", "something else"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+
+    // The session is resumable.
+    server.push(Reply::text("Resumed fine."));
+    let out = sandbox
+        .chat(&server.base_url(), &["-c"], "and now?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Resumed fine."));
+    server.assert_tool_call_pairing();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_turn_then_continue_loses_nothing_shown_as_complete() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Your note says to buy milk, and")
+            .chunk_chars(4)
+            .stall_after(3, Duration::from_secs(60)),
+    ]);
+    let mut pty = chat(&sandbox, &server, &["--yes"]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("what do my notes say?");
+    pty.wait_text("↳ buy milk").await;
+    pty.wait_text("Your").await;
+    let pid = pty.child.process_id().unwrap();
+    // SIGKILL: no chance to clean up anything.
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    pty.wait_exit().await;
+
+    server.push(Reply::text("Picking up again."));
+    let out = sandbox
+        .chat(&server.base_url(), &["--continue"], "go on\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("› what do my notes say?"),
+        "{}",
+        out.stdout
+    );
+    let body = server.request_bodies().pop().unwrap();
+    let messages = crate::support::messages(&body);
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(messages[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(messages[3]["content"], "buy milk\n");
+    server.assert_tool_call_pairing();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_mode_keeps_the_shell_text_and_prints_the_conversation_below_it() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("Inline answer."));
+    let mut pty = chat(&sandbox, &server, &["--inline", "--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    pty.wait_text("fix the bike").await;
+    pty.line("and the tyres?");
+    pty.wait_text("Inline answer.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["fix the bike", "About bikes.", "and the tyres?"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_without_a_run_opens_the_picker_at_start() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    server.push(Reply::text("Bikes again."));
+    let mut pty = chat(&sandbox, &server, &["--resume"]);
+    pty.wait_text("resume a run").await;
+    pty.send("bike");
+    pty.wait_text("filter: bike").await;
+    pty.wait_for("bread to be filtered out", |s| !s.contains("bake bread"))
+        .await;
+    pty.send("\r");
+    pty.wait_text("(resumed the conversation of").await;
+    pty.line("and the chain?");
+    pty.wait_text("Bikes again.").await;
+    let body = server.request_bodies().pop().unwrap();
+    assert_eq!(
+        texts_of(&body)[1..],
+        ["fix the bike", "About bikes.", "and the chain?"]
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_asks_in_a_box_and_ctrl_c_at_an_empty_prompt_exits() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Not allowed, fine."),
+        Reply::tool_call("call_2", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Read it."),
+    ]);
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("read my notes");
+    pty.wait_text("the step gate asks").await;
+    pty.wait_text("[a] always for this run").await;
+    pty.send("n");
+    pty.wait_text("Not allowed, fine.").await;
+    pty.wait_text("✗ error: the call to read_file was not allowed")
+        .await;
+    pty.line("please");
+    pty.wait_text("the step gate asks").await;
+    pty.send("y");
+    pty.wait_text("Read it.").await;
+    pty.wait_text("↳ buy milk").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.send(CTRL_C);
+    assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rm_refuses_a_run_that_a_chat_has_open() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    two_runs(&sandbox, &server).await;
+    let mut pty = chat(&sandbox, &server, &["--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    let out = sandbox.run(&["rm", "last", "--yes"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "is in use");
+    // The error names the process that holds the run.
+    let holder = pty.child.process_id().unwrap().to_string();
+    assert_contains!(out.stderr, &holder);
+    assert_eq!(sandbox.conversations().len(), 2);
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+    let out = sandbox.run(&["rm", "last", "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(sandbox.conversations().len(), 1);
+}

@@ -1,0 +1,469 @@
+//! The plain line mode end to end: the real binary, through pipes, against a scripted
+//! OpenAI-compatible server.
+
+use crate::support::{Sandbox, jsonl, roles_and_texts};
+use reprise_testkit::assert_contains;
+use reprise_testkit::{Reply, ScriptedServer, unreachable_base_url};
+
+/// Secrets from the test corpus (`secret_detection_cases.jsonl`, cases 21 and 226).
+const AWS_KEY: &str = "AKIADEADBEEFDEADBEEF";
+const GITHUB_TOKEN: &str = "ghp_XIxB7KMNdAr3zqWtQqhE94qglHqOzn1D1stg";
+
+fn write_notes(sandbox: &Sandbox) {
+    std::fs::write(
+        sandbox.path().join("notes.txt"),
+        format!("buy milk\naws = {AWS_KEY}\nGITHUB_KEY={GITHUB_TOKEN}\n"),
+    )
+    .unwrap();
+}
+
+async fn two_turn_chat(sandbox: &Sandbox, server: &ScriptedServer) -> crate::support::Output {
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("The note says **buy milk**.").with_usage(120, 8),
+        Reply::text("You are welcome."),
+    ]);
+    sandbox
+        .chat(
+            &server.base_url(),
+            &["--yes"],
+            "what do my notes say?\nthanks\n",
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_two_turn_chat_with_a_tool_call_is_shown_and_kept_in_the_run_folder() {
+    let sandbox = Sandbox::new();
+    write_notes(&sandbox);
+    let server = ScriptedServer::start().await;
+    let out = two_turn_chat(&sandbox, &server).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("↳ buy milk (+2 lines)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("The note says **buy milk**."),
+        "{}",
+        out.stdout
+    );
+    assert_contains!(out.stdout, "You are welcome.");
+
+    // The third request carries the whole conversation, tool call and result included.
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 3);
+    server.assert_tool_call_pairing();
+    let roles: Vec<String> = roles_and_texts(&bodies[2])
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    let tool_message = &bodies[2]["messages"][3];
+    assert_eq!(tool_message["tool_call_id"], "call_1");
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("buy milk")
+    );
+
+    // One run folder, with everything SPEC lists.
+    let runs = sandbox.conversations();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    for file in [
+        "session.log",
+        "transcript.jsonl",
+        "conversation.jsonl",
+        "session.json",
+    ] {
+        assert!(run.join(file).exists(), "{file} missing");
+    }
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert_contains!(log, "› what do my notes say?");
+    assert_contains!(log, "⚙ read_file");
+    assert_contains!(log, "You are welcome.");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in session.log: {log:?}"
+    );
+
+    let transcript = jsonl(&run.join("transcript.jsonl"));
+    let kinds: Vec<&str> = transcript
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_call", "tool_result"]);
+    assert_eq!(transcript[0]["name"], "read_file");
+    assert_eq!(transcript[1]["is_error"], false);
+    assert!(
+        transcript[1]["decision"]
+            .as_str()
+            .unwrap()
+            .contains("allow")
+    );
+    let raw = std::fs::read_to_string(run.join("transcript.jsonl")).unwrap();
+    assert!(raw.contains("buy milk"));
+    assert!(!raw.contains(AWS_KEY), "AWS key in transcript: {raw}");
+    assert!(
+        !raw.contains(GITHUB_TOKEN),
+        "GitHub token in transcript: {raw}"
+    );
+
+    let history = jsonl(&sandbox.runs_dir().join("history.jsonl"));
+    let texts: Vec<&str> = history
+        .iter()
+        .map(|h| h["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["what do my notes say?", "thanks"]);
+}
+
+#[tokio::test]
+async fn continue_redraws_and_sends_the_whole_history() {
+    let sandbox = Sandbox::new();
+    write_notes(&sandbox);
+    let server = ScriptedServer::start().await;
+    let first = two_turn_chat(&sandbox, &server).await;
+    assert_eq!(first.status, 0, "{}", first.stderr);
+    let run = sandbox.conversations().remove(0);
+    let log_before = std::fs::read_to_string(run.join("session.log")).unwrap();
+
+    server.push(Reply::text("Still here."));
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--continue", "--yes"],
+            "one more thing\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // The redraw: the person's messages and the replies, then the resumed line.
+    let redraw_at = out
+        .stdout
+        .find("› what do my notes say?")
+        .expect(&out.stdout);
+    let reply_at = out.stdout.find("You are welcome.").expect(&out.stdout);
+    let resumed_at = out
+        .stdout
+        .find("(resumed the conversation of ")
+        .expect(&out.stdout);
+    assert!(
+        redraw_at < reply_at && reply_at < resumed_at,
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("Still here."));
+
+    let bodies = server.request_bodies();
+    let last = roles_and_texts(bodies.last().unwrap());
+    let roles: Vec<&str> = last.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ]
+    );
+    assert_eq!(last[1].1, "what do my notes say?");
+    assert_eq!(last[5].1, "thanks");
+    assert_eq!(last[7].1, "one more thing");
+    server.assert_tool_call_pairing();
+
+    // The conversation stayed in its own run folder, whose log kept growing; the
+    // start still made a folder of its own (holding only its session.log).
+    assert_eq!(sandbox.conversations(), vec![run.clone()]);
+    assert_eq!(sandbox.runs().len(), 2);
+    let log_after = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert!(log_after.starts_with(&log_before));
+    assert!(log_after.contains("› one more thing"));
+    assert!(log_after.contains("Still here."));
+}
+
+#[tokio::test]
+async fn the_prompt_argument_is_sent_once_and_resume_by_number_picks_the_older_run() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("About bread."), Reply::text("About bikes.")]);
+    let out = sandbox.chat(&server.base_url(), &["bake bread"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox
+        .chat(&server.base_url(), &["fix the bike"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(sandbox.conversations().len(), 2);
+
+    server.push(Reply::text("Back to bread."));
+    let out = sandbox
+        .chat(&server.base_url(), &[], "/resume\n2\nmore on that\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // Newest first: 1 is the bike, 2 the bread.
+    let one = out.stdout.find("  1. ").unwrap();
+    let two = out.stdout.find("  2. ").unwrap();
+    assert!(
+        out.stdout[one..two].contains("fix the bike"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout[two..].contains("bake bread"), "{}", out.stdout);
+    assert!(out.stdout.contains("(resumed the conversation of "));
+
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 3);
+    let last = roles_and_texts(&bodies[2]);
+    let texts: Vec<&str> = last.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts[1..], ["bake bread", "About bread.", "more on that"]);
+}
+
+#[tokio::test]
+async fn resume_with_a_bad_number_asks_again_and_empty_cancels() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("One."), Reply::text("Two.")]);
+    sandbox.chat(&server.base_url(), &["first"], "").await;
+    let out = sandbox
+        .chat(&server.base_url(), &[], "/resume\n7\n\nhello\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("type a number from 1 to 1"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("(cancelled)"), "{}", out.stdout);
+    // Not resumed: the new message starts a conversation of its own.
+    let bodies = server.request_bodies();
+    let texts: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["hello".to_owned()]);
+}
+
+#[tokio::test]
+async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
+    let sandbox = Sandbox::new();
+    write_notes(&sandbox);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("I was not allowed."),
+        Reply::tool_call("call_2", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::text("Read it."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &[], "read it\nn\nplease\ny\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "run read_file");
+    let bodies = server.request_bodies();
+    let denied = &bodies[1]["messages"][3];
+    assert_eq!(denied["role"], "tool");
+    assert!(
+        denied["content"].as_str().unwrap().contains("not allowed"),
+        "{denied}"
+    );
+    let allowed = &bodies[3]["messages"][7];
+    assert!(
+        allowed["content"].as_str().unwrap().contains("buy milk"),
+        "{allowed}"
+    );
+
+    let run = sandbox.conversations().remove(0);
+    let transcript = jsonl(&run.join("transcript.jsonl"));
+    let decisions: Vec<&str> = transcript
+        .iter()
+        .filter_map(|r| r["decision"].as_str())
+        .collect();
+    assert_eq!(decisions, ["ask-no", "ask-yes"]);
+}
+
+#[tokio::test]
+async fn fork_continues_in_a_copy_and_keeps_the_original() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("A."), Reply::text("B in the fork.")]);
+    let out = sandbox
+        .chat(&server.base_url(), &[], "first\n/fork\nsecond\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("(forked into run "), "{}", out.stdout);
+    let runs = sandbox.conversations();
+    assert_eq!(runs.len(), 2);
+    let original = jsonl(&runs[0].join("conversation.jsonl"));
+    let fork = jsonl(&runs[1].join("conversation.jsonl"));
+    assert_eq!(original.len(), 2);
+    assert_eq!(fork.len(), 4);
+    assert_eq!(fork[0]["message"], original[0]["message"]);
+    let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["first", "A.", "second"]);
+}
+
+#[tokio::test]
+async fn no_server_gives_one_clear_message() {
+    let sandbox = Sandbox::new();
+    let url = unreachable_base_url();
+    let out = sandbox.chat(&url, &[], "hello\n").await;
+    assert_ne!(out.status, 0);
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("✗")).collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert_contains!(out.stderr, &url);
+    assert_contains!(out.stderr, "--base-url");
+    assert_contains!(out.stderr, "--model");
+    assert!(
+        out.stderr.contains("http://localhost:11434/v1"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn help_and_unknown_commands_are_answered_without_the_model() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let out = sandbox
+        .chat(&server.base_url(), &[], "/help\n/bogus\n/exit\nnot sent\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "/resume");
+    assert!(
+        out.stdout.contains("unknown command /bogus"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(server.request_count(), 0);
+}
+
+#[tokio::test]
+async fn load_warnings_are_shown_when_resuming() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push(Reply::text("First answer."));
+    let out = sandbox.chat(&server.base_url(), &["first"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let run = sandbox.conversations().remove(0);
+    let conversation = run.join("conversation.jsonl");
+    let mut text = std::fs::read_to_string(&conversation).unwrap();
+    text.push_str("this line is not json\n");
+    text.push_str("{\"uuid\":\"0193c0de-0000-7000-8000-00000000000f\",\"ts\":\"2026-");
+    std::fs::write(&conversation, text).unwrap();
+
+    server.push(Reply::text("Second answer."));
+    let out = sandbox.chat(&server.base_url(), &["-c"], "second\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let warnings: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("! ")).collect();
+    assert_eq!(warnings.len(), 2, "{}", out.stdout);
+    assert!(
+        warnings.iter().any(|w| w.contains("conversation.jsonl:3")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("conversation.jsonl:4")),
+        "{warnings:?}"
+    );
+    // The resumed history is the complete, valid part.
+    let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["first", "First answer.", "second"]);
+}
+
+#[tokio::test]
+async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("An endless story begins")
+            .chunk_chars(4)
+            .stall_after(3, Duration::from_secs(60)),
+        Reply::text("Something else, then."),
+    ]);
+    let mut child = sandbox
+        .command(&["--plain", "--base-url", &server.base_url(), "--model", "m"])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"tell me a story\n").await.unwrap();
+    // Wait for the first words of the reply (read byte by byte: no newline yet).
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("An e") {
+        let mut byte = [0u8; 1];
+        let n = tokio::io::AsyncReadExt::read(&mut stdout, &mut byte)
+            .await
+            .unwrap();
+        assert!(n > 0, "stdout closed: {}", String::from_utf8_lossy(&seen));
+        seen.push(byte[0]);
+    }
+    let pid = child.id().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).await.unwrap() > 0,
+            "the chat exited"
+        );
+        if line.contains("(cancelled)") {
+            break;
+        }
+    }
+    stdin.write_all(b"something else\n").await.unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest)
+        .await
+        .unwrap();
+    assert_contains!(rest, "Something else, then.");
+    assert!(child.wait().await.unwrap().success());
+    let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts[1..], ["tell me a story", "something else"]);
+}
+
+#[tokio::test]
+async fn a_run_with_no_conversation_holds_only_its_session_log() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    sandbox.chat(&server.base_url(), &[], "").await;
+    let runs = sandbox.runs();
+    assert_eq!(runs.len(), 1);
+    // Hidden files (the writer lock) are not part of what a run shows.
+    let mut visible: Vec<String> = std::fs::read_dir(&runs[0])
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    visible.sort();
+    assert_eq!(visible, ["session.log"]);
+    assert!(server.request_bodies().is_empty());
+}

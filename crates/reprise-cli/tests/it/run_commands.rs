@@ -1,0 +1,194 @@
+//! `reprise runs | show | fork | rm` on run folders written through the library.
+
+use reprise_testkit::assert_contains;
+use std::path::{Path, PathBuf};
+
+use crate::support::{Sandbox, jsonl};
+use reprise_session::{
+    Entry, Message, SessionKey, SessionStore, create_run_folder, create_run_store,
+};
+use serde_json::Value;
+
+/// A run with a conversation of `turns` question/answer pairs; returns its folder.
+async fn make_run(runs_dir: &Path, topic: &str, turns: usize) -> PathBuf {
+    let folder = create_run_folder(runs_dir).unwrap();
+    let store = create_run_store(&folder.dir);
+    let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+    let mut entries = Vec::new();
+    for i in 1..=turns {
+        entries.push(Entry::message(Message::user(format!(
+            "{topic} question {i}"
+        ))));
+        entries.push(Entry::message(Message::assistant(format!(
+            "{topic} answer {i}"
+        ))));
+    }
+    store.append(&key, &entries).await.unwrap();
+    // Distinct update times, so "newest first" has one answer.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    folder.dir
+}
+
+fn name(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn runs_lists_newest_first_as_a_table_and_as_json() {
+    let sandbox = Sandbox::new();
+    let bread = make_run(&sandbox.runs_dir(), "bread", 1).await;
+    let bike = make_run(&sandbox.runs_dir(), "bike", 2).await;
+    // A run without a conversation is not listed.
+    create_run_folder(&sandbox.runs_dir()).unwrap();
+
+    let out = sandbox.run(&["runs", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["run"], name(&bike));
+    assert_eq!(rows[0]["messages"], 4);
+    assert_eq!(rows[0]["lastMessage"], "bike question 2");
+    assert_eq!(rows[1]["run"], name(&bread));
+
+    let out = sandbox.run(&["runs"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("DATE"), "{}", out.stdout);
+    assert!(lines[1].contains("bike question 2") && lines[1].contains(&name(&bike)));
+    assert!(lines[2].contains("bread question 1"));
+}
+
+#[tokio::test]
+async fn show_prints_the_conversation_by_prefix_or_last() {
+    let sandbox = Sandbox::new();
+    make_run(&sandbox.runs_dir(), "bread", 1).await;
+    let bike = make_run(&sandbox.runs_dir(), "bike", 1).await;
+
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "› bike question 1\n\nbike answer 1\n\n");
+
+    let out = sandbox.run(&["show", &name(&bike), "--json"], "").await;
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            serde_json::json!({"role": "user", "text": "bike question 1"}),
+            serde_json::json!({"role": "assistant", "text": "bike answer 1"}),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn fork_at_copies_the_first_messages_into_a_new_run() {
+    let sandbox = Sandbox::new();
+    let source = make_run(&sandbox.runs_dir(), "bread", 2).await;
+    let before = std::fs::read(source.join("conversation.jsonl")).unwrap();
+
+    let out = sandbox.run(&["fork", "last", "--at", "3"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let runs = sandbox.conversations();
+    assert_eq!(runs.len(), 2);
+    let target = runs.iter().find(|r| **r != source).unwrap();
+    assert!(out.stdout.contains(&name(target)), "{}", out.stdout);
+    let copied = jsonl(&target.join("conversation.jsonl"));
+    let texts: Vec<&str> = copied
+        .iter()
+        .map(|e| e["message"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["bread question 1", "bread answer 1", "bread question 2"]
+    );
+    assert_eq!(
+        std::fs::read(source.join("conversation.jsonl")).unwrap(),
+        before
+    );
+
+    let out = sandbox
+        .run(&["fork", &name(&source), "--at", "9"], "")
+        .await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "has 4 messages");
+}
+
+#[tokio::test]
+async fn rm_asks_unless_yes() {
+    let sandbox = Sandbox::new();
+    let run = make_run(&sandbox.runs_dir(), "bread", 1).await;
+    let out = sandbox.run(&["rm", &name(&run)], "n\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "delete run");
+    assert!(run.exists());
+    let out = sandbox.run(&["rm", &name(&run)], "y\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!run.exists());
+
+    let run = make_run(&sandbox.runs_dir(), "bike", 1).await;
+    let out = sandbox.run(&["rm", "last", "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!run.exists());
+}
+
+#[tokio::test]
+async fn bad_run_ids_are_refused() {
+    let sandbox = Sandbox::new();
+    make_run(&sandbox.runs_dir(), "bread", 1).await;
+    make_run(&sandbox.runs_dir(), "bike", 1).await;
+    for bad in ["../x", "/etc", "", "a/b"] {
+        for command in [
+            vec!["show", bad],
+            vec!["rm", bad, "--yes"],
+            vec!["fork", bad],
+        ] {
+            let out = sandbox.run(&command, "").await;
+            assert_ne!(out.status, 0, "{command:?} was accepted");
+            assert!(
+                out.stderr.contains("invalid run id"),
+                "{command:?}: {}",
+                out.stderr
+            );
+        }
+    }
+    let out = sandbox.run(&["show", "1999"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "no run matches");
+    // Both runs start with the year: an ambiguous prefix names the candidates.
+    let out = sandbox.run(&["show", "20"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "matches 2 runs");
+    assert_eq!(sandbox.conversations().len(), 2);
+}
+
+#[tokio::test]
+async fn help_explains_every_flag() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["--help"], "").await;
+    assert_eq!(out.status, 0);
+    for flag in [
+        "--runs-dir",
+        "--continue",
+        "--resume",
+        "--fork-session",
+        "--inline",
+        "--plain",
+        "--base-url",
+        "--model",
+        "--api-key-env",
+        "--yes",
+        "--config",
+    ] {
+        assert!(out.stdout.contains(flag), "{flag} missing from --help");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_config_file_is_an_error_naming_file_and_line() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "model = \"x\"\nbase_url = [1\n").unwrap();
+    let out = sandbox.run(&["runs"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "config.toml:2:");
+}

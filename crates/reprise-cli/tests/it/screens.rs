@@ -1,0 +1,211 @@
+//! Snapshots of the full-screen chat (ratatui's TestBackend): what a person sees.
+
+use reprise_testkit::assert_contains;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use reprise_cli::chat::resumed_text;
+use reprise_cli::driver::redraw_of;
+use reprise_cli::tui::app::redraw_items;
+use reprise_cli::tui::render::draw;
+use reprise_cli::tui::view::{
+    ChatView, Item, Picker, PickerRow, Question, ToolResultView, ToolView,
+};
+use reprise_provider::Usage;
+use reprise_session::{
+    Entry, Message, SessionKey, SessionStore, create_run_folder, create_run_store,
+};
+
+fn screen(view: &ChatView, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| draw(frame, view)).unwrap();
+    terminal
+}
+
+fn base_view() -> ChatView {
+    ChatView {
+        model: "test-model".into(),
+        run: "2026-11-30T09-38-04-123Z".into(),
+        ..ChatView::default()
+    }
+}
+
+#[test]
+fn the_chat_screen_while_a_reply_streams_in() {
+    let mut view = base_view();
+    view.items
+        .push(Item::User("How do I list files in Rust?".into()));
+    view.items.push(Item::Assistant(
+        "Use `std::fs::read_dir`:\n\n```rust\nfor entry in std::fs::read_dir(\".\")? {\n    println!(\"{:?}\", entry?.path());\n}\n```\n\nIt returns an **iterator** of entries.".into(),
+    ));
+    view.items.push(Item::User("and recursively?".into()));
+    view.streaming =
+        "Walk it yourself, or use the *walkdir* crate:\n\n- `WalkDir::new(\".\")`\n- filter".into();
+    view.busy = Some(Duration::from_secs(3));
+    view.usage = Some(Usage {
+        prompt_tokens: 812,
+        completion_tokens: 64,
+        total_tokens: 876,
+    });
+    view.input.text = "thanks, and in".into();
+    view.input.cursor = 14;
+    view.queued = vec!["also symlinks?".into()];
+    let terminal = screen(&view, 72, 26);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn tool_calls_are_compact_and_errors_marked() {
+    let mut view = base_view();
+    view.items.push(Item::User("what is in my notes?".into()));
+    view.items.push(Item::Tool(ToolView {
+        id: "call_1".into(),
+        agent: String::new(),
+        name: "read_file".into(),
+        arguments: "{\"path\": \"notes.txt\"}".into(),
+        result: Some(ToolResultView {
+            content: "buy milk\ncall mum\nfix the bike\nwater the plants\npay rent".into(),
+            is_error: false,
+        }),
+    }));
+    view.items.push(Item::Tool(ToolView {
+        id: "call_2".into(),
+        agent: String::new(),
+        name: "read_file".into(),
+        arguments: "{\"path\": \"../secrets.txt\", \"why\": \"a long reason that goes on and on past the width\"}".into(),
+        result: Some(ToolResultView {
+            content: "../secrets.txt: paths may not go up with ..".into(),
+            is_error: true,
+        }),
+    }));
+    view.items.push(Item::Tool(ToolView {
+        id: "call_3".into(),
+        agent: "researcher".into(),
+        name: "list_dir".into(),
+        arguments: "{}".into(),
+        result: None,
+    }));
+    view.busy = Some(Duration::from_secs(12));
+    view.tick = 4;
+    let terminal = screen(&view, 72, 18);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn the_resume_picker_with_a_filter_typed() {
+    let mut view = base_view();
+    view.items.push(Item::User("hello".into()));
+    view.items
+        .push(Item::Assistant("Hi! How can I help?".into()));
+    let row = |name: &str, date: &str, message: &str| PickerRow {
+        name: name.into(),
+        date: date.into(),
+        last_message: message.into(),
+    };
+    view.picker = Some(Picker {
+        rows: vec![
+            row(
+                "2026-11-30T09-00-00-000Z",
+                "2026-11-30 09:00",
+                "bake some bread for the weekend",
+            ),
+            row(
+                "2026-11-29T18-00-00-000Z",
+                "2026-11-29 18:00",
+                "fix the bike's back brake",
+            ),
+            row(
+                "2026-11-28T08-00-00-000Z",
+                "2026-11-28 08:00",
+                "bread again, this time rye",
+            ),
+            row(
+                "2026-11-27T08-00-00-000Z",
+                "2026-11-27 08:00",
+                "plan the trip",
+            ),
+        ],
+        ..Picker::default()
+    });
+    for c in "bread".chars() {
+        view.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    }
+    view.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+    let terminal = screen(&view, 72, 16);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[tokio::test]
+async fn the_redraw_after_continue() {
+    // A real run folder, written through the run store, read back as the chat does.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = create_run_folder(dir.path()).unwrap();
+    let store = create_run_store(&folder.dir);
+    let key = SessionKey::session("0193c0de-0000-7000-8000-000000000001").unwrap();
+    let entries = vec![
+        Entry::message(Message::user("what do my notes say?")),
+        Entry::message(Message::assistant_tool_calls(
+            None,
+            vec![reprise_session::ToolCall::function(
+                "call_1",
+                "read_file",
+                "{\"path\":\"notes.txt\"}",
+            )],
+        )),
+        Entry::message(Message::tool("call_1", "buy milk")),
+        Entry::message(Message::assistant("The note says **buy milk**.")),
+        Entry::message(Message::user("thanks")),
+        Entry::message(Message::assistant("You are welcome.")),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    let redraw = redraw_of(&folder.dir).unwrap();
+    assert!(redraw.warnings.is_empty());
+    let mut view = base_view();
+    view.items = redraw_items(&redraw.messages);
+    view.items
+        .push(Item::Notice(resumed_text("2026-11-30 09:38")));
+    let terminal = screen(&view, 60, 16);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn the_gate_question_in_place_of_the_prompt() {
+    let mut view = base_view();
+    view.items.push(Item::User("read my notes".into()));
+    view.items.push(Item::Tool(ToolView {
+        id: "call_1".into(),
+        agent: String::new(),
+        name: "read_file".into(),
+        arguments: "{\"path\":\"notes.txt\"}".into(),
+        result: None,
+    }));
+    view.question = Some(Question {
+        tool: "read_file".into(),
+        arguments: "{\"path\":\"notes.txt\"}".into(),
+        agent: String::new(),
+    });
+    view.busy = Some(Duration::from_secs(1));
+    let terminal = screen(&view, 64, 12);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn a_long_conversation_shows_its_end_and_scrolls_back() {
+    let mut view = base_view();
+    for i in 0..2000 {
+        view.items.push(Item::User(format!("question {i}")));
+        view.items.push(Item::Assistant(format!("answer {i}")));
+    }
+    let terminal = screen(&view, 40, 10);
+    let text = terminal.backend().to_string();
+    assert_contains!(text, "answer 1999");
+    assert!(!text.contains("answer 1990"), "{text}");
+    view.scroll = 12;
+    let terminal = screen(&view, 40, 10);
+    let text = terminal.backend().to_string();
+    assert_contains!(text, "answer 1996");
+    assert!(!text.contains("answer 1999"), "{text}");
+    assert_contains!(text, "scrolled up 12 lines");
+}

@@ -1,0 +1,147 @@
+//! Running the real `reprise` binary in tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use reprise_testkit::pty::{CommandBuilder, Pty};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+/// What a finished run of the binary printed.
+pub struct Output {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A working directory with a runs folder, and no config or history from the machine.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("xdg")).unwrap();
+        Sandbox { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn runs_dir(&self) -> PathBuf {
+        self.dir.path().join(".run")
+    }
+
+    /// The run folders, oldest first.
+    pub fn runs(&self) -> Vec<PathBuf> {
+        let mut runs: Vec<PathBuf> = std::fs::read_dir(self.runs_dir())
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        runs.sort();
+        runs
+    }
+
+    /// The run folders that hold a conversation, oldest first.
+    pub fn conversations(&self) -> Vec<PathBuf> {
+        self.runs()
+            .into_iter()
+            .filter(|p| p.join("session.json").exists())
+            .collect()
+    }
+
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reprise"));
+        command
+            .args(args)
+            .current_dir(self.path())
+            .env("XDG_CONFIG_HOME", self.path().join("xdg"))
+            .env("TZ", "UTC")
+            .env_remove("REPRISE_BASE_URL")
+            .env_remove("REPRISE_MODEL")
+            .env_remove("REPRISE_RUNS_DIR")
+            .env_remove("REPRISE_CONFIG")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// The binary in an 80×24 pseudo-terminal, with the same environment as
+    /// [`Sandbox::command`] and `TERM=xterm-256color`.
+    pub fn pty(&self, args: &[&str]) -> Pty {
+        let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_reprise"));
+        command.args(args);
+        command.cwd(self.path());
+        command.env("TERM", "xterm-256color");
+        command.env("TZ", "UTC");
+        command.env("XDG_CONFIG_HOME", self.path().join("xdg"));
+        for name in [
+            "REPRISE_BASE_URL",
+            "REPRISE_MODEL",
+            "REPRISE_RUNS_DIR",
+            "REPRISE_CONFIG",
+            "OPENAI_API_KEY",
+        ] {
+            command.env_remove(name);
+        }
+        Pty::spawn(command)
+    }
+
+    /// Runs the binary with `args`, feeding `input` on stdin (then closing it).
+    pub async fn run(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self.command(args).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).await.unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().await.unwrap();
+        Output {
+            status: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// A chat in plain mode against `base_url`.
+    pub async fn chat(&self, base_url: &str, extra: &[&str], input: &str) -> Output {
+        let mut args = vec!["--plain", "--base-url", base_url, "--model", "test-model"];
+        args.extend_from_slice(extra);
+        self.run(&args, input).await
+    }
+}
+
+/// The messages of a request body.
+pub fn messages(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// `(role, text)` of each message of a request body.
+pub fn roles_and_texts(body: &Value) -> Vec<(String, String)> {
+    messages(body)
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The lines of a JSONL file, parsed.
+pub fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}

@@ -1,0 +1,8 @@
+//! Integration tests of reprise-provider: stream captures, and HTTP against a
+//! scripted server.
+//!
+//! One test binary for the crate (each binary links the whole dependency tree);
+//! one module per area.
+
+mod http;
+mod sse_files;

@@ -1,0 +1,8 @@
+//! Integration tests of reprise-testkit: the scripted server seen from an HTTP
+//! client, the fixture finders and `assert_contains!`.
+//!
+//! One test binary for the crate (each binary links the whole dependency tree);
+//! one module per area.
+
+mod server;
+mod support;
