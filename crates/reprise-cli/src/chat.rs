@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::{RunFolder, append_history, find_run, list_runs};
+use reprise_session::runs::{RunFolder, append_history, find_run, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -60,8 +60,7 @@ pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFold
 /// When a run's conversation was last added to (as listings show it, else the
 /// folder's modification time).
 pub fn conversation_date(folder: &RunFolder) -> String {
-    let from_meta =
-        reprise_session::run_folder::summarize_run(&folder.dir).map(|run| run.updated_at);
+    let from_meta = reprise_session::runs::summarize_run(&folder.dir).map(|run| run.updated_at);
     let ts = from_meta.or_else(|| {
         let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
         Timestamp::try_from(modified).ok()
@@ -129,10 +128,12 @@ pub async fn fork_into(
 ) -> Result<RunFolder> {
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
-    tokio::task::spawn_blocking(move || reprise_session::fork_run(&source_dir, &target_dir, up_to))
-        .await
-        .context("the fork was interrupted")?
-        .with_context(|| format!("cannot fork run {}", source.name()))?;
+    tokio::task::spawn_blocking(move || {
+        reprise_session::runs::fork_run(&source_dir, &target_dir, up_to)
+    })
+    .await
+    .context("the fork was interrupted")?
+    .with_context(|| format!("cannot fork run {}", source.name()))?;
     Ok(RunFolder::open(&target.dir)?)
 }
 

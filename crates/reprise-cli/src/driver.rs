@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
-use reprise_session::{
+use reprise_session::runs::{
     RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder,
     read_conversation_with_warnings,
 };
@@ -94,7 +94,7 @@ impl Opener {
     /// Opens the session of `folder`: a new one when the folder has none, its own
     /// (loaded, repaired) when it has.
     pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
-        let store = reprise_session::create_run_store(&folder.dir);
+        let store = reprise_session::runs::create_run_store(&folder.dir);
         let session_id = folder
             .session_id
             .clone()

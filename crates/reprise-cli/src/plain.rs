@@ -376,7 +376,7 @@ async fn pick_run(
     opener: &Opener,
     lines: &mut Lines,
     printer: &mut Printer,
-) -> Result<Option<reprise_session::RunFolder>> {
+) -> Result<Option<reprise_session::runs::RunFolder>> {
     let rows = chat::picker_rows(&opener.settings.runs_dir)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");
@@ -406,7 +406,7 @@ async fn pick_run(
         match answer.parse::<usize>() {
             Ok(n) if (1..=rows.len()).contains(&n) => {
                 let name = &rows[n - 1].name;
-                return Ok(Some(reprise_session::find_run(
+                return Ok(Some(reprise_session::runs::find_run(
                     &opener.settings.runs_dir,
                     name,
                 )?));

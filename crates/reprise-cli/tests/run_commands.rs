@@ -5,9 +5,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Sandbox, jsonl};
-use reprise_session::{
-    Entry, Message, SessionKey, SessionStore, create_run_folder, create_run_store,
-};
+use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use serde_json::Value;
 
 /// A run with a conversation of `turns` question/answer pairs; returns its folder.

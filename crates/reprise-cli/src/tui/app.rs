@@ -13,7 +13,7 @@ use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{DefaultTerminal, TerminalOptions, Viewport};
 use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
 use reprise_redact::Redactor;
-use reprise_session::read_history;
+use reprise_session::runs::read_history;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -121,11 +121,7 @@ pub async fn run(
     }
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
-    if result.is_ok()
-        && run_dir
-            .join(reprise_session::run_meta::SESSION_JSON)
-            .exists()
-    {
+    if result.is_ok() && run_dir.join(reprise_session::runs::SESSION_JSON).exists() {
         println!(
             "(the conversation is kept in {}; continue it with: reprise --resume {})",
             run_dir.display(),
@@ -460,7 +456,7 @@ impl App {
     }
 
     async fn resume(&mut self, name: &str) {
-        let folder = match reprise_session::find_run(&self.opener.settings.runs_dir, name) {
+        let folder = match reprise_session::runs::find_run(&self.opener.settings.runs_dir, name) {
             Ok(folder) => folder,
             Err(error) => {
                 self.view.items.push(Item::Error(error.to_string()));
