@@ -289,9 +289,9 @@ async fn a_conversation_forks_into_a_new_run_folder_with_its_subagents() {
     assert_eq!(meta["subagents"]["scout"], "subagents/scout.jsonl");
 
     // Into a new run folder with the session core's fork_run, then the same agent on it.
-    let new_id = reprise_session::runs::fork_run(&run_a, &run_c, None).unwrap();
+    let forked = reprise_session::runs::fork_run(&run_a, &run_c, None).unwrap();
     let mut branch = source
-        .with_session(Arc::new(create_run_store(&run_c)), &new_id)
+        .with_session(Arc::new(forked.store), &forked.session_id)
         .await
         .unwrap();
     assert_eq!(branch.messages(), source.messages());

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, append_history, find_run, list_runs};
+use reprise_session::runs::{RunFolder, RunStore, append_history, find_run, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -107,14 +107,23 @@ pub async fn open_start(
         }
         Some(target) if fork => {
             let copy = fork_into(&target, fresh, None).await?;
-            Ok((opener.open(copy).await?, true))
+            Ok((opener.open_forked(copy).await?, true))
         }
         Some(target) => Ok((opener.open(target).await?, true)),
     }
 }
 
+/// A run folder that a fork just filled, with its store: the store owns the fork's
+/// background data sync, which closing or dropping it waits for.
+pub struct Forked {
+    /// The new run folder.
+    pub folder: RunFolder,
+    /// Its store.
+    pub store: RunStore,
+}
+
 /// Copies a run's conversation into a new run folder.
-pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<RunFolder> {
+pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
     let target = opener.new_folder()?;
     fork_into(source, target, None).await
 }
@@ -125,16 +134,19 @@ pub async fn fork_into(
     source: &RunFolder,
     target: RunFolder,
     up_to: Option<uuid::Uuid>,
-) -> Result<RunFolder> {
+) -> Result<Forked> {
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
-    tokio::task::spawn_blocking(move || {
+    let forked = tokio::task::spawn_blocking(move || {
         reprise_session::runs::fork_run(&source_dir, &target_dir, up_to)
     })
     .await
     .context("the fork was interrupted")?
     .with_context(|| format!("cannot fork run {}", source.name()))?;
-    Ok(RunFolder::open(&target.dir)?)
+    Ok(Forked {
+        folder: RunFolder::open(&target.dir)?,
+        store: forked.store,
+    })
 }
 
 /// Remembers a submitted line in `history.jsonl` (failures are only logged: the

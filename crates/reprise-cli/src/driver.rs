@@ -13,7 +13,7 @@ use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
 use reprise_session::runs::{
-    RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder,
+    RunFolder, RunStore, SessionLog, Transcript, TranscriptRecord, create_run_folder,
     read_conversation_with_warnings,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -95,6 +95,16 @@ impl Opener {
     /// (loaded, repaired) when it has.
     pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
         let store = reprise_session::runs::create_run_store(&folder.dir);
+        self.open_with(folder, store).await
+    }
+
+    /// Opens the session of a run folder that a fork just filled, keeping the store
+    /// that owns the fork's background data sync.
+    pub async fn open_forked(&self, forked: crate::chat::Forked) -> Result<ChatSession> {
+        self.open_with(forked.folder, forked.store).await
+    }
+
+    async fn open_with(&self, folder: RunFolder, store: RunStore) -> Result<ChatSession> {
         let session_id = folder
             .session_id
             .clone()

@@ -150,7 +150,7 @@ pub async fn run(
         if session.run_name() != fresh_name {
             // The folder made at this start says where the conversation went.
             if let Ok(mut log) =
-                reprise_session::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
+                reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
             {
                 let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
             }
@@ -271,9 +271,9 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
     if session.folder.session_id.is_none() && session.agent.messages().is_empty() {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
-    let folder = reprise_session::RunFolder::open(&session.folder.dir)?;
+    let folder = reprise_session::runs::RunFolder::open(&session.folder.dir)?;
     let copy = chat::fork_into_new(opener, &folder).await?;
-    opener.open(copy).await
+    opener.open_forked(copy).await
 }
 
 async fn turn(

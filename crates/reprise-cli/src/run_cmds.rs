@@ -132,12 +132,14 @@ pub async fn fork(
     };
     let fresh = reprise_session::runs::create_run_folder(runs_dir)?;
     let target = crate::chat::fork_into(&source, fresh, up_to).await?;
+    // The command ends here: wait for the copy's data to be on disk.
+    target.store.close().await;
     writeln!(
         out,
         "forked {} into {} (resume it with: reprise --resume {})",
         source.name(),
-        target.name(),
-        target.name()
+        target.folder.name(),
+        target.folder.name()
     )?;
     Ok(())
 }

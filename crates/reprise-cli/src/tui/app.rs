@@ -132,7 +132,9 @@ pub async fn run(
 }
 
 fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
-    if let Ok(mut log) = reprise_session::SessionLog::open(&opener.settings.runs_dir.join(fresh)) {
+    if let Ok(mut log) =
+        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+    {
         let _ = log.write_line(&format!("(resumed run {resumed})"));
     }
 }
@@ -494,7 +496,7 @@ impl App {
         let Some(session) = self.session.as_ref() else {
             return;
         };
-        let source = match reprise_session::RunFolder::open(&session.folder.dir) {
+        let source = match reprise_session::runs::RunFolder::open(&session.folder.dir) {
             Ok(source) if source.session_id.is_some() => source,
             Ok(_) => {
                 self.view.items.push(Item::Error(
@@ -508,7 +510,7 @@ impl App {
             }
         };
         let opened = match chat::fork_into_new(&self.opener, &source).await {
-            Ok(copy) => self.opener.open(copy).await,
+            Ok(copy) => self.opener.open_forked(copy).await,
             Err(error) => Err(error),
         };
         match opened {
