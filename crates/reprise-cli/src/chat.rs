@@ -153,7 +153,7 @@ pub async fn fork_into(
 /// history is a convenience).
 pub fn remember(opener: &Opener, text: &str, run: &str) {
     if let Err(error) = append_history(&opener.history_path(), text, run) {
-        tracing::warn!("history.jsonl: {error}");
+        tracing::warn!("history.jsonl: {}", crate::error_text::with_causes(&error));
     }
 }
 

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+
+use crate::error_text::with_causes;
 use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
@@ -139,7 +141,9 @@ impl Opener {
                 if let Some(hub) = &hub {
                     hub.shutdown().await;
                 }
-                anyhow::bail!("cannot open run {}: {error}", folder.name());
+                return Err(
+                    anyhow::Error::new(error).context(format!("cannot open run {}", folder.name()))
+                );
             }
         };
         let log = SessionLog::open(&folder.dir)?;
@@ -234,7 +238,7 @@ impl ChatSession {
     /// Writes a line to `session.log` (what the screen shows that is not a turn).
     pub fn log_line(&mut self, line: &str) {
         if let Err(error) = self.log.write_line(line) {
-            tracing::warn!("session.log: {error}");
+            tracing::warn!("session.log: {}", with_causes(&error));
         }
     }
 
@@ -303,7 +307,7 @@ fn record_event(
 ) {
     let mut write = |text: &str| {
         if let Err(error) = log.write(text) {
-            tracing::warn!("session.log: {error}");
+            tracing::warn!("session.log: {}", with_causes(&error));
         }
     };
     match event {
@@ -333,7 +337,7 @@ fn record_event(
                 arguments.clone(),
             );
             if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {error}");
+                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
             }
         }
         AgentEvent::ToolCallFinished {
@@ -358,7 +362,7 @@ fn record_event(
                     .with_field("reason", serde_json::Value::String(reason));
             }
             if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {error}");
+                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
             }
         }
         AgentEvent::Retrying {

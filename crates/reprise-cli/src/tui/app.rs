@@ -461,7 +461,9 @@ impl App {
         let folder = match reprise_session::runs::find_run(&self.opener.settings.runs_dir, name) {
             Ok(folder) => folder,
             Err(error) => {
-                self.view.items.push(Item::Error(error.to_string()));
+                self.view
+                    .items
+                    .push(Item::Error(crate::error_text::with_causes(&error)));
                 return;
             }
         };
@@ -505,7 +507,9 @@ impl App {
                 return;
             }
             Err(error) => {
-                self.view.items.push(Item::Error(error.to_string()));
+                self.view
+                    .items
+                    .push(Item::Error(crate::error_text::with_causes(&error)));
                 return;
             }
         };

@@ -4,6 +4,7 @@
 mod conformance;
 mod conversation;
 mod history;
+mod io_errors;
 mod model_props;
 mod processes;
 mod repair_props;
