@@ -63,7 +63,7 @@ pub fn read_conversation(dir: &Path) -> Result<Vec<ConversationMessage>, RunErro
 /// Like [`read_conversation`], returning the skipped lines as warnings.
 ///
 /// The file is read by the same reader as a session load ([`crate::store::jsonl::load_file`]):
-/// entry lines and bare messages (the seed's reference format); a torn last line is
+/// entry lines and bare messages (lines holding only a message); a torn last line is
 /// ignored, a corrupt line or a repeated uuid skipped, each with a warning.
 pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunError> {
     let path = dir.join(CONVERSATION_JSONL);

@@ -1,4 +1,4 @@
-//! Run folders (seed 001): one folder per start of the chat, named after its UTC start
+//! Run folders: one folder per start of the chat, named after its UTC start
 //! time, listed newest first from their `session.json` alone.
 //!
 //! ```text

@@ -14,7 +14,7 @@
 //! registered. What a listing shows (when, the person's last message, how many
 //! messages) is rewritten in place in `.summary.json` after every append, so that
 //! listing runs never reads a conversation and an append never pays for a rename (see
-//! the `run_summary` module); the listing fields in `session.json` are as of its last
+//! the `summary` module); the listing fields in `session.json` are as of its last
 //! write, and are what listings fall back to without a usable `.summary.json`. A run
 //! folder holds one session: any other session id is refused with
 //! [`StoreError::Unsupported`]. To fork a run, use [`fork_run`].

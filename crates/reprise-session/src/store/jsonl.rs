@@ -163,7 +163,7 @@ enum NoteKind {
     Blank,
     /// Skipped for this reason.
     Skipped(String),
-    /// A bare message (the seed's reference format): its entry's uuid comes from
+    /// A bare message (a line holding only a message): its entry's uuid comes from
     /// its line number.
     Bare,
 }
@@ -239,7 +239,7 @@ fn parse_slow_line(line: &[u8], entries: &mut Vec<Entry>) -> Option<NoteKind> {
 /// What a line the fast decoder did not take holds.
 enum SlowLine {
     Entry(Entry),
-    /// A bare message (the seed's reference format).
+    /// A bare message (a line holding only a message).
     Bare(Message),
     /// Not an entry: the reason it is skipped.
     Skipped(String),
@@ -250,8 +250,8 @@ fn parse_line(line: &[u8]) -> SlowLine {
         Ok(entry) => return SlowLine::Entry(entry),
         Err(error) => error,
     };
-    // Slow path, for lines that are not entries: a bare message (the seed's
-    // reference format), or something to skip with a reason.
+    // Slow path, for lines that are not entries: a bare message (a line holding
+    // only a message), or something to skip with a reason.
     let value = match serde_json::from_slice::<Value>(line) {
         Ok(value) => value,
         Err(error) => return SlowLine::Skipped(format!("not valid JSON ({error}); line skipped")),
@@ -749,7 +749,7 @@ mod tests {
         Entry(u128, usize),
         Blank,
         Corrupt,
-        /// A bare message (the seed's reference format).
+        /// A bare message (a line holding only a message).
         Bare,
         /// Valid JSON, but not an entry.
         NotEntry,

@@ -148,7 +148,7 @@ impl std::fmt::Debug for WriterLock {
 /// Where transcripts live. Object-safe: agents hold an `Arc<dyn SessionStore>`.
 ///
 /// Every implementation passes the same conformance suite
-/// (`tests/conformance.rs`).
+/// (the `conformance` module, run by `tests/it/conformance.rs`).
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
@@ -179,10 +179,9 @@ pub trait SessionStore: Send + Sync {
     ///
     /// The file stores return once the copy is in place; with [`Durability::Full`]
     /// its data is then synced in the background (every byte of it is on disk in the
-    /// source already), and the target's first append syncs it in any case. A program
-    /// that exits right after a fork calls [`wait_for_fork_syncs`] first.
-    ///
-    /// [`wait_for_fork_syncs`]: crate::wait_for_fork_syncs
+    /// source already), and the target's first append syncs it in any case. The store
+    /// owns those syncs: closing it, or dropping its last handle, waits for them (see
+    /// [`FileSessionStore`](crate::FileSessionStore)).
     ///
     /// [`Durability::Full`]: crate::Durability::Full
     async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)

@@ -83,7 +83,7 @@ fn content_parts_bare_lines_and_duplicate_uuids_are_handled() {
     text += &line(&parts);
     text += &line(&reply);
     text += &line(&reply); // a retried append that slipped through
-    text += "{\"role\":\"user\",\"content\":\"bare, seed style\"}\n";
+    text += "{\"role\":\"user\",\"content\":\"bare message\"}\n";
     text += "{\"role\":\"assistant\",\"content\":\"bare reply\"}\n";
     fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
     assert_eq!(
@@ -91,7 +91,7 @@ fn content_parts_bare_lines_and_duplicate_uuids_are_handled() {
         [
             (Role::User, "look at this".to_owned()),
             (Role::Assistant, "a picture".to_owned()),
-            (Role::User, "bare, seed style".to_owned()),
+            (Role::User, "bare message".to_owned()),
             (Role::Assistant, "bare reply".to_owned()),
         ]
     );

@@ -1,5 +1,5 @@
 //! The JSONL files on disk: torn tails, corrupt lines, bare-message lines written by
-//! the seed's Python reference code, duplicate uuids, permissions, ids in paths, and
+//! a reference Python implementation (`fixtures/`), duplicate uuids, permissions, ids in paths, and
 //! run-folder forks.
 
 use std::os::unix::fs::PermissionsExt;
@@ -193,7 +193,7 @@ fn fixtures() -> std::path::PathBuf {
 }
 
 /// Checks the sessions `seed_reference_sessions.py` writes, in `dir`.
-async fn check_seed_sessions(dir: &Path) {
+async fn check_reference_sessions(dir: &Path) {
     let store = FileSessionStore::new(dir);
     let quest1 = store.load(&key("quest-1")).await.unwrap().unwrap();
     assert!(quest1.warnings.is_empty(), "{:?}", quest1.warnings);
@@ -255,7 +255,7 @@ async fn check_seed_sessions(dir: &Path) {
 }
 
 #[tokio::test]
-async fn sessions_written_by_the_seed_python_code_load_committed_fixture() {
+async fn sessions_written_by_the_reference_python_code_load_committed_fixture() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["quest-1.jsonl", "quest-2.jsonl"] {
         std::fs::copy(
@@ -264,7 +264,7 @@ async fn sessions_written_by_the_seed_python_code_load_committed_fixture() {
         )
         .unwrap();
     }
-    check_seed_sessions(dir.path()).await;
+    check_reference_sessions(dir.path()).await;
 
     // Fork up to a bare line: found by its derived uuid, bytes copied as they are.
     let store = FileSessionStore::new(dir.path());
@@ -288,7 +288,7 @@ async fn sessions_written_by_the_seed_python_code_load_committed_fixture() {
 }
 
 #[tokio::test]
-async fn sessions_written_by_the_seed_python_code_load_live() {
+async fn sessions_written_by_the_reference_python_code_load_live() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sessions");
     let status = std::process::Command::new("python3")
@@ -296,7 +296,7 @@ async fn sessions_written_by_the_seed_python_code_load_live() {
         .arg(&out)
         .status();
     match status {
-        Ok(status) => assert!(status.success(), "the seed's Python code failed"),
+        Ok(status) => assert!(status.success(), "the reference Python code failed"),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("python3 not installed: checked the committed fixture only");
             return;
@@ -308,7 +308,7 @@ async fn sessions_written_by_the_seed_python_code_load_live() {
         std::fs::read(out.join("quest-1.jsonl")).unwrap(),
         std::fs::read(fixtures().join("seed-python/quest-1.jsonl")).unwrap()
     );
-    check_seed_sessions(&out).await;
+    check_reference_sessions(&out).await;
 }
 
 #[tokio::test]
