@@ -9,7 +9,7 @@
 //!
 //! - [`agent`]: the [`Agent`](agent::Agent) loop. Build one with
 //!   [`Agent::builder`](agent::Agent::builder), give it tools made with
-//!   [`tool()`](agent::tool) and [`Subagent`](agent::Subagent)s, and watch its
+//!   [`tool()`](agent::tool()) and [`Subagent`](agent::Subagent)s, and watch its
 //!   [`AgentEvent`](agent::AgentEvent)s.
 //! - [`provider`]: where the model's answers come from: the
 //!   [`Provider`](provider::Provider) trait and the OpenAI-compatible
