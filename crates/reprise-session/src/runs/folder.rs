@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use crate::fs::IoError;
-use crate::fs::{DirSync, create_private_dir_all, io_err, open_private_append, sync_parent};
+use crate::fs::{
+    DirSync, IoError, create_private_dir_all, io_err, open_private_append, sync_parent,
+};
 use crate::runs::error::RunError;
 use crate::runs::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::runs::meta::{SESSION_JSON, SessionJson};

@@ -25,9 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 use uuid::Uuid;
 
-use crate::fs::IoError;
 use crate::fs::{
-    DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
+    DirSync, IoError, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
 use crate::runs::meta::{SESSION_JSON, SessionJson};
@@ -691,4 +690,32 @@ fn commit_fork(staging: &Path, target: &Path) -> Result<(), CommitError> {
     }
     sync_dir(target)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::store::message::Message;
+    use crate::store::session_store::SessionStore;
+
+    #[tokio::test]
+    async fn dropping_a_forked_run_store_leaves_no_fork_sync_pending() {
+        let runs = tempfile::tempdir().unwrap();
+        let source = runs.path().join("a");
+        let store = create_run_store(&source);
+        let key = SessionKey::session("s").unwrap();
+        store
+            .append(&key, &[Entry::message(Message::user("hi"))])
+            .await
+            .unwrap();
+        let forked = fork_run(&source, &runs.path().join("b"), None).unwrap();
+        assert_eq!(forked.store.pending_fork_syncs(), 1);
+        // The source's store made no fork: nothing of it to wait for.
+        assert_eq!(store.pending_fork_syncs(), 0);
+        let pending = forked.store.inner.fork_syncs.pending_counter();
+        drop(forked);
+        assert_eq!(pending.load(Ordering::SeqCst), 0);
+    }
 }

@@ -21,9 +21,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::fs::IoError;
 use crate::fs::{
-    DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
+    DirSync, IoError, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
 use crate::store::blocking_store::{BlockingStore, OverBlockingStore};

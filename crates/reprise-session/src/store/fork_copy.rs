@@ -15,8 +15,7 @@ use std::path::Path;
 
 use uuid::Uuid;
 
-use crate::fs::IoError;
-use crate::fs::io_err;
+use crate::fs::{IoError, io_err};
 use crate::store::entry::Entry;
 use crate::store::session_store::StoreError;
 

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
-use crate::fs::IoError;
-use crate::fs::{FILE_MODE, io_err, parent_of, sync_dir};
+use crate::fs::{FILE_MODE, IoError, io_err, parent_of, sync_dir};
 use crate::store::entry::Entry;
 use crate::store::jsonl::{Durability, LineReader, read_from, torn_warning};
 use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};

@@ -14,8 +14,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::fs::IoError;
-use crate::fs::{FILE_MODE, io_err};
+use crate::fs::{FILE_MODE, IoError, io_err};
 use crate::store::session_store::{StoreError, WriterLock};
 
 /// An open, locked lock file. Closing it (drop) releases the lock.
