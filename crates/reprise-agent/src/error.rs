@@ -7,7 +7,7 @@ use reprise_session::{IdError, StoreError};
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     /// The session store failed; what was recorded before is on disk.
-    #[error("session store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The model call failed (after the provider's retries); nothing of it was recorded.
     #[error("model call failed: {0}")]

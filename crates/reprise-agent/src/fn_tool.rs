@@ -1,5 +1,5 @@
-//! Tools made from an async function: the seed's `tool({name, description, schema,
-//! execute})`, with the schema derived from the argument type.
+//! Tools made from an async function (`tool(name, description, execute)`), with the
+//! schema derived from the argument type.
 
 use std::fmt::Display;
 use std::future::Future;

@@ -13,9 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reprise_session::{
-    Durability, Entry, Message, RunStore, SessionKey, SessionStore, create_run_folder,
-};
+use reprise_session::runs::{RunStore, create_run_folder};
+use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
 
 const RUNS: usize = 10_000;
 const MESSAGES: usize = 10_000;
@@ -187,12 +186,12 @@ async fn main() {
     let setup = Instant::now();
     make_runs(&many.join(".run"), RUNS);
     println!("setup: {RUNS} runs written in {}", ms(setup.elapsed()));
-    let listed = reprise_session::list_runs(&many.join(".run")).unwrap();
+    let listed = reprise_session::runs::list_runs(&many.join(".run")).unwrap();
     assert_eq!(listed.runs.len(), RUNS);
     let in_process: Vec<_> = (0..REPEAT)
         .map(|_| {
             let start = Instant::now();
-            let _ = reprise_session::list_runs(&many.join(".run")).unwrap();
+            let _ = reprise_session::runs::list_runs(&many.join(".run")).unwrap();
             start.elapsed()
         })
         .collect();

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::{RunFolder, append_history, find_run, list_runs};
+use reprise_session::runs::{RunFolder, RunStore, append_history, find_run, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -60,8 +60,7 @@ pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFold
 /// When a run's conversation was last added to (as listings show it, else the
 /// folder's modification time).
 pub fn conversation_date(folder: &RunFolder) -> String {
-    let from_meta =
-        reprise_session::run_folder::summarize_run(&folder.dir).map(|run| run.updated_at);
+    let from_meta = reprise_session::runs::summarize_run(&folder.dir).map(|run| run.updated_at);
     let ts = from_meta.or_else(|| {
         let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
         Timestamp::try_from(modified).ok()
@@ -108,14 +107,23 @@ pub async fn open_start(
         }
         Some(target) if fork => {
             let copy = fork_into(&target, fresh, None).await?;
-            Ok((opener.open(copy).await?, true))
+            Ok((opener.open_forked(copy).await?, true))
         }
         Some(target) => Ok((opener.open(target).await?, true)),
     }
 }
 
+/// A run folder that a fork just filled, with its store: the store owns the fork's
+/// background data sync, which closing or dropping it waits for.
+pub struct Forked {
+    /// The new run folder.
+    pub folder: RunFolder,
+    /// Its store.
+    pub store: RunStore,
+}
+
 /// Copies a run's conversation into a new run folder.
-pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<RunFolder> {
+pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
     let target = opener.new_folder()?;
     fork_into(source, target, None).await
 }
@@ -126,21 +134,26 @@ pub async fn fork_into(
     source: &RunFolder,
     target: RunFolder,
     up_to: Option<uuid::Uuid>,
-) -> Result<RunFolder> {
+) -> Result<Forked> {
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
-    tokio::task::spawn_blocking(move || reprise_session::fork_run(&source_dir, &target_dir, up_to))
-        .await
-        .context("the fork was interrupted")?
-        .with_context(|| format!("cannot fork run {}", source.name()))?;
-    Ok(RunFolder::open(&target.dir)?)
+    let forked = tokio::task::spawn_blocking(move || {
+        reprise_session::runs::fork_run(&source_dir, &target_dir, up_to)
+    })
+    .await
+    .context("the fork was interrupted")?
+    .with_context(|| format!("cannot fork run {}", source.name()))?;
+    Ok(Forked {
+        folder: RunFolder::open(&target.dir)?,
+        store: forked.store,
+    })
 }
 
 /// Remembers a submitted line in `history.jsonl` (failures are only logged: the
 /// history is a convenience).
 pub fn remember(opener: &Opener, text: &str, run: &str) {
     if let Err(error) = append_history(&opener.history_path(), text, run) {
-        tracing::warn!("history.jsonl: {error}");
+        tracing::warn!("history.jsonl: {}", crate::error_text::with_causes(&error));
     }
 }
 

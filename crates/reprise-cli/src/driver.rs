@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+
+use crate::error_text::with_causes;
 use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
-use reprise_session::{
-    RunFolder, SessionLog, Transcript, TranscriptRecord, create_run_folder,
+use reprise_session::runs::{
+    RunFolder, RunStore, SessionLog, Transcript, TranscriptRecord, create_run_folder,
     read_conversation_with_warnings,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -94,7 +96,17 @@ impl Opener {
     /// Opens the session of `folder`: a new one when the folder has none, its own
     /// (loaded, repaired) when it has.
     pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
-        let store = reprise_session::create_run_store(&folder.dir);
+        let store = reprise_session::runs::create_run_store(&folder.dir);
+        self.open_with(folder, store).await
+    }
+
+    /// Opens the session of a run folder that a fork just filled, keeping the store
+    /// that owns the fork's background data sync.
+    pub async fn open_forked(&self, forked: crate::chat::Forked) -> Result<ChatSession> {
+        self.open_with(forked.folder, forked.store).await
+    }
+
+    async fn open_with(&self, folder: RunFolder, store: RunStore) -> Result<ChatSession> {
         let session_id = folder
             .session_id
             .clone()
@@ -129,7 +141,9 @@ impl Opener {
                 if let Some(hub) = &hub {
                     hub.shutdown().await;
                 }
-                anyhow::bail!("cannot open run {}: {error}", folder.name());
+                return Err(
+                    anyhow::Error::new(error).context(format!("cannot open run {}", folder.name()))
+                );
             }
         };
         let log = SessionLog::open(&folder.dir)?;
@@ -224,7 +238,7 @@ impl ChatSession {
     /// Writes a line to `session.log` (what the screen shows that is not a turn).
     pub fn log_line(&mut self, line: &str) {
         if let Err(error) = self.log.write_line(line) {
-            tracing::warn!("session.log: {error}");
+            tracing::warn!("session.log: {}", with_causes(&error));
         }
     }
 
@@ -293,7 +307,7 @@ fn record_event(
 ) {
     let mut write = |text: &str| {
         if let Err(error) = log.write(text) {
-            tracing::warn!("session.log: {error}");
+            tracing::warn!("session.log: {}", with_causes(&error));
         }
     };
     match event {
@@ -323,7 +337,7 @@ fn record_event(
                 arguments.clone(),
             );
             if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {error}");
+                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
             }
         }
         AgentEvent::ToolCallFinished {
@@ -348,7 +362,7 @@ fn record_event(
                     .with_field("reason", serde_json::Value::String(reason));
             }
             if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {error}");
+                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
             }
         }
         AgentEvent::Retrying {

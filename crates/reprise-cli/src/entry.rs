@@ -27,16 +27,13 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    let code = match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("reprise: {error:#}");
             1
         }
-    };
-    // A fork's data is synced in the background: on disk before the process ends.
-    reprise_session::wait_for_fork_syncs();
-    code
+    }
 }
 
 async fn run(cli: Cli) -> Result<i32> {

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod driver;
 pub mod entry;
+pub mod error_text;
 pub mod mcp_cmds;
 pub mod plain;
 pub mod run_cmds;

@@ -150,7 +150,7 @@ pub async fn run(
         if session.run_name() != fresh_name {
             // The folder made at this start says where the conversation went.
             if let Ok(mut log) =
-                reprise_session::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
+                reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
             {
                 let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
             }
@@ -271,9 +271,9 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
     if session.folder.session_id.is_none() && session.agent.messages().is_empty() {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
-    let folder = reprise_session::RunFolder::open(&session.folder.dir)?;
+    let folder = reprise_session::runs::RunFolder::open(&session.folder.dir)?;
     let copy = chat::fork_into_new(opener, &folder).await?;
-    opener.open(copy).await
+    opener.open_forked(copy).await
 }
 
 async fn turn(
@@ -376,7 +376,7 @@ async fn pick_run(
     opener: &Opener,
     lines: &mut Lines,
     printer: &mut Printer,
-) -> Result<Option<reprise_session::RunFolder>> {
+) -> Result<Option<reprise_session::runs::RunFolder>> {
     let rows = chat::picker_rows(&opener.settings.runs_dir)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");
@@ -406,7 +406,7 @@ async fn pick_run(
         match answer.parse::<usize>() {
             Ok(n) if (1..=rows.len()).contains(&n) => {
                 let name = &rows[n - 1].name;
-                return Ok(Some(reprise_session::find_run(
+                return Ok(Some(reprise_session::runs::find_run(
                     &opener.settings.runs_dir,
                     name,
                 )?));

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::{Role, RunFolder, find_run, list_runs, read_conversation_with_warnings};
+use reprise_session::Role;
+use reprise_session::runs::{RunFolder, find_run, list_runs, read_conversation_with_warnings};
 use serde_json::json;
 
 /// A timestamp as a person reads it: local time, to the minute.
@@ -129,14 +130,16 @@ pub async fn fork(
         None => None,
         Some(count) => Some(nth_message_uuid(&source, count).await?),
     };
-    let fresh = reprise_session::create_run_folder(runs_dir)?;
+    let fresh = reprise_session::runs::create_run_folder(runs_dir)?;
     let target = crate::chat::fork_into(&source, fresh, up_to).await?;
+    // The command ends here: wait for the copy's data to be on disk.
+    target.store.close().await;
     writeln!(
         out,
         "forked {} into {} (resume it with: reprise --resume {})",
         source.name(),
-        target.name(),
-        target.name()
+        target.folder.name(),
+        target.folder.name()
     )?;
     Ok(())
 }
@@ -147,7 +150,7 @@ async fn nth_message_uuid(run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
     let Some(session_id) = run.session_id.as_deref() else {
         bail!("run {} has no conversation", run.name());
     };
-    let store = reprise_session::create_run_store(&run.dir);
+    let store = reprise_session::runs::create_run_store(&run.dir);
     let loaded = store
         .load(&SessionKey::session(session_id)?)
         .await?
@@ -183,7 +186,7 @@ pub async fn rm(
         match run.session_id.as_deref() {
             Some(session_id) => {
                 use reprise_session::SessionStore;
-                let store = reprise_session::create_run_store(&run.dir);
+                let store = reprise_session::runs::create_run_store(&run.dir);
                 Some(store.lock(session_id).await.with_context(|| {
                     format!("run {} is in use; leave that chat first", run.name())
                 })?)

@@ -9,7 +9,7 @@ use crate::config::DEFAULT_BASE_URL;
 pub fn describe_agent_error(error: &AgentError, base_url: &str, model: &str) -> String {
     match error {
         AgentError::Provider(provider) => describe_provider_error(provider, base_url, model),
-        other => other.to_string(),
+        other => crate::error_text::with_causes(other),
     }
 }
 

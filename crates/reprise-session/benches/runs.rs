@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use reprise_session::run_folder::LIST_CACHE;
-use reprise_session::run_meta::{SESSION_JSON, SessionJson};
-use reprise_session::{Durability, Entry, Message, RunStore, SessionKey, SessionStore, list_runs};
+use reprise_session::runs::LIST_CACHE;
+use reprise_session::runs::{RunStore, list_runs};
+use reprise_session::runs::{SESSION_JSON, SessionJson};
+use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
 
 const RUNS: usize = 10_000;
 const ROUNDS: usize = 15;

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reprise_session::jsonl::{JsonlWriter, load_file};
+use reprise_session::runs::create_run_store;
 use reprise_session::{
     Durability, Entry, FileSessionStore, Message, SessionKey, SessionStore, ToolCall,
-    create_run_store,
 };
+use reprise_session::{JsonlWriter, load_file};
 
 const CHILD_ENV: &str = "REPRISE_STORAGE_BENCH_CHILD";
 const SESSION_MB: u64 = 100;
@@ -545,9 +545,7 @@ fn fork_bench(dir: &Path, source: &Path) {
     }
     // Fork up to an entry near the end: the bytes are scanned for the uuid.
     let store = FileSessionStore::with_durability(&store_dir, Durability::Flush);
-    let last = reprise_session::jsonl::load_file(source, "src")
-        .unwrap()
-        .unwrap();
+    let last = reprise_session::load_file(source, "src").unwrap().unwrap();
     let up_to = last.entries[last.entries.len() - 2].uuid;
     drop(last);
     let start = Instant::now();

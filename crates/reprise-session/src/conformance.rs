@@ -25,10 +25,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::entry::Entry;
-use crate::id::SessionKey;
-use crate::message::Message;
-use crate::store::{AppendReport, ForkOrigin, SessionStore, StoreError};
+use crate::store::entry::Entry;
+use crate::store::id::SessionKey;
+use crate::store::message::Message;
+use crate::store::session_store::{AppendReport, ForkOrigin, SessionStore, StoreError};
 
 /// A store to check, with a way to open a second, independent handle on its data.
 pub struct Subject {

@@ -1,62 +1,33 @@
 //! Durable sessions for LLM agents.
 //!
 //! An agent's history is written to disk the moment each message exists, read back
-//! after anything goes wrong, and forked to try another way. This crate holds the
-//! entry format, the [`SessionStore`] trait with its implementations, resume repair,
-//! and the run folders that the `reprise` chat keeps.
+//! after anything goes wrong, and forked to try another way. This crate holds:
+//!
+//! - at its root, the store core: the [`Entry`] line format and its [`Message`]s, the
+//!   [`SessionStore`] trait with its stores ([`FileSessionStore`], [`MemoryStore`]),
+//!   the JSONL reader and writer, and resume repair ([`repair_entries`],
+//!   [`model_view`]);
+//! - in [`runs`], the run folders that the `reprise` chat keeps: one folder per start
+//!   of the chat, with its [`RunStore`](runs::RunStore), prompt history, session log
+//!   and tool transcript.
+//!
+//! The on-disk format (entry lines, both layouts, the files of a run folder, and what
+//! is guaranteed after a crash) is described in `docs/format.md` of the repository.
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod blocking_store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-pub mod conversation;
-pub mod entry;
-mod fast_entry;
-pub mod file_store;
-mod fork_copy;
-pub mod history;
-pub mod id;
-pub mod jsonl;
-mod jsonl_writer;
-pub mod memory;
-pub mod message;
-mod private_fs;
-pub mod repair;
-pub mod run_error;
-pub mod run_folder;
-mod run_list_cache;
-pub mod run_meta;
-pub mod run_store;
-mod run_summary;
-pub mod session_log;
-pub mod store;
-mod store_fs;
-pub mod transcript;
-mod writer_lock;
+mod fs;
+pub mod runs;
+mod store;
 
-pub use conversation::{
-    Conversation, ConversationMessage, is_command_expansion, mark_command_expansion,
-    read_conversation, read_conversation_with_warnings,
-};
-pub use entry::Entry;
-pub use file_store::FileSessionStore;
-pub use fork_copy::wait_for_fork_syncs;
-pub use history::{History, HistoryEntry, append_history, read_history};
-pub use id::{IdError, SessionKey, validate_id};
-pub use jsonl::Durability;
-pub use memory::MemoryStore;
-pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
-pub use repair::{model_view, model_view_messages, repair_entries, repair_messages};
-pub use run_error::RunError;
-pub use run_folder::{
-    RunFolder, RunList, RunSummary, RunWarning, create_run_folder, create_run_folder_at, find_run,
-    list_runs,
-};
-pub use run_store::{RunStore, create_run_store, fork_run};
-pub use session_log::{EscapeStripper, SessionLog, strip_escapes};
+pub use fs::IoError;
 pub use store::{
-    AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,
-    WriterLock,
+    ANSWERS_ENTRY, AppendReport, Content, ContentPart, DanglingCall, Durability, Entry,
+    FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning,
+    Loaded, MAX_ID_LEN, MemoryStore, Message, RepairReport, Role, SessionInfo, SessionKey,
+    SessionMeta, SessionStore, StoreError, ToolCall, WriterLock, inspect, inspect_messages,
+    interrupted_result, load_file, model_view, model_view_messages, now_millis, repair_entries,
+    repair_messages, validate_id,
 };
-pub use transcript::{Transcript, TranscriptEvent, TranscriptRecord};

@@ -230,5 +230,11 @@ async fn quest(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         west.messages().len(),
         args.dir.display()
     );
+    // The fork's copied data is synced in the background; closing the store waits for
+    // it (dropping the store's last handle would too).
+    drop((day2, west));
+    if let Ok(store) = Arc::try_unwrap(store) {
+        store.close().await;
+    }
     Ok(())
 }

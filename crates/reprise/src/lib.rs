@@ -4,17 +4,27 @@
 //! conversation survives a crash, a deploy or a closed terminal; it can be resumed
 //! tomorrow by a new agent on the same session id, or forked to try another way.
 //!
-//! This crate is the one to depend on. It re-exports:
-//! - [`session`]: the entry format, the [`SessionStore`] trait and its stores
-//!   ([`MemoryStore`], [`FileSessionStore`], run folders with [`create_run_store`]),
-//!   resume repair, and the run-folder helpers of the `reprise` chat;
-//! - [`provider`]: the [`Provider`] trait and the OpenAI-compatible
-//!   [`OpenAiProvider`];
-//! - [`agent`]: the [`Agent`] loop, tools made with [`tool()`], [`Subagent`]s and
-//!   [`AgentEvent`]s;
-//! - [`redact`]: the [`Redactor`] that every transcript value passes through.
+//! This crate is the one to depend on. A tour of its modules, in the order a message
+//! travels:
 //!
-//! The [`prelude`] brings the everyday names into scope.
+//! - [`agent`]: the [`Agent`](agent::Agent) loop. Build one with
+//!   [`Agent::builder`](agent::Agent::builder), give it tools made with
+//!   [`tool()`](agent::tool()) and [`Subagent`](agent::Subagent)s, and watch its
+//!   [`AgentEvent`](agent::AgentEvent)s.
+//! - [`provider`]: where the model's answers come from: the
+//!   [`Provider`](provider::Provider) trait and the OpenAI-compatible
+//!   [`OpenAiProvider`](provider::OpenAiProvider).
+//! - [`session`]: where every message goes: the [`Entry`](session::Entry) line format,
+//!   the [`SessionStore`](session::SessionStore) trait and its stores
+//!   ([`FileSessionStore`](session::FileSessionStore),
+//!   [`MemoryStore`](session::MemoryStore)), resume repair, and in
+//!   [`session::runs`] the run folders of the `reprise` chat.
+//! - [`mcp`]: MCP servers as tools, and the gate that decides which tool calls run.
+//! - [`redact`]: the [`Redactor`](redact::Redactor) that every transcript value passes
+//!   through.
+//!
+//! The [`prelude`] brings the everyday names into scope. The on-disk format is
+//! described in `docs/format.md` of the repository.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -54,33 +64,21 @@
 //! ```
 #![deny(missing_docs)]
 
-/// Sessions: entries, stores, resume repair and run folders (`reprise-session`).
-pub use reprise_session as session;
+/// The agent loop, tools and subagents (`reprise-agent`).
+pub use reprise_agent as agent;
+
+/// MCP servers as tools, and the step gate (`reprise-mcp`).
+pub use reprise_mcp as mcp;
 
 /// Model providers: the `Provider` trait and the OpenAI-compatible client
 /// (`reprise-provider`).
 pub use reprise_provider as provider;
 
-/// The agent loop, tools and subagents (`reprise-agent`).
-pub use reprise_agent as agent;
-
 /// Secret redaction for transcripts and logs (`reprise-redact`).
 pub use reprise_redact as redact;
 
-pub use reprise_agent::{
-    Agent, AgentBuilder, AgentError, AgentEvent, Approval, Subagent, Tool, ToolApprover,
-    ToolInvocation, ToolOutput, tool,
-};
-pub use reprise_provider::{
-    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
-    ToolSpec, Usage,
-};
-pub use reprise_redact::Redactor;
-pub use reprise_session::{
-    Entry, FileSessionStore, LoadWarning, MemoryStore, Message, Role, SessionKey, SessionStore,
-    StoreError, create_run_folder, create_run_store, fork_run, list_runs, read_conversation,
-    wait_for_fork_syncs,
-};
+/// Sessions: entries, stores, resume repair, and run folders (`reprise-session`).
+pub use reprise_session as session;
 
 /// The names most programs use: `use reprise::prelude::*;`.
 pub mod prelude {
@@ -89,7 +87,6 @@ pub mod prelude {
         ToolOutput, tool,
     };
     pub use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};
-    pub use reprise_session::{
-        FileSessionStore, MemoryStore, Message, SessionStore, create_run_store,
-    };
+    pub use reprise_session::runs::create_run_store;
+    pub use reprise_session::{FileSessionStore, MemoryStore, Message, SessionStore};
 }

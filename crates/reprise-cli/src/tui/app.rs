@@ -13,7 +13,7 @@ use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{DefaultTerminal, TerminalOptions, Viewport};
 use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
 use reprise_redact::Redactor;
-use reprise_session::read_history;
+use reprise_session::runs::read_history;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -121,11 +121,7 @@ pub async fn run(
     }
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
-    if result.is_ok()
-        && run_dir
-            .join(reprise_session::run_meta::SESSION_JSON)
-            .exists()
-    {
+    if result.is_ok() && run_dir.join(reprise_session::runs::SESSION_JSON).exists() {
         println!(
             "(the conversation is kept in {}; continue it with: reprise --resume {})",
             run_dir.display(),
@@ -136,7 +132,9 @@ pub async fn run(
 }
 
 fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
-    if let Ok(mut log) = reprise_session::SessionLog::open(&opener.settings.runs_dir.join(fresh)) {
+    if let Ok(mut log) =
+        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+    {
         let _ = log.write_line(&format!("(resumed run {resumed})"));
     }
 }
@@ -460,10 +458,12 @@ impl App {
     }
 
     async fn resume(&mut self, name: &str) {
-        let folder = match reprise_session::find_run(&self.opener.settings.runs_dir, name) {
+        let folder = match reprise_session::runs::find_run(&self.opener.settings.runs_dir, name) {
             Ok(folder) => folder,
             Err(error) => {
-                self.view.items.push(Item::Error(error.to_string()));
+                self.view
+                    .items
+                    .push(Item::Error(crate::error_text::with_causes(&error)));
                 return;
             }
         };
@@ -498,7 +498,7 @@ impl App {
         let Some(session) = self.session.as_ref() else {
             return;
         };
-        let source = match reprise_session::RunFolder::open(&session.folder.dir) {
+        let source = match reprise_session::runs::RunFolder::open(&session.folder.dir) {
             Ok(source) if source.session_id.is_some() => source,
             Ok(_) => {
                 self.view.items.push(Item::Error(
@@ -507,12 +507,14 @@ impl App {
                 return;
             }
             Err(error) => {
-                self.view.items.push(Item::Error(error.to_string()));
+                self.view
+                    .items
+                    .push(Item::Error(crate::error_text::with_causes(&error)));
                 return;
             }
         };
         let opened = match chat::fork_into_new(&self.opener, &source).await {
-            Ok(copy) => self.opener.open(copy).await,
+            Ok(copy) => self.opener.open_forked(copy).await,
             Err(error) => Err(error),
         };
         match opened {

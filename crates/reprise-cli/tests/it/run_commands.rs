@@ -4,9 +4,8 @@ use reprise_testkit::assert_contains;
 use std::path::{Path, PathBuf};
 
 use crate::support::{Sandbox, jsonl};
-use reprise_session::{
-    Entry, Message, SessionKey, SessionStore, create_run_folder, create_run_store,
-};
+use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use serde_json::Value;
 
 /// A run with a conversation of `turns` question/answer pairs; returns its folder.

@@ -14,9 +14,8 @@ use reprise_cli::tui::view::{
     ChatView, Item, Picker, PickerRow, Question, ToolResultView, ToolView,
 };
 use reprise_provider::Usage;
-use reprise_session::{
-    Entry, Message, SessionKey, SessionStore, create_run_folder, create_run_store,
-};
+use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 fn screen(view: &ChatView, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();

@@ -1,0 +1,119 @@
+//! `read_conversation`: what was said in a run, to redraw it when the run is resumed.
+//!
+//! Only the person's messages and the agent's text replies come back. Left out:
+//! system messages, tool calls (an assistant message with only tool calls has no
+//! text), tool results, entries of other kinds (compaction, fork markers), and
+//! slash-command expansions: user messages that the chat wrote for a command rather
+//! than typed by the person, marked with `"isMeta": true` on the entry or on the
+//! message (the same mark Claude Code uses; see [`mark_command_expansion`]). A line the
+//! person typed that starts with `/` is kept: it is what they wrote.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::runs::error::RunError;
+use crate::runs::store::CONVERSATION_JSONL;
+use crate::store::entry::Entry;
+use crate::store::jsonl::load_file;
+use crate::store::message::{Message, Role};
+use crate::store::session_store::LoadWarning;
+
+/// The field that marks a user message as a slash-command expansion.
+pub const COMMAND_EXPANSION_MARK: &str = "isMeta";
+
+/// One message to redraw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversationMessage {
+    /// [`Role::User`] or [`Role::Assistant`].
+    pub role: Role,
+    /// The text as written (text parts joined).
+    pub text: String,
+}
+
+/// A conversation read back, with the lines that could not be used.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Conversation {
+    /// The messages, in order.
+    pub messages: Vec<ConversationMessage>,
+    /// Corrupt lines skipped and a torn last line ignored.
+    pub warnings: Vec<LoadWarning>,
+}
+
+/// Marks an entry as a slash-command expansion so that [`read_conversation`] does
+/// not redraw it as something the person said. The mark is on the entry, not the
+/// message, so it is never sent to a model.
+pub fn mark_command_expansion(entry: &mut Entry) {
+    entry
+        .extra
+        .insert(COMMAND_EXPANSION_MARK.to_owned(), Value::Bool(true));
+}
+
+/// The person's messages and the agent's text replies in `dir/conversation.jsonl`
+/// (none when the file does not exist). Problems with single lines are logged with
+/// `tracing` and skipped; use [`read_conversation_with_warnings`] to get them.
+pub fn read_conversation(dir: &Path) -> Result<Vec<ConversationMessage>, RunError> {
+    let conversation = read_conversation_with_warnings(dir)?;
+    for warning in &conversation.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(conversation.messages)
+}
+
+/// Like [`read_conversation`], returning the skipped lines as warnings.
+///
+/// The file is read by the same reader as a session load ([`crate::store::jsonl::load_file`]):
+/// entry lines and bare messages (lines holding only a message); a torn last line is
+/// ignored, a corrupt line or a repeated uuid skipped, each with a warning.
+pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunError> {
+    let path = dir.join(CONVERSATION_JSONL);
+    // Only names the uuids derived for bare-message lines, which are not shown.
+    let session_hint = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("run");
+    let Some(loaded) = load_file(&path, session_hint)? else {
+        return Ok(Conversation::default());
+    };
+    let mut messages = Vec::new();
+    for entry in &loaded.entries {
+        if let Some(message) = entry.as_message()
+            && !is_command_expansion(entry)
+        {
+            push_shown(&mut messages, message);
+        }
+    }
+    Ok(Conversation {
+        messages,
+        warnings: loaded.warnings,
+    })
+}
+
+/// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
+/// entry or on its message): something the chat wrote, not the person. The run
+/// store should not take such an entry as the person's last message either.
+pub fn is_command_expansion(entry: &Entry) -> bool {
+    is_marked(&entry.extra)
+        || entry
+            .message
+            .as_ref()
+            .is_some_and(|message| is_marked(&message.extra))
+}
+
+fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
+    extra.get(COMMAND_EXPANSION_MARK) == Some(&Value::Bool(true))
+}
+
+fn push_shown(messages: &mut Vec<ConversationMessage>, message: &Message) {
+    if !matches!(message.role, Role::User | Role::Assistant) {
+        return;
+    }
+    let text = message.text();
+    if text.trim().is_empty() {
+        return;
+    }
+    messages.push(ConversationMessage {
+        role: message.role.clone(),
+        text,
+    });
+}

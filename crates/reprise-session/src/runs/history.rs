@@ -1,0 +1,111 @@
+//! `.run/history.jsonl`: the prompt history that up/down walks through, shared by
+//! every run. One `{"ts", "text", "run"}` line per submitted prompt, appended with a
+//! single durable write, so several chats can append to it at once.
+
+use std::path::Path;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::fs::{
+    DirSync, append_line, create_private_dir_all, for_each_complete_line, open_private_append,
+};
+use crate::runs::error::RunError;
+use crate::store::entry::now_millis;
+use crate::store::session_store::LoadWarning;
+
+/// The history's file name inside a runs directory.
+pub const HISTORY_JSONL: &str = "history.jsonl";
+
+/// One submitted prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// When it was submitted (RFC 3339, UTC, milliseconds on disk).
+    #[serde(with = "ts_millis")]
+    pub ts: Timestamp,
+    /// What the person typed.
+    pub text: String,
+    /// The run it was typed in (its folder name).
+    pub run: String,
+}
+
+/// The history read back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct History {
+    /// Every readable entry, oldest first (newest last).
+    pub entries: Vec<HistoryEntry>,
+    /// Corrupt lines skipped and a torn last line ignored.
+    pub warnings: Vec<LoadWarning>,
+}
+
+impl History {
+    /// The prompts for up/down, newest last, with consecutive repeats collapsed into
+    /// one (typing the same line three times in a row is one step back, not three).
+    pub fn prompts(&self) -> Vec<&str> {
+        let mut prompts: Vec<&str> = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            if prompts.last() != Some(&entry.text.as_str()) {
+                prompts.push(&entry.text);
+            }
+        }
+        prompts
+    }
+}
+
+/// Appends a prompt typed in run `run` to the history at `path`, creating the file
+/// (0600) and its directory (0700) when missing. One write, synced before returning.
+pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry, RunError> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        create_private_dir_all(parent, DirSync::Unsynced)?;
+    }
+    let entry = HistoryEntry {
+        ts: now_millis(),
+        text: text.to_owned(),
+        run: run.to_owned(),
+    };
+    let mut line = serde_json::to_vec(&entry).map_err(|source| RunError::Encode {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    line.push(b'\n');
+    let file = open_private_append(path)?;
+    append_line(&file, path, &line, true)?;
+    Ok(entry)
+}
+
+/// Reads the history at `path` (empty when the file does not exist). A torn last line
+/// is ignored and a corrupt line skipped, each with a warning.
+pub fn read_history(path: &Path) -> Result<History, RunError> {
+    let mut history = History::default();
+    let entries = &mut history.entries;
+    for_each_complete_line(path, &mut history.warnings, |line, text, warnings| {
+        if text.trim().is_empty() {
+            return;
+        }
+        match serde_json::from_str::<HistoryEntry>(text) {
+            Ok(entry) => entries.push(entry),
+            Err(error) => warnings.push(LoadWarning {
+                file: path.to_path_buf(),
+                line,
+                message: format!("not a history entry, skipped: {error}"),
+            }),
+        }
+    })?;
+    Ok(history)
+}
+
+mod ts_millis {
+    use jiff::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ts: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{ts:.3}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Timestamp, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse::<Timestamp>().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,50 @@
+//! Run folders: what the `reprise` chat keeps of each start, one folder per start in
+//! a runs directory.
+//!
+//! ```text
+//! .run/
+//! ├── history.jsonl                      prompt history, shared by every run
+//! ├── .list-cache.json                   what the last listing read of each run
+//! └── 2026-09-29T10-15-00-000Z/          one run, named after its UTC start time
+//!     ├── conversation.jsonl             the session's entries (see RunStore)
+//!     ├── subagents/<name>.jsonl         each subagent's entries
+//!     ├── session.json  .summary.json    what the run holds; what listings show
+//!     ├── session.log                    what the terminal showed, as plain text
+//!     └── transcript.jsonl               tool calls and results, secrets redacted
+//! ```
+//!
+//! [`RunStore`] is the [`SessionStore`](crate::SessionStore) of one run folder;
+//! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
+
+mod conversation;
+mod error;
+mod folder;
+mod history;
+mod list_cache;
+mod meta;
+mod session_log;
+mod store;
+mod summary;
+mod transcript;
+
+pub use conversation::{
+    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, is_command_expansion,
+    mark_command_expansion, read_conversation, read_conversation_with_warnings,
+};
+pub use error::RunError;
+pub use folder::{
+    LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG, create_run_folder,
+    create_run_folder_at, find_run, list_runs, run_folder_name, summarize_run,
+};
+pub use history::{HISTORY_JSONL, History, HistoryEntry, append_history, read_history};
+pub use list_cache::LIST_CACHE;
+pub use meta::{SESSION_JSON, SessionJson};
+pub use session_log::{EscapeStripper, SessionLog, strip_escapes};
+pub use store::{
+    CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
+    create_run_store, fork_run, last_message_text,
+};
+pub use summary::RUN_SUMMARY;
+pub use transcript::{
+    TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
+};

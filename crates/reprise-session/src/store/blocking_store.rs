@@ -1,0 +1,127 @@
+//! The async [`SessionStore`] face of the file-backed stores.
+//!
+//! Their work is file I/O with fsyncs. An append to a session whose file the store
+//! has already read is one `write` and one `fdatasync`, and runs right in the task:
+//! sending it to another thread would add two thread wake-ups, a quarter of its cost
+//! on a fast disk. Anything longer (a load, a fork, a listing, the first append to a
+//! file, which reads it to learn its uuids) runs where it cannot stall the runtime's
+//! other tasks (see [`off_runtime`]).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::store::entry::Entry;
+use crate::store::id::SessionKey;
+use crate::store::session_store::{
+    AppendReport, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
+};
+
+/// A store's synchronous operations, one per [`SessionStore`] method, with its meaning.
+pub(crate) trait BlockingStore: Send + Sync + 'static {
+    /// [`SessionStore::append`].
+    fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError>;
+    /// [`SessionStore::load`].
+    fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError>;
+    /// [`SessionStore::list_subkeys`].
+    fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError>;
+    /// [`SessionStore::list_sessions`].
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    /// [`SessionStore::delete`].
+    fn delete(&self, key: &SessionKey) -> Result<(), StoreError>;
+    /// [`SessionStore::lock`].
+    fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError>;
+    /// [`SessionStore::fork`].
+    fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>) -> Result<(), StoreError>;
+    /// Whether appending to `key` now is only a write and a sync: its writer has read
+    /// the file already, so no whole-file read comes first.
+    fn append_is_short(&self, key: &SessionKey) -> bool;
+}
+
+/// A public store type whose state is a shared [`BlockingStore`]; it is a
+/// [`SessionStore`] through the impl below.
+pub(crate) trait OverBlockingStore: Send + Sync {
+    /// The state the blocking work runs on.
+    type Inner: BlockingStore;
+    /// The shared state, cloned into each blocking call.
+    fn blocking_store(&self) -> &Arc<Self::Inner>;
+}
+
+/// Runs `work` on `store` without stalling the async runtime's other tasks.
+///
+/// On a multi-threaded runtime the work runs right here, in place, after
+/// `block_in_place` has handed this worker's other tasks to another thread (cheaper
+/// than a round trip through the blocking pool, and no copies of the arguments). On a
+/// current-thread runtime, which has no other worker to hand tasks to, the work goes
+/// to the blocking pool.
+async fn off_runtime<S: BlockingStore, T: Send + 'static>(
+    store: &Arc<S>,
+    work: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(RuntimeFlavor::CurrentThread) => {
+            let store = Arc::clone(store);
+            tokio::task::spawn_blocking(move || work(&store))
+                .await
+                .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
+        }
+        Ok(_) => tokio::task::block_in_place(|| work(store)),
+        // Polled outside tokio: there is no runtime to keep responsive.
+        Err(_) => work(store),
+    }
+}
+
+#[async_trait]
+impl<S: OverBlockingStore> SessionStore for S {
+    async fn append(
+        &self,
+        key: &SessionKey,
+        entries: &[Entry],
+    ) -> Result<AppendReport, StoreError> {
+        let store = self.blocking_store();
+        if store.append_is_short(key) {
+            return store.append(key, entries);
+        }
+        let (key, entries) = (key.clone(), entries.to_vec());
+        off_runtime(store, move |store| store.append(&key, &entries)).await
+    }
+
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
+        let key = key.clone();
+        off_runtime(self.blocking_store(), move |store| store.load(&key)).await
+    }
+
+    async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {
+        let id = session_id.to_owned();
+        off_runtime(self.blocking_store(), move |store| store.list_subkeys(&id)).await
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        off_runtime(self.blocking_store(), |store| store.list_sessions()).await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
+        let key = key.clone();
+        off_runtime(self.blocking_store(), move |store| store.delete(&key)).await
+    }
+
+    async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError> {
+        let id = session_id.to_owned();
+        off_runtime(self.blocking_store(), move |store| store.lock(&id)).await
+    }
+
+    async fn fork(
+        &self,
+        source: &str,
+        target: &str,
+        up_to: Option<Uuid>,
+    ) -> Result<(), StoreError> {
+        let (source, target) = (source.to_owned(), target.to_owned());
+        off_runtime(self.blocking_store(), move |store| {
+            store.fork(&source, &target, up_to)
+        })
+        .await
+    }
+}

@@ -1,0 +1,371 @@
+//! The one writer of a transcript file: appends with one `write` per batch, then
+//! `fdatasync` (as [`Durability`] says), skipping uuids the file already holds.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::fs::{FILE_MODE, IoError, io_err, parent_of, sync_dir};
+use crate::store::entry::Entry;
+use crate::store::jsonl::{Durability, LineReader, read_from, torn_warning};
+use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
+
+/// What a writer knows about its file, so that an append does not re-read it.
+#[derive(Debug)]
+struct FileIndex {
+    /// Device and inode: a different file at the same path means starting over.
+    identity: (u64, u64),
+    /// Bytes of complete lines.
+    len: u64,
+    /// Lines in those bytes.
+    lines: usize,
+    /// Uuids the file holds.
+    uuids: HashSet<Uuid>,
+    /// The last bytes before `len`: if they changed, someone rewrote the file (cut it
+    /// and wrote again) and the index starts over.
+    tail: Vec<u8>,
+    /// The file as this writer left it after its last append.
+    stamp: Option<Stamp>,
+}
+
+/// What a stat shows of a file: device, inode, size, modification and change times.
+///
+/// Taken right after this writer's own append; when a stat of the path still shows
+/// exactly that, nobody has touched the file since (a write, a cut or a replacement
+/// changes the inode, the size or the change time, which no program can set back), so
+/// the next append needs neither to open the file again nor to re-check its last
+/// bytes: `pread` on a file just written updates its access time, a journaled inode
+/// change that cost more than the open and the read together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// How many bytes before the index's end are compared to detect a rewritten file.
+const TAIL_CHECK: u64 = 64;
+
+/// The `TAIL_CHECK` bytes before `len` in `file`.
+fn read_tail(file: &File, path: &Path, len: u64) -> Result<Vec<u8>, StoreError> {
+    let start = len.saturating_sub(TAIL_CHECK);
+    let mut buf = vec![0u8; (len - start) as usize];
+    file.read_exact_at(&mut buf, start)
+        .map_err(io_err("read", path))?;
+    Ok(buf)
+}
+
+/// The one writer of a transcript file.
+///
+/// Keeps the file's uuids in memory after the first read, and reads only what other
+/// writers added since (none, when the session's writer lock is respected). Callers
+/// hold the session's writer lock while calling [`JsonlWriter::append`].
+#[derive(Debug)]
+pub struct JsonlWriter {
+    path: PathBuf,
+    session_id: String,
+    durability: Durability,
+    index: Option<FileIndex>,
+    /// Kept open between appends when asked to ([`JsonlWriter::keeping_file_open`]);
+    /// always the file the index's stamp was taken from.
+    file: Option<File>,
+    keep_open: bool,
+}
+
+impl JsonlWriter {
+    /// A writer for `path`, a transcript of session `session_id` (the id is used for
+    /// bare-message lines' uuids). Nothing is opened yet.
+    pub fn new(path: impl Into<PathBuf>, session_id: &str, durability: Durability) -> Self {
+        JsonlWriter {
+            path: path.into(),
+            session_id: session_id.to_owned(),
+            durability,
+            index: None,
+            file: None,
+            keep_open: false,
+        }
+    }
+
+    /// Keeps the file open between appends (one descriptor for the writer's life),
+    /// saving an `open` and a `close` per append. For writers of which a process has
+    /// a handful (a run's conversation and subagents), not one per session of a store
+    /// that may hold thousands.
+    pub fn keeping_file_open(mut self) -> Self {
+        self.keep_open = true;
+        self
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the writer knows the file's uuids already, so that an append reads at
+    /// most the lines others added since (none, under the writer lock).
+    pub(crate) fn is_indexed(&self) -> bool {
+        self.index.is_some()
+    }
+
+    /// Opens the file for appending, creating it 0600 (and syncing its directory)
+    /// when missing. The parent directory must exist.
+    fn open(&self) -> Result<(File, bool), StoreError> {
+        let mut options = OpenOptions::new();
+        options.read(true).append(true);
+        match options.open(&self.path) {
+            Ok(file) => return Ok((file, false)),
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StoreError::Io(IoError::new(
+                    "open",
+                    self.path.clone(),
+                    source,
+                )));
+            }
+        }
+        let file = options
+            .create(true)
+            .mode(FILE_MODE)
+            .open(&self.path)
+            .map_err(io_err("create", &self.path))?;
+        if self.durability.syncs_dirs() {
+            sync_dir(parent_of(&self.path))?;
+        }
+        Ok((file, true))
+    }
+
+    /// Brings the index up to date with the file, cutting off a torn tail. With
+    /// `collect`, also returns every entry (a full read).
+    fn refresh(
+        &mut self,
+        file: &File,
+        collect: bool,
+        cut: bool,
+    ) -> Result<(Vec<Entry>, Vec<LoadWarning>), StoreError> {
+        let meta = file.metadata().map_err(io_err("stat", &self.path))?;
+        let identity = (meta.dev(), meta.ino());
+        let reusable = !collect
+            && match self.index.as_ref() {
+                Some(index) if index.identity == identity && index.len <= meta.len() => {
+                    read_tail(file, &self.path, index.len)? == index.tail
+                }
+                _ => false,
+            };
+        let mut index = match (reusable, self.index.take()) {
+            (true, Some(index)) => index,
+            _ => FileIndex {
+                identity,
+                len: 0,
+                lines: 0,
+                uuids: HashSet::new(),
+                tail: Vec::new(),
+                stamp: None,
+            },
+        };
+        index.stamp = None;
+        if index.len == meta.len() {
+            self.index = Some(index);
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut entries = Vec::new();
+        let mut reader = LineReader {
+            path: &self.path,
+            session_id: &self.session_id,
+            seen: &mut index.uuids,
+            line: index.lines,
+            warnings: Vec::new(),
+        };
+        let end = if collect {
+            read_from(file, index.len, &mut reader, &mut |entry| {
+                entries.push(entry)
+            })?
+        } else {
+            read_from(file, index.len, &mut reader, &mut |_| {})?
+        };
+        let lines = reader.line;
+        let mut warnings = reader.warnings;
+        if end.torn_len > 0 && !cut {
+            warnings.push(torn_warning(&self.path, lines + 1, end.torn_len, "ignored"));
+        } else if end.torn_len > 0 {
+            file.set_len(end.complete_len)
+                .map_err(io_err("truncate", &self.path))?;
+            if self.durability.syncs_data() {
+                file.sync_data().map_err(io_err("sync", &self.path))?;
+            }
+            warnings.push(torn_warning(
+                &self.path,
+                lines + 1,
+                end.torn_len,
+                "cut off by the writer",
+            ));
+        }
+        index.len = end.complete_len;
+        index.lines = lines;
+        index.tail = read_tail(file, &self.path, index.len)?;
+        self.index = Some(index);
+        Ok((entries, warnings))
+    }
+
+    /// Reads the whole file as its writer: like [`load_file`](crate::store::jsonl::load_file), but a torn tail is cut
+    /// off (and the warning says so), and the uuid index is rebuilt. `None` when the
+    /// file does not exist.
+    pub fn load(&mut self) -> Result<Option<Loaded>, StoreError> {
+        // Cutting a torn tail needs the file open for writing.
+        let opened = OpenOptions::new().read(true).append(true).open(&self.path);
+        self.read_whole(opened, true)
+    }
+
+    /// Reads the whole file as a reader would ([`load_file`](crate::store::jsonl::load_file): a torn tail is ignored,
+    /// not cut), keeping the uuid index so that a later append need not read it again.
+    pub fn read(&mut self) -> Result<Option<Loaded>, StoreError> {
+        let opened = File::open(&self.path);
+        self.read_whole(opened, false)
+    }
+
+    /// [`JsonlWriter::load`] (`cut`) or [`JsonlWriter::read`] on the file as opened.
+    fn read_whole(
+        &mut self,
+        opened: std::io::Result<File>,
+        cut: bool,
+    ) -> Result<Option<Loaded>, StoreError> {
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                self.index = None;
+                return Ok(None);
+            }
+            Err(source) => {
+                return Err(StoreError::Io(IoError::new(
+                    "open",
+                    self.path.clone(),
+                    source,
+                )));
+            }
+        };
+        let (entries, warnings) = self.refresh(&file, true, cut)?;
+        Ok(Some(Loaded { entries, warnings }))
+    }
+
+    /// Appends the entries whose uuid the file does not hold yet, in order, with one
+    /// `write`, then syncs as [`Durability`] says. Returns what was written and the
+    /// warnings met while catching up with the file (a torn tail cut off).
+    pub fn append(
+        &mut self,
+        entries: &[Entry],
+    ) -> Result<(AppendReport, Vec<LoadWarning>), StoreError> {
+        let (_, report, warnings) = self.append_indices(entries)?;
+        Ok((report, warnings))
+    }
+
+    /// [`JsonlWriter::append`], also returning the indices (in `entries`) of the
+    /// entries written.
+    pub(crate) fn append_indices(
+        &mut self,
+        entries: &[Entry],
+    ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
+        let at_path = match std::fs::metadata(&self.path) {
+            Ok(meta) => Some(Stamp::of(&meta)),
+            Err(error) if error.kind() == ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(StoreError::Io(IoError::new(
+                    "stat",
+                    self.path.clone(),
+                    source,
+                )));
+            }
+        };
+        let untouched = at_path.is_some()
+            && self
+                .index
+                .as_ref()
+                .is_some_and(|index| index.stamp == at_path);
+        let cached = self.file.take();
+        let (mut file, warnings) = match cached {
+            // The stamp was taken from this very file, so it is the one at the path.
+            Some(file) if untouched => (file, Vec::new()),
+            _ if untouched => (self.open()?.0, Vec::new()),
+            _ => {
+                let (file, _created) = self.open()?;
+                let (_, warnings) = self.refresh(&file, false, true)?;
+                (file, warnings)
+            }
+        };
+        let Some(index) = self.index.as_mut() else {
+            return Err(StoreError::Format {
+                path: self.path.clone(),
+                message: "transcript index missing after refresh".to_owned(),
+            });
+        };
+        let mut report = AppendReport::default();
+        let mut batch_uuids = HashSet::new();
+        let mut buf = Vec::with_capacity(entries.len() * 512);
+        let mut written = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            if index.uuids.contains(&entry.uuid) || !batch_uuids.insert(entry.uuid) {
+                report.skipped += 1;
+                continue;
+            }
+            serde_json::to_writer(&mut buf, entry).map_err(|error| StoreError::Format {
+                path: self.path.clone(),
+                message: format!("cannot encode entry {}: {error}", entry.uuid),
+            })?;
+            buf.push(b'\n');
+            report.written += 1;
+            written.push(i);
+        }
+        if buf.is_empty() {
+            if self.keep_open && index.stamp.is_some() {
+                self.file = Some(file);
+            }
+            return Ok((written, report, warnings));
+        }
+        // Until the write is done and stamped, the file is not as the stamp says.
+        index.stamp = None;
+        if let Err(source) = file.write_all(&buf) {
+            // Leave no partial line behind for the next reader.
+            let _ = file.set_len(index.len);
+            return Err(StoreError::Io(IoError::new(
+                "write",
+                self.path.clone(),
+                source,
+            )));
+        }
+        if self.durability.syncs_data() {
+            file.sync_data().map_err(io_err("sync", &self.path))?;
+        }
+        index.len += buf.len() as u64;
+        index.lines += report.written;
+        let keep = buf.len().min(TAIL_CHECK as usize);
+        let mut tail = std::mem::take(&mut index.tail);
+        tail.extend_from_slice(&buf[buf.len() - keep..]);
+        let excess = tail.len().saturating_sub(TAIL_CHECK as usize);
+        tail.drain(..excess);
+        index.tail = tail;
+        index.uuids.extend(batch_uuids);
+        // One fstat, in place of an open, a stat and a read at the next append.
+        if let Ok(meta) = file.metadata() {
+            index.stamp = Some(Stamp::of(&meta));
+            if self.keep_open {
+                self.file = Some(file);
+            }
+        }
+        Ok((written, report, warnings))
+    }
+}

@@ -1,0 +1,34 @@
+//! The store core: entry lines, the [`SessionStore`] trait and its stores, reading
+//! and writing JSONL, forks, writer locks and resume repair. Its public names are
+//! re-exported at the crate root.
+
+pub(crate) mod blocking_store;
+pub(crate) mod decode;
+pub(crate) mod entry;
+pub(crate) mod file_store;
+pub(crate) mod fork_copy;
+pub(crate) mod fork_sync;
+pub(crate) mod id;
+pub(crate) mod jsonl;
+pub(crate) mod jsonl_writer;
+pub(crate) mod memory;
+pub(crate) mod message;
+pub(crate) mod repair;
+pub(crate) mod session_store;
+pub(crate) mod writer_lock;
+
+pub use entry::{Entry, now_millis};
+pub use file_store::{FileSessionStore, SessionMeta};
+pub use id::{IdError, MAX_ID_LEN, SessionKey, validate_id};
+pub use jsonl::{Durability, load_file};
+pub use jsonl_writer::JsonlWriter;
+pub use memory::MemoryStore;
+pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
+pub use repair::{
+    ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, inspect, inspect_messages,
+    interrupted_result, model_view, model_view_messages, repair_entries, repair_messages,
+};
+pub use session_store::{
+    AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,
+    WriterLock,
+};

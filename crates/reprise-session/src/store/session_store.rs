@@ -1,0 +1,189 @@
+//! The `SessionStore` trait: where an agent's transcript is appended and read back.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::fs::IoError;
+use crate::store::entry::Entry;
+use crate::store::id::{IdError, SessionKey};
+
+/// What went wrong in a store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An id or key was refused before any path was built.
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    /// A file operation failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// Another writer holds the session.
+    #[error("session {session} is open for writing by {}", holder_text(*.pid))]
+    Locked {
+        /// The session.
+        session: String,
+        /// The process that holds the lock, when known.
+        pid: Option<u32>,
+    },
+    /// The target of a fork or create already exists.
+    #[error("session {session} already exists")]
+    AlreadyExists {
+        /// The session.
+        session: String,
+    },
+    /// The session does not exist.
+    #[error("session {session} does not exist")]
+    NotFound {
+        /// The session.
+        session: String,
+    },
+    /// A fork point that the source does not hold.
+    #[error("session {session} has no entry {entry}")]
+    EntryNotFound {
+        /// The session.
+        session: String,
+        /// The entry asked for.
+        entry: Uuid,
+    },
+    /// An entry could not be encoded, or a metadata file could not be read.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store cannot do this (for example two sessions in one run folder).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("process {pid}"),
+        None => "another process".to_owned(),
+    }
+}
+
+/// A problem found while reading a transcript that did not stop the read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadWarning {
+    /// The file read.
+    pub file: PathBuf,
+    /// The 1-based line.
+    pub line: usize,
+    /// What was wrong and what was done about it.
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+    }
+}
+
+/// A transcript read back, with the problems met on the way.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loaded {
+    /// Every complete, valid entry, in file order, without duplicates.
+    pub entries: Vec<Entry>,
+    /// Torn tails ignored or cut, corrupt lines skipped.
+    pub warnings: Vec<LoadWarning>,
+}
+
+/// Where a forked session came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The source session.
+    pub session: String,
+    /// The last entry copied, or `None` for the whole history.
+    pub entry: Option<Uuid>,
+}
+
+/// What a store knows about one session without reading its transcript.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it was last appended to.
+    pub updated_at: Timestamp,
+    /// Where it was forked from.
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AppendReport {
+    /// Entries written.
+    pub written: usize,
+    /// Entries skipped because the transcript already held their uuid.
+    pub skipped: usize,
+}
+
+/// Proof of being the one writer of a session. Dropping it releases the lock.
+pub struct WriterLock {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl WriterLock {
+    /// Wraps whatever keeps the lock held (an open lock file, a registry slot).
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        WriterLock {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl std::fmt::Debug for WriterLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriterLock")
+    }
+}
+
+/// Where transcripts live. Object-safe: agents hold an `Arc<dyn SessionStore>`.
+///
+/// Every implementation passes the same conformance suite
+/// (the `conformance` module, run by `tests/it/conformance.rs`).
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Appends entries in order, skipping those whose uuid the transcript already
+    /// holds. Durable when it returns. Fails with [`StoreError::Locked`] when another
+    /// writer holds the session.
+    async fn append(&self, key: &SessionKey, entries: &[Entry])
+    -> Result<AppendReport, StoreError>;
+
+    /// Reads a transcript back; `None` when it does not exist.
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError>;
+
+    /// The subagent transcripts of a session.
+    async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError>;
+
+    /// Every session in the store.
+    async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Deletes a transcript; deleting a session's main key deletes its subkeys too.
+    async fn delete(&self, key: &SessionKey) -> Result<(), StoreError>;
+
+    /// Takes the exclusive writer lock of a session, failing at once if another
+    /// writer (in this process or another) holds it.
+    async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError>;
+
+    /// Copies `source` (up to and including entry `up_to`, or all of it) into a new
+    /// session `target`, with `forked_from` recorded. Atomic: a crash leaves no half
+    /// session. The target must not exist.
+    ///
+    /// The file stores return once the copy is in place; with [`Durability::Full`]
+    /// its data is then synced in the background (every byte of it is on disk in the
+    /// source already), and the target's first append syncs it in any case. The store
+    /// owns those syncs: closing it, or dropping its last handle, waits for them (see
+    /// [`FileSessionStore`](crate::FileSessionStore)).
+    ///
+    /// [`Durability::Full`]: crate::Durability::Full
+    async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)
+    -> Result<(), StoreError>;
+}

@@ -1,0 +1,150 @@
+//! read_conversation: what is redrawn when a run is resumed.
+
+use std::fs;
+
+use reprise_session::runs::CONVERSATION_JSONL;
+use reprise_session::runs::{
+    mark_command_expansion, read_conversation, read_conversation_with_warnings,
+};
+use reprise_session::{Entry, Message, Role, ToolCall};
+
+fn line(entry: &Entry) -> String {
+    serde_json::to_string(entry).unwrap() + "\n"
+}
+
+fn said(dir: &std::path::Path) -> Vec<(Role, String)> {
+    read_conversation(dir)
+        .unwrap()
+        .into_iter()
+        .map(|message| (message.role, message.text))
+        .collect()
+}
+
+#[test]
+fn only_the_persons_messages_and_the_agents_text_replies_come_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut expansion = Entry::message(Message::user("Review the diff below carefully…"));
+    mark_command_expansion(&mut expansion);
+    let mut meta_on_message = Message::user("<command-name>/init</command-name>");
+    meta_on_message
+        .extra
+        .insert("isMeta".into(), serde_json::Value::Bool(true));
+    let entries = [
+        Entry::message(Message::system("You are helpful.")),
+        Entry::message(Message::user("hi")),
+        Entry::message(Message::assistant_tool_calls(
+            None,
+            vec![ToolCall::function("c1", "look", "{}")],
+        )),
+        Entry::message(Message::tool("c1", "tool output")),
+        Entry::message(Message::assistant_tool_calls(
+            Some("Let me check.".into()),
+            vec![ToolCall::function("c2", "look", "{}")],
+        )),
+        Entry::message(Message::tool("c2", "more output")),
+        Entry::message(Message::assistant("Here it is.")),
+        Entry::message(Message::user("/review")),
+        expansion,
+        Entry::message(meta_on_message),
+        Entry::other("compaction", serde_json::Map::new()),
+        Entry::message(Message::assistant("   ")),
+        Entry::message(Message::user("bye")),
+    ];
+    let text: String = entries.iter().map(line).collect();
+    fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
+    assert_eq!(
+        said(tmp.path()),
+        [
+            (Role::User, "hi".to_owned()),
+            (Role::Assistant, "Let me check.".to_owned()),
+            (Role::Assistant, "Here it is.".to_owned()),
+            (Role::User, "/review".to_owned()),
+            (Role::User, "bye".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn content_parts_bare_lines_and_duplicate_uuids_are_handled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parts = Entry::message(
+        serde_json::from_value(serde_json::json!({
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look at "},
+                {"type": "image_url", "image_url": {"url": "data:…"}},
+                {"type": "text", "text": "this"}
+            ]
+        }))
+        .unwrap(),
+    );
+    let reply = Entry::message(Message::assistant("a picture"));
+    let mut text = String::new();
+    text += &line(&parts);
+    text += &line(&reply);
+    text += &line(&reply); // a retried append that slipped through
+    text += "{\"role\":\"user\",\"content\":\"bare message\"}\n";
+    text += "{\"role\":\"assistant\",\"content\":\"bare reply\"}\n";
+    fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
+    assert_eq!(
+        said(tmp.path()),
+        [
+            (Role::User, "look at this".to_owned()),
+            (Role::Assistant, "a picture".to_owned()),
+            (Role::User, "bare message".to_owned()),
+            (Role::Assistant, "bare reply".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn corrupt_lines_are_skipped_with_a_warning_and_a_torn_tail_is_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    text += &line(&Entry::message(Message::user("one")));
+    text += "{this is not json\n";
+    text += "[1,2,3]\n";
+    text += &line(&Entry::message(Message::assistant("two")));
+    text += "{\"uuid\":\"0193c0de-0000-7000-8000-0000000000";
+    fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
+    let conversation = read_conversation_with_warnings(tmp.path()).unwrap();
+    let texts: Vec<_> = conversation
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["one", "two"]);
+    let lines: Vec<_> = conversation.warnings.iter().map(|w| w.line).collect();
+    assert_eq!(lines, [2, 3, 5]);
+    assert!(conversation.warnings[2].message.contains("torn"));
+    assert!(
+        conversation.warnings[0]
+            .file
+            .ends_with("conversation.jsonl")
+    );
+}
+
+#[test]
+fn a_run_without_a_conversation_reads_as_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(read_conversation(tmp.path()).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_command_expansion_is_not_the_persons_last_message() {
+    use reprise_session::runs::{create_run_store, list_runs};
+    use reprise_session::{SessionKey, SessionStore};
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("2026-11-30T09-38-04-123Z");
+    let store = create_run_store(&dir);
+    let key = SessionKey::session("s1").unwrap();
+    let mut expansion = Entry::message(Message::user("Expanded text of /review: check everything"));
+    mark_command_expansion(&mut expansion);
+    store
+        .append(&key, &[Entry::message(Message::user("/review")), expansion])
+        .await
+        .unwrap();
+    let listed = list_runs(runs.path()).unwrap();
+    assert_eq!(listed.runs.len(), 1);
+    assert_eq!(listed.runs[0].last_message.as_deref(), Some("/review"));
+}

@@ -1,0 +1,697 @@
+//! The JSONL files on disk: torn tails, corrupt lines, bare-message lines written by
+//! a reference Python implementation (`fixtures/`), duplicate uuids, permissions, ids in paths, and
+//! run-folder forks.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use reprise_session::runs::SessionJson;
+use reprise_session::runs::{ForkedRun, create_run_store, fork_run};
+use reprise_session::{
+    Durability, Entry, FileSessionStore, ForkOrigin, Message, Role, SessionKey, SessionStore,
+    StoreError, ToolCall,
+};
+use reprise_session::{JsonlWriter, load_file};
+
+fn user(text: &str) -> Entry {
+    Entry::message(Message::user(text))
+}
+
+fn line(entry: &Entry) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(entry).unwrap();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn key(id: &str) -> SessionKey {
+    SessionKey::session(id).unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn torn_tail_is_ignored_by_readers_and_cut_by_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileSessionStore::new(dir.path());
+    let entries = [user("one"), user("two")];
+    store.append(&key("s"), &entries).await.unwrap();
+    let path = store.transcript_path(&key("s"));
+    let complete = std::fs::metadata(&path).unwrap().len();
+    let torn = &line(&user("three"))[..20];
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, torn))
+        .unwrap();
+
+    // A reader: both entries, a warning about line 3, the file untouched.
+    let loaded = store.load(&key("s")).await.unwrap().unwrap();
+    assert_eq!(loaded.entries, entries);
+    assert_eq!(loaded.warnings.len(), 1);
+    assert_eq!(loaded.warnings[0].line, 3);
+    assert_eq!(loaded.warnings[0].file, path);
+    assert!(
+        loaded.warnings[0].message.contains("torn"),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(loaded.warnings[0].message.contains("ignored"));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), complete + 20);
+
+    // The writer (a new store holding the lock): cuts it off and says so.
+    let writer = FileSessionStore::new(dir.path());
+    let _guard = writer.lock("s").await.unwrap();
+    let loaded = writer.load(&key("s")).await.unwrap().unwrap();
+    assert_eq!(loaded.entries, entries);
+    assert!(
+        loaded.warnings[0].message.contains("cut off"),
+        "{:?}",
+        loaded.warnings
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), complete);
+    let three = user("three");
+    writer
+        .append(&key("s"), std::slice::from_ref(&three))
+        .await
+        .unwrap();
+    let loaded = load_file(&path, "s").unwrap().unwrap();
+    assert_eq!(
+        loaded.entries,
+        vec![entries[0].clone(), entries[1].clone(), three]
+    );
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn an_append_cuts_a_torn_tail_left_by_another_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut writer = JsonlWriter::new(&path, "s", Durability::None);
+    let first = user("first");
+    writer.append(std::slice::from_ref(&first)).unwrap();
+    // Another process crashed mid-write after our last append.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&line(&user("lost"))[..30]);
+    std::fs::write(&path, &bytes).unwrap();
+    let second = user("second");
+    let (report, warnings) = writer.append(std::slice::from_ref(&second)).unwrap();
+    assert_eq!(report.written, 1);
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].line, 2);
+    assert!(warnings[0].message.contains("cut off"));
+    let loaded = load_file(&path, "s").unwrap().unwrap();
+    assert_eq!(loaded.entries, vec![first, second]);
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn a_writer_keeping_its_file_open_notices_lines_added_and_a_replaced_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut writer = JsonlWriter::new(&path, "s", Durability::None).keeping_file_open();
+    let (a, b, c) = (user("a"), user("b"), user("c"));
+    writer.append(std::slice::from_ref(&a)).unwrap();
+    // Someone else (ignoring the lock) appends b: the writer learns of it, so a retry
+    // of b is not written twice.
+    let mut other = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut other, &line(&b)).unwrap();
+    let (report, _) = writer.append(&[b.clone(), c.clone()]).unwrap();
+    assert_eq!((report.written, report.skipped), (1, 1));
+    assert_eq!(
+        load_file(&path, "s").unwrap().unwrap().entries,
+        [a.clone(), b, c.clone()]
+    );
+
+    // The file is replaced by rename: the next append goes to the new file (not to the
+    // open descriptor of the old one), whose uuids are read afresh.
+    let x = user("x");
+    let replacement = dir.path().join("new.jsonl");
+    std::fs::write(&replacement, line(&x)).unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let d = user("d");
+    let (report, _) = writer.append(&[a.clone(), d.clone()]).unwrap();
+    assert_eq!((report.written, report.skipped), (2, 0));
+    assert_eq!(load_file(&path, "s").unwrap().unwrap().entries, [x, a, d]);
+
+    // Deleted: the next append creates it again.
+    std::fs::remove_file(&path).unwrap();
+    writer.append(std::slice::from_ref(&c)).unwrap();
+    assert_eq!(load_file(&path, "s").unwrap().unwrap().entries, [c]);
+}
+
+#[test]
+fn corrupt_lines_are_skipped_with_a_warning_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (a, b, c) = (user("a"), user("b"), user("c"));
+    let mut bytes = line(&a);
+    bytes.extend_from_slice(b"{\"uuid\": not json\n");
+    bytes.extend_from_slice(&line(&b));
+    bytes.extend_from_slice(b"[1, 2, 3]\n");
+    bytes.extend_from_slice(b"\n");
+    bytes.extend_from_slice(b"{\"uuid\":\"0193c0de-0000-7000-8000-000000000001\"}\n");
+    bytes.extend_from_slice(&line(&c));
+    std::fs::write(&path, &bytes).unwrap();
+    let loaded = load_file(&path, "s").unwrap().unwrap();
+    assert_eq!(loaded.entries, vec![a, b, c]);
+    let lines: Vec<usize> = loaded.warnings.iter().map(|w| w.line).collect();
+    assert_eq!(lines, vec![2, 4, 6], "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].message.contains("not valid JSON"));
+    assert!(loaded.warnings[1].message.contains("not an entry"));
+    assert!(loaded.warnings.iter().all(|w| w.file == path));
+}
+
+#[test]
+fn duplicate_uuids_in_a_file_keep_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let a = user("a");
+    let mut changed = a.clone();
+    changed.message = Some(Message::user("a, rewritten"));
+    let b = user("b");
+    let mut bytes = line(&a);
+    bytes.extend_from_slice(&line(&b));
+    bytes.extend_from_slice(&line(&changed));
+    std::fs::write(&path, &bytes).unwrap();
+    let loaded = load_file(&path, "s").unwrap().unwrap();
+    assert_eq!(loaded.entries, vec![a.clone(), b]);
+    assert_eq!(loaded.warnings.len(), 1);
+    assert_eq!(loaded.warnings[0].line, 3);
+    // A writer knows the uuid is there.
+    let mut writer = JsonlWriter::new(&path, "s", Durability::None);
+    let (report, _) = writer.append(&[a]).unwrap();
+    assert_eq!(report.skipped, 1);
+}
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures")
+}
+
+/// Checks the sessions `seed_reference_sessions.py` writes, in `dir`.
+async fn check_reference_sessions(dir: &Path) {
+    let store = FileSessionStore::new(dir);
+    let quest1 = store.load(&key("quest-1")).await.unwrap().unwrap();
+    assert!(quest1.warnings.is_empty(), "{:?}", quest1.warnings);
+    let roles: Vec<Role> = quest1
+        .entries
+        .iter()
+        .map(|e| e.as_message().unwrap().role.clone())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
+    );
+    for (i, entry) in quest1.entries.iter().enumerate() {
+        assert_eq!(entry.uuid, Entry::bare_line_uuid("quest-1", i + 1));
+    }
+    let calls = quest1.entries[1].as_message().unwrap().calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].function.name, "buy");
+    assert_eq!(calls[1].function.arguments, "{\"item\": \"torch\"}");
+    assert_eq!(
+        quest1.entries[4].as_message().unwrap().text(),
+        "You need the Silver Key. I bought a torch — ¡vamos!"
+    );
+    let quest2 = store.load(&key("quest-2")).await.unwrap().unwrap();
+    assert_eq!(quest2.entries.len(), 6);
+    let mut ids: Vec<String> = store
+        .list_sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| info.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["quest-1", "quest-2"]);
+
+    // Loading is stable (same uuids), and appending to such a file works.
+    let again = store.load(&key("quest-1")).await.unwrap().unwrap();
+    assert_eq!(again.entries, quest1.entries);
+    let report = store
+        .append(&key("quest-1"), &quest1.entries)
+        .await
+        .unwrap();
+    assert_eq!(report.written, 0);
+    let next = user("On to the cave.");
+    store
+        .append(&key("quest-1"), std::slice::from_ref(&next))
+        .await
+        .unwrap();
+    let grown = store.load(&key("quest-1")).await.unwrap().unwrap();
+    assert_eq!(grown.entries.len(), 6);
+    assert_eq!(grown.entries[..5], quest1.entries[..]);
+    assert_eq!(grown.entries[5], next);
+}
+
+#[tokio::test]
+async fn sessions_written_by_the_reference_python_code_load_committed_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["quest-1.jsonl", "quest-2.jsonl"] {
+        std::fs::copy(
+            fixtures().join("seed-python").join(name),
+            dir.path().join(name),
+        )
+        .unwrap();
+    }
+    check_reference_sessions(dir.path()).await;
+
+    // Fork up to a bare line: found by its derived uuid, bytes copied as they are.
+    let store = FileSessionStore::new(dir.path());
+    store
+        .fork(
+            "quest-2",
+            "quest-3",
+            Some(Entry::bare_line_uuid("quest-2", 3)),
+        )
+        .await
+        .unwrap();
+    let source = store.load(&key("quest-2")).await.unwrap().unwrap();
+    let forked = store.load(&key("quest-3")).await.unwrap().unwrap();
+    let texts = |entries: &[Entry]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| e.as_message().unwrap().text())
+            .collect()
+    };
+    assert_eq!(texts(&forked.entries), texts(&source.entries[..3]));
+}
+
+#[tokio::test]
+async fn sessions_written_by_the_reference_python_code_load_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sessions");
+    let status = std::process::Command::new("python3")
+        .arg(fixtures().join("seed_reference_sessions.py"))
+        .arg(&out)
+        .status();
+    match status {
+        Ok(status) => assert!(status.success(), "the reference Python code failed"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("python3 not installed: checked the committed fixture only");
+            return;
+        }
+        Err(error) => panic!("running python3: {error}"),
+    }
+    // The live output is byte-for-byte the committed fixture (so the fixture is real).
+    assert_eq!(
+        std::fs::read(out.join("quest-1.jsonl")).unwrap(),
+        std::fs::read(fixtures().join("seed-python/quest-1.jsonl")).unwrap()
+    );
+    check_reference_sessions(&out).await;
+}
+
+#[tokio::test]
+async fn stores_create_dirs_0700_and_files_0600() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("sessions");
+    let store = FileSessionStore::new(&dir);
+    store.append(&key("s"), &[user("hi")]).await.unwrap();
+    let sub = SessionKey::subagent("s", "w").unwrap();
+    store.append(&sub, &[user("sub")]).await.unwrap();
+    let _guard = store.lock("s").await.unwrap();
+    store.fork("s", "f", None).await.unwrap();
+    for d in [
+        dir.clone(),
+        dir.join("s"),
+        dir.join("s/subagents"),
+        dir.join("f/subagents"),
+    ] {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+    }
+    for f in [
+        "s.jsonl",
+        "s.meta.json",
+        "s.lock",
+        "s/subagents/w.jsonl",
+        "f.jsonl",
+        "f.meta.json",
+        "f/subagents/w.jsonl",
+    ] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+
+    let run = parent.path().join("runs/2026-11-30T10-00-00-000Z");
+    let store = create_run_store(&run);
+    store.append(&key("s"), &[user("hi")]).await.unwrap();
+    store.append(&sub, &[user("sub")]).await.unwrap();
+    drop(store.lock("s").await.unwrap());
+    for d in [
+        parent.path().join("runs"),
+        run.clone(),
+        run.join("subagents"),
+    ] {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+    }
+    for f in [
+        "conversation.jsonl",
+        "session.json",
+        ".lock",
+        "subagents/w.jsonl",
+    ] {
+        assert_eq!(mode(&run.join(f)), 0o600, "{f}");
+    }
+    let forked = parent.path().join("runs/2026-11-30T11-00-00-000Z");
+    let _forked = fork_run(&run, &forked, None).unwrap();
+    assert_eq!(mode(&forked), 0o700);
+    for f in ["conversation.jsonl", "session.json", "subagents/w.jsonl"] {
+        assert_eq!(mode(&forked.join(f)), 0o600, "{f}");
+    }
+}
+
+/// Every file under `dir`, relative.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for item in std::fs::read_dir(&d).unwrap() {
+            let path = item.unwrap().path();
+            out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn ids_that_escape_the_directory_are_refused_everywhere() {
+    let long = "x".repeat(200);
+    let bad = [
+        "../x",
+        "/abs",
+        "",
+        long.as_str(),
+        "..",
+        "a/../../b",
+        "a\\b",
+        " x",
+    ];
+    for id in bad {
+        assert!(SessionKey::session(id).is_err(), "{id:?}");
+        assert!(SessionKey::subagent("ok", id).is_err(), "{id:?}");
+        assert!(SessionKey::with_subpath("ok", Some(&format!("subagents/{id}"))).is_err());
+    }
+    assert!(SessionKey::with_subpath("ok", Some("../x")).is_err());
+    assert!(SessionKey::session(&"x".repeat(128)).is_ok());
+
+    let parent = tempfile::tempdir().unwrap();
+    let stores: Vec<(std::sync::Arc<dyn SessionStore>, &str)> = vec![
+        (
+            std::sync::Arc::new(FileSessionStore::new(parent.path().join("store"))),
+            "file",
+        ),
+        (
+            std::sync::Arc::new(create_run_store(parent.path().join("run"))),
+            "run",
+        ),
+        (
+            std::sync::Arc::new(reprise_session::MemoryStore::new()),
+            "memory",
+        ),
+    ];
+    for (store, name) in &stores {
+        store.append(&key("ok"), &[user("hi")]).await.unwrap();
+        for id in bad {
+            let refused = |r: Result<(), StoreError>| matches!(r, Err(StoreError::InvalidId(_)));
+            assert!(
+                refused(store.list_subkeys(id).await.map(drop)),
+                "{name} list_subkeys {id:?}"
+            );
+            assert!(
+                refused(store.lock(id).await.map(drop)),
+                "{name} lock {id:?}"
+            );
+            assert!(
+                refused(store.fork(id, "t", None).await),
+                "{name} fork from {id:?}"
+            );
+            assert!(
+                refused(store.fork("ok", id, None).await),
+                "{name} fork to {id:?}"
+            );
+        }
+    }
+    // Nothing was created outside the stores' own folders, and nothing odd inside.
+    assert_eq!(
+        tree(parent.path()),
+        [
+            "run",
+            "run/.lock",
+            "run/.summary.json",
+            "run/conversation.jsonl",
+            "run/session.json",
+            "store",
+            "store/ok.jsonl",
+            "store/ok.lock",
+            "store/ok.meta.json",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn fork_run_copies_a_run_into_a_new_or_fresh_run_folder() {
+    let runs = tempfile::tempdir().unwrap();
+    let source = runs.path().join("2026-11-30T10-00-00-000Z");
+    let store = create_run_store(&source);
+    let all = [
+        user("first question"),
+        Entry::message(Message::assistant("answer")),
+        user("  second question \n"),
+        Entry::message(Message::assistant("another")),
+    ];
+    store.append(&key("s1"), &all).await.unwrap();
+    let sub = SessionKey::subagent("s1", "helper").unwrap();
+    store.append(&sub, &[user("sub task")]).await.unwrap();
+    let meta: SessionJson =
+        serde_json::from_slice(&std::fs::read(source.join("session.json")).unwrap()).unwrap();
+    assert_eq!(meta.session_id, "s1");
+    assert_eq!(meta.message_count, 4);
+    assert_eq!(meta.last_message.as_deref(), Some("second question"));
+    assert_eq!(meta.subagents["helper"], "subagents/helper.jsonl");
+
+    // Into a folder that does not exist yet: the whole run.
+    let whole = runs.path().join("2026-11-30T11-00-00-000Z");
+    let ForkedRun {
+        session_id: new_id,
+        store: forked,
+    } = fork_run(&source, &whole, None).unwrap();
+    // The new folder's store owns the fork's data sync until it is closed.
+    assert_eq!(forked.pending_fork_syncs(), 1);
+    let probe = forked.clone();
+    forked.clone().close().await;
+    assert_eq!(probe.pending_fork_syncs(), 0);
+    assert_eq!(
+        forked.session_id().unwrap().as_deref(),
+        Some(new_id.as_str())
+    );
+    let got = forked.load(&key(&new_id)).await.unwrap().unwrap();
+    assert_eq!(got.entries, all);
+    let got_sub = forked
+        .load(&SessionKey::subagent(&new_id, "helper").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got_sub.entries.len(), 1);
+    let meta: SessionJson =
+        serde_json::from_slice(&std::fs::read(whole.join("session.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta.forked_from,
+        Some(ForkOrigin {
+            session: "s1".into(),
+            entry: None
+        })
+    );
+    assert_eq!(meta.message_count, 4);
+
+    // Into a fresh run folder (only session.log): up to an entry.
+    let fresh = runs.path().join("2026-11-30T12-00-00-000Z");
+    std::fs::create_dir(&fresh).unwrap();
+    std::fs::write(fresh.join("session.log"), "started\n").unwrap();
+    let id = fork_run(&source, &fresh, Some(all[1].uuid))
+        .unwrap()
+        .session_id;
+    let got = create_run_store(&fresh)
+        .load(&key(&id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.entries, all[..2]);
+    let meta: SessionJson =
+        serde_json::from_slice(&std::fs::read(fresh.join("session.json")).unwrap()).unwrap();
+    assert_eq!(meta.message_count, 2);
+    assert_eq!(meta.last_message.as_deref(), Some("first question"));
+    assert_eq!(meta.forked_from.unwrap().entry, Some(all[1].uuid));
+    assert_eq!(
+        std::fs::read_to_string(fresh.join("session.log")).unwrap(),
+        "started\n"
+    );
+
+    // A run that has a conversation is never overwritten; the source is unchanged.
+    assert!(matches!(
+        fork_run(&source, &whole, None),
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        fork_run(&source, &runs.path().join("x"), Some(uuid::Uuid::now_v7())),
+        Err(StoreError::EntryNotFound { .. })
+    ));
+    assert!(!runs.path().join("x").exists());
+    assert_eq!(store.load(&key("s1")).await.unwrap().unwrap().entries, all);
+    // No staging folders are left behind.
+    let names: Vec<String> = std::fs::read_dir(runs.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[tokio::test]
+async fn fork_copies_complete_lines_only_while_the_source_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileSessionStore::with_durability(dir.path(), Durability::None);
+    let all = [user("a"), user("b")];
+    store.append(&key("src"), &all).await.unwrap();
+    // A writer is mid-way through its next line.
+    let path = store.transcript_path(&key("src"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&line(&user("c"))[..15]);
+    std::fs::write(&path, &bytes).unwrap();
+    store.fork("src", "copy", None).await.unwrap();
+    let copy = store.transcript_path(&key("copy"));
+    let copied = std::fs::read(&copy).unwrap();
+    assert!(copied.ends_with(b"\n"));
+    let loaded = load_file(&copy, "copy").unwrap().unwrap();
+    assert_eq!(loaded.entries, all);
+    assert!(loaded.warnings.is_empty());
+    // The source still holds its torn tail: fork only reads.
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+fn message_entries(dir: &Path) -> u64 {
+    load_file(&dir.join("conversation.jsonl"), "s1")
+        .unwrap()
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|entry| entry.as_message().is_some())
+        .count() as u64
+}
+
+fn listed(runs: &Path) -> reprise_session::runs::RunSummary {
+    let list = reprise_session::runs::list_runs(runs).unwrap();
+    assert!(list.warnings.is_empty(), "{:?}", list.warnings);
+    assert_eq!(list.runs.len(), 1);
+    list.runs[0].clone()
+}
+
+fn inode_and_bytes(path: &Path) -> (u64, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    (
+        std::fs::metadata(path).unwrap().ino(),
+        std::fs::read(path).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn every_append_updates_the_listing_and_session_json_is_written_once() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("2026-11-30T10-00-00-000Z");
+    let store = create_run_store(&dir);
+    let k = key("s1");
+    let _lock = store.lock("s1").await.unwrap();
+
+    // A turn with a tool call, appended one entry at a time as the agent loop does.
+    store
+        .append(&k, &[user("  read the file \n")])
+        .await
+        .unwrap();
+    let session_json = inode_and_bytes(&dir.join("session.json"));
+    let started = listed(runs.path());
+    assert_eq!(started.session_id, "s1");
+    assert_eq!(started.message_count, 1);
+    assert_eq!(started.last_message.as_deref(), Some("read the file"));
+
+    let call = ToolCall::function("c1", "read_file", r#"{"path":"a"}"#);
+    store
+        .append(
+            &k,
+            &[Entry::message(Message::assistant_tool_calls(
+                None,
+                vec![call],
+            ))],
+        )
+        .await
+        .unwrap();
+    store
+        .append(&k, &[Entry::message(Message::tool("c1", "contents"))])
+        .await
+        .unwrap();
+    // Mid-turn, the listing already counts every message.
+    let mid = listed(runs.path());
+    assert_eq!(mid.message_count, 3);
+    assert!(mid.updated_at >= started.updated_at);
+    assert_eq!(mid.last_message.as_deref(), Some("read the file"));
+
+    store
+        .append(&k, &[Entry::message(Message::assistant("it says hi"))])
+        .await
+        .unwrap();
+    // Non-message entries are not counted.
+    store
+        .append(&k, &[Entry::other("compaction", Default::default())])
+        .await
+        .unwrap();
+    let ended = listed(runs.path());
+    assert_eq!(ended.message_count, 4);
+    assert_eq!(ended.message_count, message_entries(&dir));
+    assert_eq!(ended.last_message.as_deref(), Some("read the file"));
+    // session.json was never replaced nor rewritten: appends write the summary only.
+    assert_eq!(inode_and_bytes(&dir.join("session.json")), session_json);
+    assert_eq!(mode(&dir.join(".summary.json")), 0o600);
+
+    // A summary torn by a crash in the middle of its write is not used: the listing
+    // falls back to session.json, which has no last message yet.
+    let summary_path = dir.join(".summary.json");
+    let mut torn = std::fs::read(&summary_path).unwrap();
+    let half = torn.len() / 2;
+    torn[half..].fill(b'x');
+    std::fs::write(&summary_path, &torn).unwrap();
+    let fallback = listed(runs.path());
+    assert_eq!(fallback.session_id, "s1");
+    assert_eq!(fallback.last_message, None);
+
+    // A new writer heals the summary from the conversation when it loads the session.
+    drop(_lock);
+    drop(store);
+    let reopened = create_run_store(&dir);
+    let _lock = reopened.lock("s1").await.unwrap();
+    reopened.load(&k).await.unwrap().unwrap();
+    let healed = listed(runs.path());
+    assert_eq!(healed.message_count, 4);
+    assert_eq!(healed.last_message.as_deref(), Some("read the file"));
+    // One run's summary, as the chat shows it when resuming.
+    assert_eq!(
+        reprise_session::runs::summarize_run(&dir),
+        Some(healed.clone())
+    );
+
+    // Deleting the session takes its summary too: the run is no longer listed.
+    reopened.delete(&k).await.unwrap();
+    assert!(!summary_path.exists());
+    let list = reprise_session::runs::list_runs(runs.path()).unwrap();
+    assert!(list.runs.is_empty(), "{:?}", list.runs);
+    assert_eq!(reprise_session::runs::summarize_run(&dir), None);
+}
