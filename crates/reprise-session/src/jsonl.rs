@@ -18,11 +18,13 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::entry::Entry;
-use crate::fast_entry::EntryDecoder;
 use crate::message::Message;
+use crate::store::decode::EntryDecoder;
 use crate::store::{LoadWarning, Loaded, StoreError};
 
 pub use crate::jsonl_writer::JsonlWriter;
+#[doc(hidden)]
+pub use crate::store::decode::decode_with_serde_only;
 
 /// How much an append guarantees when it returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -185,7 +187,7 @@ fn parse_block(bytes: &[u8], decoder: &mut EntryDecoder, block: &mut Block) {
     let mut start = 0;
     while start < bytes.len() {
         // A last line without `\n` is not a whole line (and never given).
-        let (end, note) = match decoder.decode_line(bytes, start) {
+        let (end, note) = match decoder.decode_line_if_fast(bytes, start) {
             Some((entry, end)) if end < bytes.len() => {
                 block.entries.push(entry);
                 (end, None)
@@ -210,7 +212,7 @@ fn parse_block(bytes: &[u8], decoder: &mut EntryDecoder, block: &mut Block) {
     }
 }
 
-/// Parses a line the fast decoder did not take, pushing its entry (if any) to
+/// Parses a line the fast decoder did not take (with serde's decoder), pushing its entry (if any) to
 /// `entries`; returns what the line's note says, if it needs one.
 fn parse_slow_line(line: &[u8], entries: &mut Vec<Entry>) -> Option<NoteKind> {
     if line.iter().all(u8::is_ascii_whitespace) {

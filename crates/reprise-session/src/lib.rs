@@ -12,7 +12,6 @@ mod blocking_store;
 pub mod conformance;
 pub mod conversation;
 pub mod entry;
-mod fast_entry;
 pub mod file_store;
 mod fork_copy;
 pub mod history;

@@ -10,6 +10,8 @@ use uuid::Uuid;
 use crate::entry::Entry;
 use crate::id::{IdError, SessionKey};
 
+pub(crate) mod decode;
+
 /// What went wrong in a store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
