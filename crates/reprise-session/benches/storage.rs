@@ -2,7 +2,8 @@
 //!
 //! - durable append of a ~1 KB entry vs a bare `write` + `fdatasync` of the same bytes
 //! - load of a 100 MB session of coding-agent turns, and of a 40 MB one of plain prose
-//!   (MB/s, CPU time, and peak memory measured in a child process)
+//!   (MB/s, CPU time, and peak memory measured in a child process), with the fast
+//!   entry decoder and with serde's derived one alone, in turn
 //! - fork of a 100 MB session vs `std::fs::copy` (with the default durability the fork's
 //!   data is synced in the background after it returns; `copy + sync_all` is printed
 //!   for scale)
@@ -399,8 +400,8 @@ fn cpu_seconds() -> f64 {
 /// Which entry decoder a load child uses, named in its environment.
 const DECODER_ENV: &str = "REPRISE_STORAGE_BENCH_DECODER";
 
-/// The decoders compared: the fast decoder with serde's as fallback (what the loader
-/// uses), and serde's alone.
+/// The decoders compared: the fast decoder with the derived one as fallback (what the
+/// loader uses), and the derived one alone.
 const DECODERS: [&str; 2] = ["fast", "serde"];
 
 fn load_child(path: &Path) {
@@ -415,9 +416,8 @@ fn load_child(path: &Path) {
     let cpu = cpu_seconds() - cpu_before;
     let after_hwm = vm_hwm_kb();
     drop(loaded);
-    // In the same process and moment, for scale, on one thread: serde_json validating
-    // every line (IgnoredAny, no values built), the `Entry` decoder serde uses, and the
-    // derived one it replaced.
+    // In the same process and moment, for scale: serde_json validating every line
+    // (IgnoredAny, no values built, one thread) and the derived `Entry` decoder.
     let bytes = std::fs::read(path).unwrap();
     let lines: Vec<&[u8]> = bytes
         .split(|b| *b == b'\n')
@@ -428,39 +428,26 @@ fn load_child(path: &Path) {
         let _: serde::de::IgnoredAny = serde_json::from_slice(line).unwrap();
     }
     let validate = start.elapsed().as_secs_f64();
-    // Each twice, in turn, the best kept: the first pass of the process pays for
-    // fresh pages, which the second finds already mapped.
-    let (mut serde_one, mut derive) = (f64::MAX, f64::MAX);
-    for _ in 0..2 {
-        let start = Instant::now();
-        let derived: Vec<derived::Entry> = lines
-            .iter()
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect();
-        derive = derive.min(start.elapsed().as_secs_f64());
-        drop(derived);
-        let start = Instant::now();
-        let decoded: Vec<Entry> = lines
-            .iter()
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect();
-        serde_one = serde_one.min(start.elapsed().as_secs_f64());
-        drop(decoded);
-    }
+    let start = Instant::now();
+    let derived: Vec<Entry> = lines
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let derive = start.elapsed().as_secs_f64();
+    drop(derived);
     // And the loader again, now that the allocator has its memory.
     let start = Instant::now();
     let again = load_file(path, "big").unwrap().unwrap();
     let second = start.elapsed().as_secs_f64();
     drop(again);
     println!(
-        "{} {} {} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {}",
         lines.len(),
         elapsed.as_secs_f64(),
         before_hwm,
         before_rss,
         after_hwm,
         validate,
-        serde_one,
         derive,
         second,
         cpu
@@ -474,7 +461,7 @@ fn load_bench(path: &Path, len: u64, shape: &str) {
     );
     println!(
         "each run loads in two fresh processes, in turn first: `fast` (the fast decoder, \
-         serde's as fallback, as shipped) and `serde` (serde's decoder alone)"
+         the derived one as fallback, as shipped) and `serde` (the derived decoder alone)"
     );
     let exe = std::env::current_exe().unwrap();
     let mb = len as f64 / (1 << 20) as f64;
@@ -497,10 +484,9 @@ fn load_bench(path: &Path, len: u64, shape: &str) {
             let before_rss: u64 = fields[3].parse().unwrap();
             let after_hwm: u64 = fields[4].parse().unwrap();
             let validate: f64 = fields[5].parse().unwrap();
-            let serde_one: f64 = fields[6].parse().unwrap();
-            let derive: f64 = fields[7].parse().unwrap();
-            let second: f64 = fields[8].parse().unwrap();
-            let cpu: f64 = fields[9].parse().unwrap();
+            let derive: f64 = fields[6].parse().unwrap();
+            let second: f64 = fields[7].parse().unwrap();
+            let cpu: f64 = fields[8].parse().unwrap();
             secs_of[which] = secs;
             best[which] = best[which].min(secs);
             let peak = (after_hwm.saturating_sub(before_rss)) as f64 / 1024.0;
@@ -515,9 +501,8 @@ fn load_bench(path: &Path, len: u64, shape: &str) {
                 after_hwm / 1024
             );
             println!(
-                "        same process, 1 thread: serde_json validating only (IgnoredAny) {:.0} MB/s; serde Entry decoder {:.0} MB/s; derived Entry decoder {:.0} MB/s; load_file again {:.0} MB/s",
+                "        same process: serde_json validating only (IgnoredAny, 1 thread) {:.0} MB/s; derived Entry decoder (1 thread) {:.0} MB/s; load_file again {:.0} MB/s",
                 mb / validate,
-                mb / serde_one,
                 mb / derive,
                 mb / second
             );
@@ -656,8 +641,3 @@ fn main() {
         let _ = std::fs::remove_file(dir.join(name));
     }
 }
-
-/// The entry types with serde's derived `Deserialize`, for scale.
-#[allow(dead_code)]
-#[path = "../src/store/decode/derived.rs"]
-mod derived;

@@ -212,7 +212,7 @@ fn parse_block(bytes: &[u8], decoder: &mut EntryDecoder, block: &mut Block) {
     }
 }
 
-/// Parses a line the fast decoder did not take (with serde's decoder), pushing its entry (if any) to
+/// Parses a line the fast decoder did not take, pushing its entry (if any) to
 /// `entries`; returns what the line's note says, if it needs one.
 fn parse_slow_line(line: &[u8], entries: &mut Vec<Entry>) -> Option<NoteKind> {
     if line.iter().all(u8::is_ascii_whitespace) {
