@@ -2,7 +2,8 @@
 //!
 //! - durable append of a ~1 KB entry vs a bare `write` + `fdatasync` of the same bytes
 //! - load of a 100 MB session of coding-agent turns, and of a 40 MB one of plain prose
-//!   (MB/s, CPU time, and peak memory measured in a child process)
+//!   (MB/s, CPU time, and peak memory measured in a child process), with the fast
+//!   entry decoder and with serde's derived one alone, in turn
 //! - fork of a 100 MB session vs `std::fs::copy` (with the default durability the fork's
 //!   data is synced in the background after it returns; `copy + sync_all` is printed
 //!   for scale)
@@ -396,7 +397,16 @@ fn cpu_seconds() -> f64 {
     (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / 100.0
 }
 
+/// Which entry decoder a load child uses, named in its environment.
+const DECODER_ENV: &str = "REPRISE_STORAGE_BENCH_DECODER";
+
+/// The decoders compared: the fast decoder with the derived one as fallback (what the
+/// loader uses), and the derived one alone.
+const DECODERS: [&str; 2] = ["fast", "serde"];
+
 fn load_child(path: &Path) {
+    let decoder = std::env::var(DECODER_ENV).unwrap_or_default();
+    reprise_session::decode_with_serde_only(decoder == "serde");
     let before_hwm = vm_hwm_kb();
     let before_rss = vm_rss_kb();
     let cpu_before = cpu_seconds();
@@ -449,44 +459,65 @@ fn load_bench(path: &Path, len: u64, shape: &str) {
         "## load of a {} MB session of {shape} (load_file, warm page cache)",
         len >> 20
     );
+    println!(
+        "each run loads in two fresh processes, in turn first: `fast` (the fast decoder, \
+         the derived one as fallback, as shipped) and `serde` (the derived decoder alone)"
+    );
     let exe = std::env::current_exe().unwrap();
-    let mut best = f64::MAX;
+    let mb = len as f64 / (1 << 20) as f64;
+    let mut best = [f64::MAX; 2];
     for run in 0..3 {
-        let output = std::process::Command::new(&exe)
-            .env(CHILD_ENV, path)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&output.stdout);
-        let fields: Vec<&str> = text.split_whitespace().collect();
-        let entries: usize = fields[0].parse().unwrap();
-        let secs: f64 = fields[1].parse().unwrap();
-        let before_rss: u64 = fields[3].parse().unwrap();
-        let after_hwm: u64 = fields[4].parse().unwrap();
-        let validate: f64 = fields[5].parse().unwrap();
-        let derive: f64 = fields[6].parse().unwrap();
-        let second: f64 = fields[7].parse().unwrap();
-        let cpu: f64 = fields[8].parse().unwrap();
-        best = best.min(secs);
-        let mb = len as f64 / (1 << 20) as f64;
-        let peak = (after_hwm.saturating_sub(before_rss)) as f64 / 1024.0;
+        let mut secs_of = [0.0; 2];
+        for step in 0..DECODERS.len() {
+            // The order alternates from run to run: neither always loads first.
+            let which = (run + step) % DECODERS.len();
+            let name = DECODERS[which];
+            let output = std::process::Command::new(&exe)
+                .env(CHILD_ENV, path)
+                .env(DECODER_ENV, name)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&output.stdout);
+            let fields: Vec<&str> = text.split_whitespace().collect();
+            let entries: usize = fields[0].parse().unwrap();
+            let secs: f64 = fields[1].parse().unwrap();
+            let before_rss: u64 = fields[3].parse().unwrap();
+            let after_hwm: u64 = fields[4].parse().unwrap();
+            let validate: f64 = fields[5].parse().unwrap();
+            let derive: f64 = fields[6].parse().unwrap();
+            let second: f64 = fields[7].parse().unwrap();
+            let cpu: f64 = fields[8].parse().unwrap();
+            secs_of[which] = secs;
+            best[which] = best[which].min(secs);
+            let peak = (after_hwm.saturating_sub(before_rss)) as f64 / 1024.0;
+            println!(
+                "run {run} {name:5}: {entries} entries in {:.3} s = {:.0} MB/s (CPU time {:.2} s = {:.0} MB per CPU-second); peak memory above start {:.0} MB = {:.2}x file size (VmHWM {} MB)",
+                secs,
+                mb / secs,
+                cpu,
+                mb / cpu,
+                peak,
+                peak / mb,
+                after_hwm / 1024
+            );
+            println!(
+                "        same process: serde_json validating only (IgnoredAny, 1 thread) {:.0} MB/s; derived Entry decoder (1 thread) {:.0} MB/s; load_file again {:.0} MB/s",
+                mb / validate,
+                mb / derive,
+                mb / second
+            );
+        }
         println!(
-            "run {run}: {entries} entries in {:.3} s = {:.0} MB/s (CPU time {:.2} s = {:.0} MB per CPU-second); peak memory above start {:.0} MB = {:.2}x file size (VmHWM {} MB)",
-            secs,
-            mb / secs,
-            cpu,
-            mb / cpu,
-            peak,
-            peak / mb,
-            after_hwm / 1024
-        );
-        println!(
-            "        same process: serde_json validating only (IgnoredAny, 1 thread) {:.0} MB/s; derived Entry decoder (1 thread) {:.0} MB/s; load_file again {:.0} MB/s",
-            mb / validate,
-            mb / derive,
-            mb / second
+            "run {run}: serde alone / fast = {:.2}x the fast decoder's MB/s",
+            secs_of[0] / secs_of[1]
         );
     }
-    println!("best: {:.0} MB/s", len as f64 / (1 << 20) as f64 / best);
+    println!(
+        "best: fast {:.0} MB/s, serde alone {:.0} MB/s ({:.2}x)",
+        mb / best[0],
+        mb / best[1],
+        best[0] / best[1]
+    );
     println!();
 }
 

@@ -23,6 +23,9 @@ pub mod runs;
 mod store;
 
 pub use fs::IoError;
+/// Switches the loader to serde's decoder alone: the storage benchmark compares the two.
+#[doc(hidden)]
+pub use store::decode_with_serde_only;
 pub use store::{
     ANSWERS_ENTRY, AppendReport, Content, ContentPart, DanglingCall, Durability, Entry,
     FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning,

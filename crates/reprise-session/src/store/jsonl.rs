@@ -18,7 +18,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::fs::IoError;
-use crate::store::decode::fast::EntryDecoder;
+use crate::store::decode::EntryDecoder;
 use crate::store::entry::Entry;
 use crate::store::message::Message;
 use crate::store::session_store::{LoadWarning, Loaded, StoreError};
@@ -184,7 +184,7 @@ fn parse_block(bytes: &[u8], decoder: &mut EntryDecoder, block: &mut Block) {
     let mut start = 0;
     while start < bytes.len() {
         // A last line without `\n` is not a whole line (and never given).
-        let (end, note) = match decoder.decode_line(bytes, start) {
+        let (end, note) = match decoder.decode_line_if_fast(bytes, start) {
             Some((entry, end)) if end < bytes.len() => {
                 block.entries.push(entry);
                 (end, None)

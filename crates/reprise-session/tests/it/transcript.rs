@@ -12,18 +12,15 @@ use reprise_redact::Redactor;
 use reprise_session::runs::{Transcript, TranscriptRecord, create_run_folder};
 use serde_json::{Value, json};
 
-/// The shared test data sits beside the checkout (`../shared`), as CI lays it out.
-const CASES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/testdata/secrets/secret_detection_cases.jsonl"
-);
-
 /// (case text, secret in it) for a few real cases of the shared test data.
 fn secret_cases() -> Vec<(String, String)> {
     let wanted = [21, 47, 226, 227, 228, 498, 499, 501, 513];
     let secret =
         Regex::new(r"ghp_[A-Za-z0-9]{36}|AKIA[0-9A-Z]{16}|xoxb-[0-9A-Za-z-]{20,}").unwrap();
-    let data = fs::read_to_string(CASES).unwrap();
+    let data = fs::read_to_string(&reprise_testkit::testdata(
+        "secrets/secret_detection_cases.jsonl",
+    ))
+    .unwrap();
     let cases: Vec<_> = data
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
