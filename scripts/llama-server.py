@@ -7,7 +7,8 @@ Run it with the Python of the virtualenv that scripts/install-test-deps.sh build
 where DEPS is $REPRISE_TEST_DEPS, or $XDG_CACHE_HOME/reprise/test-deps, or
 ~/.cache/reprise/test-deps. It prints one line, `listening http://127.0.0.1:PORT`,
 once the server is bound, then serves the OpenAI-compatible API under /v1 until it
-is stopped (SIGTERM, SIGINT or SIGKILL).
+is stopped (SIGTERM, SIGINT or SIGKILL; with --exit-on-stdin-eof also when its
+stdin closes).
 
 The defaults make replies repeatable: temperature 0 and a fixed seed, 2 threads and
 one slot. The model ships no chat template, so the server gets
@@ -53,7 +54,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
-        "--alias", default="gemma3-270m", help="the model name /v1/models reports"
+        "--alias", default="gemma3-270m", help="the model name the server reports"
+    )
+    parser.add_argument(
+        "--exit-on-stdin-eof",
+        action="store_true",
+        help="also stop when stdin closes: a parent holding the pipe takes the server "
+        "down with it however it ends",
     )
     return parser.parse_args()
 
@@ -89,6 +96,8 @@ def main() -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if args.exit_on_stdin_eof:
+        threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     while not stop.wait(3600):
         pass
     return 0

@@ -101,7 +101,11 @@ fn check(name: &str, completion: &Completion) {
     assert_eq!(message.role.as_str(), "assistant", "{name}");
     assert_eq!(message.text(), want.text, "{name}");
     // Every one of these replies was stopped by max_tokens, tool calls included.
-    assert_eq!(completion.finish_reason.as_deref(), Some("length"), "{name}");
+    assert_eq!(
+        completion.finish_reason.as_deref(),
+        Some("length"),
+        "{name}"
+    );
     let calls: Vec<(&str, &str, &str)> = message
         .calls()
         .iter()
@@ -139,7 +143,10 @@ fn llamacpp_ids_are_32_characters_of_letters_and_digits() {
         let completion = decode_pieces(vec![read(name)]).unwrap();
         let id = &completion.message.calls()[0].id;
         assert_eq!(id.len(), 32, "{name}: {id}");
-        assert!(id.chars().all(|c| c.is_ascii_alphanumeric()), "{name}: {id}");
+        assert!(
+            id.chars().all(|c| c.is_ascii_alphanumeric()),
+            "{name}: {id}"
+        );
     }
 }
 

@@ -8,6 +8,9 @@
 //! client sent, and [`check_tool_call_pairing`] checks the rule servers enforce on
 //! tool calls and tool results.
 //!
+//! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
+//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`.
+//!
 //! ```
 //! use std::time::Duration;
 //! use reprise_testkit::{Reply, ScriptedServer};
@@ -31,6 +34,7 @@
 
 mod frames;
 mod invariant;
+pub mod llama;
 mod reply;
 mod server;
 

@@ -1,0 +1,271 @@
+//! A real model server for tests: llama.cpp's own HTTP server running Gemma 3 270M.
+//!
+//! `scripts/install-test-deps.sh` puts both in a cache shared by every clone (see
+//! [`deps_dir`]); `scripts/llama-server.py` starts the server with settings that make
+//! replies repeatable (temperature 0, a fixed seed, 2 threads) and a chat template
+//! under which the model writes tool calls that the server parses into `tool_calls`.
+//!
+//! When the cache is missing, starting fails with a message that says to run the
+//! install script: a test that needs the server fails rather than being skipped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The model name the server reports and accepts.
+pub const MODEL: &str = "gemma3-270m";
+
+/// The context size of the [`LlamaServer::shared`] instance.
+pub const SHARED_CTX_SIZE: u32 = 4096;
+
+/// How long loading may take. Generous: the machine running the tests may be busy.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Why the server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LlamaError {
+    /// The virtualenv or the weights are not in the cache.
+    #[error(
+        "llama.cpp's server for the tests is not installed: {missing} does not exist; \
+         run scripts/install-test-deps.sh (or set REPRISE_TEST_DEPS to where it installed)"
+    )]
+    NotInstalled {
+        /// The first file that is missing.
+        missing: PathBuf,
+    },
+    /// The launcher could not be spawned.
+    #[error("could not start {python}: {source}")]
+    Spawn {
+        /// The Python interpreter of the virtualenv.
+        python: PathBuf,
+        /// What spawning reported.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The launcher ended before it said where it listens.
+    #[error("llama.cpp's server exited before it was ready; its log is {}", log.display())]
+    Exited {
+        /// The server's log file.
+        log: PathBuf,
+    },
+    /// The launcher did not say where it listens in time.
+    #[error("llama.cpp's server was not ready after {timeout:?}; its log is {}", log.display())]
+    Timeout {
+        /// How long it was given.
+        timeout: Duration,
+        /// The server's log file.
+        log: PathBuf,
+    },
+    /// The server said it listens but `/health` did not answer 200.
+    #[error("llama.cpp's server at {address} is not healthy: {detail}")]
+    Unhealthy {
+        /// `host:port`.
+        address: String,
+        /// What the health check saw.
+        detail: String,
+    },
+    /// The log file could not be created.
+    #[error("could not create the server log {}: {source}", log.display())]
+    Log {
+        /// The log file.
+        log: PathBuf,
+        /// What creating it reported.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where `scripts/install-test-deps.sh` installs: `$REPRISE_TEST_DEPS`, else
+/// `$XDG_CACHE_HOME/reprise/test-deps`, else `~/.cache/reprise/test-deps`.
+pub fn deps_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("REPRISE_TEST_DEPS").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    cache.join("reprise").join("test-deps")
+}
+
+/// The repository's `scripts/` folder.
+fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts")
+}
+
+/// A running llama.cpp server on `127.0.0.1`. Dropping it stops the process; the
+/// server also stops when the test process ends without dropping it (its stdin is a
+/// pipe held here, and the launcher exits when that pipe closes).
+#[derive(Debug)]
+pub struct LlamaServer {
+    child: Child,
+    // Held only so that the pipe closes when this value goes away.
+    _stdin: ChildStdin,
+    address: String,
+    log: PathBuf,
+}
+
+impl LlamaServer {
+    /// Starts a server of its own with a context of `ctx_size` tokens and waits until
+    /// it answers `/health`.
+    pub fn start(ctx_size: u32) -> Result<LlamaServer, LlamaError> {
+        let llama = deps_dir().join("llama");
+        let python = llama.join("venv/bin/python");
+        let model = llama.join("gemma3-270m-q4_k_m.gguf");
+        for needed in [&python, &model] {
+            if !needed.exists() {
+                return Err(LlamaError::NotInstalled {
+                    missing: needed.clone(),
+                });
+            }
+        }
+        let log = std::env::temp_dir().join(format!(
+            "reprise-llama-server-{}-{ctx_size}.log",
+            std::process::id()
+        ));
+        let log_file = std::fs::File::create(&log).map_err(|source| LlamaError::Log {
+            log: log.clone(),
+            source,
+        })?;
+        let mut child = Command::new(&python)
+            .arg(scripts_dir().join("llama-server.py"))
+            .args(["--port", "0", "--ctx-size", &ctx_size.to_string()])
+            .arg("--model")
+            .arg(&model)
+            .arg("--exit-on-stdin-eof")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .map_err(|source| LlamaError::Spawn {
+                python: python.clone(),
+                source,
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            stop(&mut child);
+            return Err(LlamaError::Exited { log });
+        };
+        let ready = wait_for_address(stdout, START_TIMEOUT);
+        let address = match ready {
+            Ok(address) => address,
+            Err(timed_out) => {
+                stop(&mut child);
+                return Err(if timed_out {
+                    LlamaError::Timeout {
+                        timeout: START_TIMEOUT,
+                        log,
+                    }
+                } else {
+                    LlamaError::Exited { log }
+                });
+            }
+        };
+        let server = LlamaServer {
+            child,
+            _stdin: stdin,
+            address,
+            log,
+        };
+        server.check_health()?;
+        Ok(server)
+    }
+
+    /// One server per test process, started by the first caller with a context of
+    /// [`SHARED_CTX_SIZE`] tokens. It serves one request at a time; concurrent
+    /// requests queue.
+    ///
+    /// # Panics
+    /// When the server cannot start, with the reason (and, when the dependencies are
+    /// missing, the script that installs them): a test that needs it fails.
+    pub fn shared() -> &'static LlamaServer {
+        static SHARED: OnceLock<Result<LlamaServer, String>> = OnceLock::new();
+        match SHARED.get_or_init(|| LlamaServer::start(SHARED_CTX_SIZE).map_err(|e| e.to_string()))
+        {
+            Ok(server) => server,
+            Err(reason) => panic!("{reason}"),
+        }
+    }
+
+    /// The OpenAI-compatible base URL, `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.address)
+    }
+
+    /// The model name to send.
+    pub fn model(&self) -> &'static str {
+        MODEL
+    }
+
+    /// The server's log file (llama.cpp writes a line per request).
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    fn check_health(&self) -> Result<(), LlamaError> {
+        let unhealthy = |detail: String| LlamaError::Unhealthy {
+            address: self.address.clone(),
+            detail,
+        };
+        let mut stream =
+            TcpStream::connect(&self.address).map_err(|error| unhealthy(error.to_string()))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(|error| unhealthy(error.to_string()))?;
+        write!(
+            stream,
+            "GET /health HTTP/1.0\r\nHost: {}\r\n\r\n",
+            self.address
+        )
+        .map_err(|error| unhealthy(error.to_string()))?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|error| unhealthy(error.to_string()))?;
+        let status_line = response.lines().next().unwrap_or_default();
+        if status_line.split_whitespace().nth(1) == Some("200") {
+            Ok(())
+        } else {
+            Err(unhealthy(format!("{status_line:?}")))
+        }
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+fn stop(child: &mut Child) {
+    // Killing an exited process fails harmlessly; wait() reaps it either way.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Reads the launcher's `listening http://HOST:PORT` line. `Err(true)` when it did not
+/// come in time, `Err(false)` when the launcher closed its stdout first.
+fn wait_for_address(stdout: impl Read + Send + 'static, timeout: Duration) -> Result<String, bool> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sender = Some(sender);
+        // Reads to the end, so that the launcher never writes into a closed pipe.
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(url) = line.strip_prefix("listening ") {
+                let address = url.trim().trim_start_matches("http://").to_owned();
+                if let Some(sender) = sender.take() {
+                    let _ = sender.send(address);
+                }
+            }
+        }
+    });
+    receiver
+        .recv_timeout(timeout)
+        .map_err(|error| matches!(error, mpsc::RecvTimeoutError::Timeout))
+}
