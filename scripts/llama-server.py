@@ -50,6 +50,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--ctx-size", type=int, default=4096, help="context size in tokens")
+    parser.add_argument(
+        "--n-predict",
+        type=int,
+        default=-1,
+        help="the most tokens one reply may have, whatever the request asks (-1: no limit)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=42)
@@ -81,6 +87,7 @@ def main() -> int:
     params.port = args.port
     params.n_ctx = args.ctx_size
     params.n_parallel = 1
+    params.n_predict = args.n_predict
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.sampling.temp = args.temperature

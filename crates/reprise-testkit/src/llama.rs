@@ -22,6 +22,13 @@ pub const MODEL: &str = "gemma3-270m";
 /// The context size of the [`LlamaServer::shared`] instance.
 pub const SHARED_CTX_SIZE: u32 = 4096;
 
+/// The most tokens a reply of the [`LlamaServer::shared`] instance may have, whatever
+/// the request asks. A base model never ends its turn by itself, so this bounds every
+/// request of a client that sends no `max_tokens`. 32 holds one whole tool call (about
+/// 25 tokens) and too little of a second one for the server to send it; 48 would cut
+/// a second call in the middle of its arguments.
+pub const SHARED_MAX_REPLY_TOKENS: u32 = 32;
+
 /// How long loading may take. Generous: the machine running the tests may be busy.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -113,8 +120,22 @@ pub struct LlamaServer {
 
 impl LlamaServer {
     /// Starts a server of its own with a context of `ctx_size` tokens and waits until
-    /// it answers `/health`.
+    /// it answers `/health`. Replies are as long as requests allow.
     pub fn start(ctx_size: u32) -> Result<LlamaServer, LlamaError> {
+        Self::launch(ctx_size, None)
+    }
+
+    /// [`LlamaServer::start`] with replies cut at `max_reply_tokens` tokens by the
+    /// server (`finish_reason: "length"`), whatever the request asks: a small cap cuts
+    /// tool calls in the middle of their arguments (13 tokens leave `{`).
+    pub fn start_with_reply_cap(
+        ctx_size: u32,
+        max_reply_tokens: u32,
+    ) -> Result<LlamaServer, LlamaError> {
+        Self::launch(ctx_size, Some(max_reply_tokens))
+    }
+
+    fn launch(ctx_size: u32, max_reply_tokens: Option<u32>) -> Result<LlamaServer, LlamaError> {
         let llama = deps_dir().join("llama");
         let python = llama.join("venv/bin/python");
         let model = llama.join("gemma3-270m-q4_k_m.gguf");
@@ -125,9 +146,11 @@ impl LlamaServer {
                 });
             }
         }
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let log = std::env::temp_dir().join(format!(
-            "reprise-llama-server-{}-{ctx_size}.log",
-            std::process::id()
+            "reprise-llama-server-{}-{}.log",
+            std::process::id(),
+            STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let log_file = std::fs::File::create(&log).map_err(|source| LlamaError::Log {
             log: log.clone(),
@@ -139,6 +162,10 @@ impl LlamaServer {
             .arg("--model")
             .arg(&model)
             .arg("--exit-on-stdin-eof")
+            .args([
+                "--n-predict",
+                &max_reply_tokens.map_or(-1, i64::from).to_string(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log_file)
@@ -177,16 +204,18 @@ impl LlamaServer {
     }
 
     /// One server per test process, started by the first caller with a context of
-    /// [`SHARED_CTX_SIZE`] tokens. It serves one request at a time; concurrent
-    /// requests queue.
+    /// [`SHARED_CTX_SIZE`] tokens and replies capped at [`SHARED_MAX_REPLY_TOKENS`].
+    /// It serves one request at a time; concurrent requests queue.
     ///
     /// # Panics
     /// When the server cannot start, with the reason (and, when the dependencies are
     /// missing, the script that installs them): a test that needs it fails.
     pub fn shared() -> &'static LlamaServer {
         static SHARED: OnceLock<Result<LlamaServer, String>> = OnceLock::new();
-        match SHARED.get_or_init(|| LlamaServer::start(SHARED_CTX_SIZE).map_err(|e| e.to_string()))
-        {
+        match SHARED.get_or_init(|| {
+            LlamaServer::start_with_reply_cap(SHARED_CTX_SIZE, SHARED_MAX_REPLY_TOKENS)
+                .map_err(|e| e.to_string())
+        }) {
             Ok(server) => server,
             Err(reason) => panic!("{reason}"),
         }
