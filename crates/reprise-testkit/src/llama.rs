@@ -122,7 +122,7 @@ impl LlamaServer {
     /// Starts a server of its own with a context of `ctx_size` tokens and waits until
     /// it answers `/health`. Replies are as long as requests allow.
     pub fn start(ctx_size: u32) -> Result<LlamaServer, LlamaError> {
-        Self::launch(ctx_size, None)
+        Self::launch(&deps_dir(), ctx_size, None)
     }
 
     /// [`LlamaServer::start`] with replies cut at `max_reply_tokens` tokens by the
@@ -132,11 +132,15 @@ impl LlamaServer {
         ctx_size: u32,
         max_reply_tokens: u32,
     ) -> Result<LlamaServer, LlamaError> {
-        Self::launch(ctx_size, Some(max_reply_tokens))
+        Self::launch(&deps_dir(), ctx_size, Some(max_reply_tokens))
     }
 
-    fn launch(ctx_size: u32, max_reply_tokens: Option<u32>) -> Result<LlamaServer, LlamaError> {
-        let llama = deps_dir().join("llama");
+    fn launch(
+        deps: &Path,
+        ctx_size: u32,
+        max_reply_tokens: Option<u32>,
+    ) -> Result<LlamaServer, LlamaError> {
+        let llama = deps.join("llama");
         let python = llama.join("venv/bin/python");
         let model = llama.join("gemma3-270m-q4_k_m.gguf");
         for needed in [&python, &model] {
@@ -297,4 +301,32 @@ fn wait_for_address(stdout: impl Read + Send + 'static, timeout: Duration) -> Re
     receiver
         .recv_timeout(timeout)
         .map_err(|error| matches!(error, mpsc::RecvTimeoutError::Timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_dependencies_are_an_error_that_names_the_install_script() {
+        let deps = std::env::temp_dir().join(format!("reprise-no-deps-{}", std::process::id()));
+        let error = LlamaServer::launch(&deps, 512, None).unwrap_err();
+        assert!(
+            matches!(&error, LlamaError::NotInstalled { missing } if *missing == deps.join("llama/venv/bin/python")),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("run scripts/install-test-deps.sh"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_launcher_and_its_chat_template_are_where_the_module_looks() {
+        assert!(scripts_dir().join("llama-server.py").is_file());
+        assert!(scripts_dir().join("llama-chat-template.jinja").is_file());
+        assert!(scripts_dir().join("install-test-deps.sh").is_file());
+    }
 }
