@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reprise_provider::{
-    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, StreamEvent, ToolSpec,
+    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
+    ToolSpec,
 };
-use reprise_session::Message;
+use reprise_session::{Message, ToolCall};
 use reprise_testkit::llama::LlamaServer;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -83,21 +84,31 @@ async fn a_streamed_reply_counts_its_usage() {
     assert_eq!(reported, vec![usage], "usage comes once, at the end");
 }
 
+fn read_file_spec() -> ToolSpec {
+    ToolSpec {
+        name: "read_file".to_owned(),
+        description: "Read a file".to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        }),
+    }
+}
+
+fn ask_for_a_file(history: Vec<Message>) -> ChatRequest {
+    let mut messages = vec![Message::user("What is in the file notes.txt?")];
+    messages.extend(history);
+    ChatRequest {
+        messages,
+        tools: vec![read_file_spec()],
+    }
+}
+
 #[tokio::test]
 async fn a_streamed_tool_call_carries_the_servers_id_and_json_arguments() {
     let provider = provider(32);
-    let request = ChatRequest {
-        messages: vec![Message::user("What is in the file notes.txt?")],
-        tools: vec![ToolSpec {
-            name: "read_file".to_owned(),
-            description: "Read a file".to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            }),
-        }],
-    };
+    let request = ask_for_a_file(vec![]);
     let (completion, events) = complete(provider.as_ref(), &request).await;
 
     let calls = completion.message.calls();
@@ -126,4 +137,80 @@ async fn a_streamed_tool_call_carries_the_servers_id_and_json_arguments() {
             .unwrap_or_else(|error| panic!("{:?}: {error}", call.function.arguments));
         assert!(arguments.is_object());
     }
+}
+
+/// The shape the chat must cope with: `max_tokens` reached in the middle of a call's
+/// arguments. The provider hands it over as a complete message, `length` and all.
+#[tokio::test]
+async fn a_tool_call_cut_by_max_tokens_arrives_with_length_and_arguments_that_are_not_json() {
+    // 13 tokens: `<tool_call>{"name": "read_file", "arguments": {` and no further.
+    let provider = provider(13);
+    let (completion, _) = complete(provider.as_ref(), &ask_for_a_file(vec![])).await;
+
+    assert_eq!(completion.finish_reason.as_deref(), Some("length"));
+    assert_eq!(
+        completion.usage.map(|usage| usage.completion_tokens),
+        Some(13)
+    );
+    let calls = completion.message.calls();
+    assert_eq!(calls.len(), 1, "{:?}", completion.message);
+    assert_eq!(calls[0].function.name, "read_file");
+    let arguments = &calls[0].function.arguments;
+    assert!(arguments.starts_with('{'), "{arguments:?}");
+    assert!(
+        serde_json::from_str::<Value>(arguments).is_err(),
+        "{arguments:?} is whole"
+    );
+}
+
+/// Why a cut call must never be sent back as it is: llama.cpp refuses the whole
+/// history with a 500, while the same history with whole arguments is answered.
+#[tokio::test]
+async fn the_server_refuses_a_history_holding_arguments_that_are_not_json() {
+    let provider = provider(1);
+    let history = |arguments: &str| {
+        let call: ToolCall = serde_json::from_value(json!({
+            "id": "MCA0i0lu94r5VkAvri9UUtfkHVdpBgI8",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": arguments},
+        }))
+        .unwrap();
+        vec![
+            Message::assistant_tool_calls(None, vec![call]),
+            Message::tool("MCA0i0lu94r5VkAvri9UUtfkHVdpBgI8", "buy milk"),
+        ]
+    };
+
+    let refused = provider
+        .complete(
+            &ask_for_a_file(history("{")),
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let refusal = match &refused {
+        ProviderError::RetriesExhausted { last, .. } => last.as_ref(),
+        other => other,
+    };
+    match refusal {
+        ProviderError::Status {
+            status, message, ..
+        } => {
+            assert_eq!(*status, 500, "{message}");
+            assert!(
+                message.contains("Failed to parse tool call arguments as JSON"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the server's 500, got {other}"),
+    }
+
+    let answered = complete(
+        provider.as_ref(),
+        &ask_for_a_file(history(r#"{"path": "notes.txt"}"#)),
+    )
+    .await
+    .0;
+    assert_eq!(answered.usage.map(|usage| usage.completion_tokens), Some(1));
 }

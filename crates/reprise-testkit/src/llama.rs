@@ -13,6 +13,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -150,11 +151,12 @@ impl LlamaServer {
                 });
             }
         }
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        // Each server of the process gets a log of its own.
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
         let log = std::env::temp_dir().join(format!(
             "reprise-llama-server-{}-{}.log",
             std::process::id(),
-            STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            STARTED.fetch_add(1, Ordering::Relaxed)
         ));
         let log_file = std::fs::File::create(&log).map_err(|source| LlamaError::Log {
             log: log.clone(),
