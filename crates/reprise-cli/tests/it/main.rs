@@ -7,6 +7,7 @@
 mod full_screen;
 mod mcp_chat;
 mod plain_mode;
+mod real_llama;
 mod run_commands;
 mod screens;
 mod support;

@@ -5,4 +5,6 @@
 //! one module per area.
 
 mod http;
+mod llama_captures;
+mod real_llama;
 mod sse_files;

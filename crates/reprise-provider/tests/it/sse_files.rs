@@ -140,7 +140,9 @@ fn all_files() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(sse_dir())
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter(|name| name.ends_with(".sse"))
+        // The captures of the tests' own llama.cpp server have their expectations in
+        // `llama_captures`.
+        .filter(|name| name.ends_with(".sse") && !name.starts_with("llamacpp-gemma3-270m_"))
         .collect();
     names.sort();
     names
