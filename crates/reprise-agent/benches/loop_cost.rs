@@ -14,6 +14,7 @@
 //! `MemoryStore` to show the loop without the disk.
 //!
 //! `cargo bench -p reprise-agent --bench loop_cost`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
 use std::io::Write;

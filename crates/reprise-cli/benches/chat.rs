@@ -7,6 +7,7 @@
 //!   (a pseudo-terminal, until the resumed line is on screen); peak memory.
 //!
 //! Run with `cargo bench -p reprise-cli --bench chat`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
 use std::path::Path;

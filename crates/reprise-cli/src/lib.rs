@@ -3,8 +3,6 @@
 //!
 //! The binary is a thin `main` over this library so that the screens, the settings and
 //! the chat driver can be tested without a terminal.
-#![deny(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod approval;
 pub mod chat;

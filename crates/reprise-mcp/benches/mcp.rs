@@ -8,6 +8,7 @@
 //!    rmcp's peer, on two servers of the same kind, interleaved.
 //!
 //! Run: `cargo bench -p reprise-mcp --bench mcp`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -17,8 +17,6 @@
 //! println!("{}", completion.message.text());
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod accumulate;
 pub mod config;

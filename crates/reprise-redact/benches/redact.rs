@@ -1,6 +1,7 @@
 //! Redaction throughput on ~1 MB of mixed tool output (code, logs, JSON, prose, with
 //! a secret every ~2 KB), and on the same amount of text without secrets.
 //! Run: `cargo bench -p reprise-redact --bench redact`. Prints MB/s; asserts nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

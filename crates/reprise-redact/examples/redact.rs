@@ -1,5 +1,6 @@
 //! Redacts standard input to standard output: `cargo run -p reprise-redact --example redact < file`.
 //! With `--env`, the values of secret-looking environment variables are masked too.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::{Read, Write};
 

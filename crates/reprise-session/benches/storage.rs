@@ -11,6 +11,7 @@
 //! Temp files go under `target/bench-tmp` (not /tmp). Run with
 //! `cargo bench -p reprise-session --bench storage`, optionally followed by `--` and
 //! the sections to run (`append`, `load`, `fork`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::fs::OpenOptions;
 use std::io::Write;

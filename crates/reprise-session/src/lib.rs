@@ -13,8 +13,6 @@
 //!
 //! The on-disk format (entry lines, both layouts, the files of a run folder, and what
 //! is guaranteed after a crash) is described in `docs/format.md` of the repository.
-#![deny(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -32,8 +32,6 @@
 //! assert_eq!(server.remaining(), 5);
 //! # }
 //! ```
-#![deny(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod assert;
 mod frames;

@@ -10,6 +10,7 @@
 //! The adventure log is `./sessions/quest-1.jsonl` (one message per line) with
 //! `quest-1.meta.json`; the fork is `quest-2.jsonl`. Run it again and day 1 continues
 //! the same log; `--fresh` deletes both sessions first.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -62,7 +62,6 @@
 //! west.run("Is there another way in?").await?;
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs)]
 
 /// The agent loop, tools and subagents (`reprise-agent`).
 pub use reprise_agent as agent;
