@@ -3,6 +3,7 @@
 //! calls cut by `max_tokens` in the middle of their arguments. They decode into the
 //! message the server meant, however their bytes are split.
 
+use crate::support::decode_pieces;
 use futures::executor::block_on;
 use futures::stream;
 use proptest::prelude::*;
@@ -82,13 +83,6 @@ fn expected(name: &str) -> Expected {
         },
         other => panic!("no expectation written for {other}"),
     }
-}
-
-fn decode_pieces(pieces: Vec<Vec<u8>>) -> Result<Completion, ProviderError> {
-    block_on(decode_sse(
-        stream::iter(pieces.into_iter().map(Ok::<_, ProviderError>)),
-        None,
-    ))
 }
 
 fn check(name: &str, completion: &Completion) {

@@ -9,3 +9,4 @@ mod http;
 mod llama_captures;
 mod real_llama;
 mod sse_files;
+mod support;
