@@ -21,6 +21,9 @@ pub mod runs;
 mod store;
 
 pub use fs::IoError;
+/// The fast entry decoder alone: the fuzz targets check it against serde's.
+#[doc(hidden)]
+pub use store::FastEntryDecoder;
 /// Switches the loader to serde's decoder alone: the storage benchmark compares the two.
 #[doc(hidden)]
 pub use store::decode_with_serde_only;

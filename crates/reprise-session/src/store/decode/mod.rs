@@ -66,6 +66,22 @@ pub fn decode_with_serde_only(serde_only: bool) {
     SERDE_ONLY.store(serde_only, Ordering::Relaxed);
 }
 
+/// The fast decoder on its own, without the loader's fallback to serde's: for the
+/// fuzz targets (`fuzz/` in the repository), which check it against serde's decoder.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct FastEntryDecoder(EntryDecoder);
+
+impl FastEntryDecoder {
+    /// The entry on the line that starts at `bytes[start]` and ends at the next `\n`
+    /// (or the end of `bytes`), and where that line ends; `None` where the loader
+    /// would hand the line to serde's decoder. Like the loader, it keeps its buffer
+    /// between lines.
+    pub fn decode_line(&mut self, bytes: &[u8], start: usize) -> Option<(Entry, usize)> {
+        self.0.decode_line(bytes, start)
+    }
+}
+
 impl EntryDecoder {
     /// The fast decoder's [`EntryDecoder::decode_line`], unless the process decodes
     /// with serde alone (then `None`: the caller uses serde's decoder).
