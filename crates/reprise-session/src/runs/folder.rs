@@ -19,12 +19,11 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use crate::fs::{
-    DirSync, IoError, create_private_dir_all, io_err, open_private_append, sync_parent,
-};
+use crate::fs::{IoError, io_err, open_private_append, sync_parent};
 use crate::runs::error::RunError;
 use crate::runs::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::runs::meta::{SESSION_JSON, SessionJson};
+use crate::runs::recover::{Damage, rebuild_session_json};
 use crate::runs::summary::RUN_SUMMARY;
 use crate::store::id::validate_id;
 
@@ -33,6 +32,29 @@ pub const SESSION_LOG: &str = "session.log";
 
 /// What `find_run` takes to mean the newest run with a conversation.
 pub const LAST_RUN: &str = "last";
+
+/// Removes the run folder `folder` when nothing was written in it yet (no
+/// conversation, and an empty `session.log` and transcript), as after a chat that
+/// failed to start. Returns whether it was removed.
+pub fn remove_unused_run_folder(folder: &RunFolder) -> Result<bool, RunError> {
+    let entries = match fs::read_dir(&folder.dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(IoError::new("list", &folder.dir, source).into()),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_err("list", &folder.dir))?;
+        let name = entry.file_name();
+        let empty_record = (name == SESSION_LOG || name == crate::runs::TRANSCRIPT_JSONL)
+            && entry.file_type().is_ok_and(|kind| kind.is_file())
+            && entry.metadata().is_ok_and(|meta| meta.len() == 0);
+        if !empty_record && name != crate::runs::RUN_LOCK {
+            return Ok(false);
+        }
+    }
+    fs::remove_dir_all(&folder.dir).map_err(io_err("remove", &folder.dir))?;
+    Ok(true)
+}
 
 /// Most suffixes tried when many runs start in the same millisecond.
 const MAX_SUFFIX: u32 = 100_000;
@@ -44,37 +66,70 @@ pub struct RunFolder {
     pub dir: PathBuf,
     /// The session kept in the folder (from `session.json`); `None` for a new run.
     pub session_id: Option<String>,
+    /// What was repaired when the folder was opened: a missing or damaged
+    /// `session.json` rebuilt from the conversation.
+    pub warnings: Vec<RunWarning>,
 }
 
 impl RunFolder {
     /// A run folder that already exists, with its session id read from
     /// `session.json` when there is one.
+    ///
+    /// A `session.json` that is missing while the folder holds a conversation, or
+    /// that cannot be parsed, is rebuilt from `conversation.jsonl`, with a warning
+    /// naming it in [`RunFolder::warnings`]. A folder that is a symbolic link is
+    /// refused.
     pub fn open(dir: impl Into<PathBuf>) -> Result<RunFolder, RunError> {
         let dir = dir.into();
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(crate::fs::link_refused(&dir).into());
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(RunError::Io(IoError::new(
+                    "open",
+                    &dir,
+                    std::io::Error::from(ErrorKind::NotADirectory),
+                )));
+            }
+            Err(source) => return Err(RunError::Io(IoError::new("open", &dir, source))),
+        }
         let path = dir.join(SESSION_JSON);
-        let session_id = match fs::read(&path) {
-            Ok(bytes) => {
-                let meta: SessionJson =
-                    serde_json::from_slice(&bytes).map_err(|error| RunError::Format {
-                        path: path.clone(),
-                        message: error.to_string(),
-                    })?;
-                validate_id("session", &meta.session_id)?;
-                Some(meta.session_id)
-            }
-            Err(error) if error.kind() == ErrorKind::NotFound => {
-                if !dir.is_dir() {
-                    return Err(RunError::Io(IoError::new(
-                        "open",
-                        &dir,
-                        std::io::Error::from(ErrorKind::NotFound),
-                    )));
-                }
-                None
-            }
-            Err(source) => return Err(RunError::Io(IoError::new("read", path, source))),
+        let mut warnings = Vec::new();
+        let read = match crate::fs::read_beneath(crate::fs::parent_of(&dir), &path) {
+            // A link is never read; it is replaced by the rebuilt file.
+            Err(error) if error.is_refused_link() && error.path == path => Ok(Some(Vec::new())),
+            other => other,
         };
-        Ok(RunFolder { dir, session_id })
+        let damage = match read? {
+            None => Damage::Missing,
+            Some(bytes) if bytes.is_empty() && crate::fs::is_link(&path) => {
+                Damage::Unusable(bytes, "a symbolic link, not followed".to_owned())
+            }
+            Some(bytes) => match serde_json::from_slice::<SessionJson>(&bytes) {
+                Ok(meta) => match validate_id("session", &meta.session_id) {
+                    Ok(()) => {
+                        return Ok(RunFolder {
+                            dir,
+                            session_id: Some(meta.session_id),
+                            warnings,
+                        });
+                    }
+                    Err(error) => Damage::Unusable(bytes, format!("refused: {error}")),
+                },
+                Err(error) => Damage::Unusable(bytes, format!("not a valid session.json: {error}")),
+            },
+        };
+        let session_id = rebuild_session_json(&dir, damage, &mut warnings)?;
+        for warning in &warnings {
+            tracing::warn!(%warning, "run metadata rebuilt");
+        }
+        Ok(RunFolder {
+            dir,
+            session_id,
+            warnings,
+        })
     }
 
     /// The folder's name (its start time, with a `-N` suffix after a collision).
@@ -101,7 +156,8 @@ pub fn create_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
 
 /// [`create_run_folder`] for a run started at `start` (a clock given by the caller).
 pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFolder, RunError> {
-    create_private_dir_all(runs_dir, DirSync::Unsynced)?;
+    crate::fs::create_runs_dir(runs_dir)?;
+    crate::runs::leftovers::remove_dead_leftovers(runs_dir);
     let base = run_folder_name(start);
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
@@ -114,11 +170,17 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
         let dir = runs_dir.join(name);
         match builder.create(&dir) {
             Ok(()) => {
-                sync_parent(&dir)?;
-                open_private_append(&dir.join(SESSION_LOG))?;
+                let filled = sync_parent(&dir)
+                    .and_then(|()| open_private_append(runs_dir, &dir.join(SESSION_LOG)));
+                if let Err(error) = filled {
+                    // A run that could not start leaves nothing behind (a full disk).
+                    let _ = fs::remove_dir_all(&dir);
+                    return Err(error.into());
+                }
                 return Ok(RunFolder {
                     dir,
                     session_id: None,
+                    warnings: Vec::new(),
                 });
             }
             Err(error) if error.kind() == ErrorKind::AlreadyExists => continue,
@@ -162,6 +224,7 @@ impl RunSummary {
         RunFolder {
             dir: self.dir.clone(),
             session_id: Some(self.session_id.clone()),
+            warnings: Vec::new(),
         }
     }
 }
@@ -226,17 +289,28 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         Err(source) => return Err(RunError::Io(IoError::new("list", runs_dir, source))),
     };
     let mut names = Vec::new();
+    let mut links = Vec::new();
+    let mut leftovers = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_err("list", runs_dir))?;
-        if let Some(name) = run_dir_name(&entry) {
-            names.push(name);
+        match run_dir_name(&entry) {
+            Some((name, false)) => names.push(name),
+            Some((name, true)) => links.push(name),
+            None => crate::runs::leftovers::note(&entry, &mut leftovers),
         }
     }
+    crate::runs::leftovers::remove(runs_dir, leftovers);
     let dir_fd = fs::File::open(runs_dir).map_err(io_err("open", runs_dir))?;
     let (cache, scans) = scan_runs(runs_dir, &dir_fd, &names, limit);
 
     let mut list = RunList::default();
     list.runs.reserve(names.len());
+    for name in links {
+        list.warnings.push(warning(
+            runs_dir.join(name),
+            "a symbolic link, not followed: a run folder must be a folder of its own".to_owned(),
+        ));
+    }
     let mut hits = Vec::new();
     let mut fresh = Vec::new();
     for (name, scan) in names.into_iter().zip(scans) {
@@ -276,17 +350,46 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     Ok(list)
 }
 
-/// The folder's name when a directory entry can be a run.
-fn run_dir_name(entry: &fs::DirEntry) -> Option<String> {
+/// The folder's name when a directory entry can be a run, and whether it is a
+/// symbolic link (never followed: listed as a warning).
+fn run_dir_name(entry: &fs::DirEntry) -> Option<(String, bool)> {
     let name = entry.file_name().into_string().ok()?;
     validate_id("run", &name).ok()?;
     // d_type from the directory listing: no extra stat on common file systems.
     let kind = entry.file_type().ok()?;
-    (kind.is_dir() || kind.is_symlink()).then_some(name)
+    (kind.is_dir() || kind.is_symlink()).then_some((name, kind.is_symlink()))
 }
 
 fn is_run_dir(entry: &fs::DirEntry) -> bool {
     run_dir_name(entry).is_some()
+}
+
+/// Opens `name/file` relative to the runs directory `dir_fd` for reading, following
+/// no symbolic link (neither the run folder nor the file may be one).
+fn open_run_file(dir_fd: &fs::File, relative: &str) -> std::io::Result<fs::File> {
+    let flags =
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW;
+    let opened = match rustix::fs::openat2(
+        dir_fd,
+        relative,
+        flags,
+        rustix::fs::Mode::empty(),
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    ) {
+        // Kernels without openat2: the run folder was seen not to be a link.
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::openat(dir_fd, relative, flags, rustix::fs::Mode::empty())
+        }
+        other => other,
+    };
+    match opened {
+        Ok(fd) => Ok(fs::File::from(fd)),
+        Err(rustix::io::Errno::LOOP) => Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "a symbolic link, not followed inside a runs folder",
+        )),
+        Err(errno) => Err(errno.into()),
+    }
 }
 
 /// What one run folder turned out to hold.
@@ -536,14 +639,9 @@ fn read_run_summary(
 ) -> Result<Option<RunSummary>, RunWarning> {
     let path = || dir.join(RUN_SUMMARY);
     let read_bytes = || {
-        let fd = rustix::fs::openat(
-            dir_fd,
-            format!("{name}/{RUN_SUMMARY}"),
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
+        let mut file = open_run_file(dir_fd, &format!("{name}/{RUN_SUMMARY}"))?;
         let mut bytes = Vec::with_capacity(512);
-        fs::File::from(fd).read_to_end(&mut bytes)?;
+        file.read_to_end(&mut bytes)?;
         Ok(bytes)
     };
     let record = match crate::runs::summary::read_with(read_bytes) {
@@ -555,7 +653,7 @@ fn read_run_summary(
     match rustix::fs::statat(
         dir_fd,
         format!("{name}/{SESSION_JSON}"),
-        rustix::fs::AtFlags::empty(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     ) {
         Ok(_) => {}
         Err(error) if is_missing(&error.into()) => return Ok(None),
@@ -594,14 +692,8 @@ fn read_summary(
     buf: &mut Vec<u8>,
 ) -> Result<Option<RunSummary>, RunWarning> {
     let path = || dir.join(SESSION_JSON);
-    let opened = rustix::fs::openat(
-        dir_fd,
-        format!("{name}/{SESSION_JSON}"),
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(std::io::Error::from)
-    .and_then(|fd| read_json::<SummaryFields>(fs::File::from(fd), buf));
+    let opened = open_run_file(dir_fd, &format!("{name}/{SESSION_JSON}"))
+        .and_then(|file| read_json::<SummaryFields>(file, buf));
     let parsed = match opened {
         Ok(parsed) => parsed,
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
@@ -665,7 +757,8 @@ pub fn find_run(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
         runs_dir: runs_dir.to_path_buf(),
     };
     let exact = runs_dir.join(spec);
-    if exact.is_dir() {
+    if crate::fs::exists(&exact) {
+        // A link is refused by the open, with an error naming it.
         return RunFolder::open(exact);
     }
     let entries = match fs::read_dir(runs_dir) {

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,10 +68,11 @@ pub(crate) struct Fingerprint {
 
 impl Fingerprint {
     /// The fingerprint of the file at `path` relative to the open directory `dir`
-    /// (symlinks followed, like an open): one `statat`, which walks two path
-    /// components instead of the whole path from the root.
+    /// (a link itself, not what it points to: reading it is refused later): one
+    /// `statat`, which walks two path components instead of the whole path from the
+    /// root.
     pub(crate) fn stat_at(dir: &fs::File, path: &str) -> std::io::Result<Fingerprint> {
-        let stat = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
+        let stat = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
         Ok(Fingerprint::from_stat(&stat))
     }
 
@@ -198,10 +199,11 @@ pub(crate) fn load(runs_dir: &Path) -> Cache {
 
 fn try_load(runs_dir: &Path) -> std::io::Result<Option<Cache>> {
     let path = runs_dir.join(LIST_CACHE);
-    let mut file = match fs::File::open(&path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
+    // A link in its place is never read (nor written through: see `try_store`).
+    let mut file = match crate::fs::open_read_beneath(runs_dir, &path) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(error) => return Err(std::io::Error::other(error)),
     };
     let meta = file.metadata()?;
     // Only a private regular file of ours is trusted: another user able to write it
