@@ -24,8 +24,10 @@ use crate::runs::error::RunError;
 use crate::runs::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::runs::meta::{SESSION_JSON, SessionJson};
 use crate::runs::recover::{Damage, rebuild_session_json};
+use crate::runs::store::{CONVERSATION_JSONL, account};
 use crate::runs::summary::RUN_SUMMARY;
 use crate::store::id::validate_id;
+use crate::store::jsonl::load_file_beneath;
 
 /// The file a run's terminal output goes to; created with the folder.
 pub const SESSION_LOG: &str = "session.log";
@@ -439,7 +441,7 @@ fn scan_runs(
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
     for (index, (name, stat)) in names.iter().zip(stats).enumerate() {
-        let (fingerprint, source) = match stat {
+        let (fingerprint, source, conversation) = match stat {
             Ok(Some(found)) => found,
             Ok(None) => {
                 scans.push(Scan::Absent);
@@ -456,13 +458,13 @@ fn scan_runs(
         let dir = runs_dir.join(name);
         match cache
             .get(name)
-            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, &dir))
+            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, conversation, &dir))
         {
             Some(summary) => scans.push(Scan::Cached(summary)),
             None => {
                 // Filled in below, once every miss is known.
                 scans.push(Scan::Absent);
-                misses.push((index, dir, fingerprint, source));
+                misses.push((index, dir, fingerprint, source, conversation));
             }
         }
     }
@@ -509,9 +511,9 @@ enum Source {
     SessionJson,
 }
 
-/// What one run's listing is read from, with its fingerprint; `None` when the run has
-/// neither file.
-type Found = Option<(Fingerprint, Source)>;
+/// What one run's listing is read from, with its fingerprint and (for a summary) the
+/// conversation's length; `None` when the run has neither file.
+type Found = Option<(Fingerprint, Source, Option<u64>)>;
 
 /// The fingerprint of each run's `.summary.json`, or of its `session.json` when it has
 /// no summary; `None` when it has neither.
@@ -529,7 +531,12 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
                 relative.push('/');
                 relative.push_str(file);
                 match Fingerprint::stat_at(dir_fd, &relative) {
-                    Ok(fingerprint) => return Ok(Some((fingerprint, source))),
+                    Ok(fingerprint) => {
+                        let conversation = (source == Source::Summary)
+                            .then(|| conversation_len(dir_fd, name, &mut relative))
+                            .flatten();
+                        return Ok(Some((fingerprint, source, conversation)));
+                    }
                     Err(error) if is_missing(&error) => {}
                     Err(error) => return Err(error),
                 }
@@ -539,40 +546,87 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
         .collect()
 }
 
+/// The length of run `name`'s `conversation.jsonl` (0 when missing; `None` when it
+/// cannot be stat'ed), to check a summary against.
+fn conversation_len(dir_fd: &fs::File, name: &str, relative: &mut String) -> Option<u64> {
+    relative.clear();
+    relative.push_str(name);
+    relative.push('/');
+    relative.push_str(CONVERSATION_JSONL);
+    match rustix::fs::statat(
+        dir_fd,
+        relative.as_str(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        Ok(stat) => u64::try_from(stat.st_size).ok(),
+        Err(rustix::io::Errno::NOENT) => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// Recounts the listing fields of `summary` from the run's conversation: for a
+/// summary that describes another length of it (emptied, cut, replaced).
+fn recount(summary: &mut RunSummary) {
+    let path = summary.dir.join(CONVERSATION_JSONL);
+    let loaded = load_file_beneath(
+        crate::fs::parent_of(&summary.dir),
+        &path,
+        &summary.session_id,
+    );
+    let mut meta = SessionJson {
+        session_id: summary.session_id.clone(),
+        ..SessionJson::default()
+    };
+    if let Ok(Some(loaded)) = loaded {
+        account(&mut meta, &loaded.entries.iter().collect::<Vec<_>>());
+    }
+    summary.message_count = meta.message_count;
+    summary.last_message = meta.last_message;
+}
+
 fn is_missing(error: &std::io::Error) -> bool {
     matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
 }
 
+/// A run the cache could not answer for: its index in the names, folder,
+/// fingerprint, source and conversation length.
+type Miss = (usize, PathBuf, Fingerprint, Source, Option<u64>);
+
+/// How a summary compared with the conversation it describes.
+enum Checked {
+    /// It describes the conversation at this length (or predates the check).
+    Matches(Option<u64>),
+    /// It described another length: the counts were recounted.
+    Recounted,
+}
+
 /// Reads the `session.json` of each missed run `(index in names, dir, fingerprint)`.
-fn read_chunk(
-    dir_fd: &fs::File,
-    names: &[String],
-    misses: &[(usize, PathBuf, Fingerprint, Source)],
-    limit: Limit,
-) -> Vec<Scan> {
+fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit) -> Vec<Scan> {
     let mut buf = Vec::new();
     misses
         .iter()
-        .map(|(index, dir, fingerprint, source)| {
+        .map(|(index, dir, fingerprint, source, conversation)| {
             let name = &names[*index];
             // Read after the stat, so what is read is at least as new as the
             // fingerprint; if it is newer, the next stat differs and it is read again.
             let read = match source {
-                Source::Summary => read_run_summary(dir_fd, name, dir),
+                Source::Summary => read_run_summary(dir_fd, name, dir, *conversation),
                 Source::SessionJson => Ok(None),
             };
             let read = match read {
-                Ok(Some(summary)) => Ok(Some((summary, true))),
+                Ok(Some((summary, Checked::Matches(bytes)))) => Ok(Some((summary, true, bytes))),
+                Ok(Some((summary, Checked::Recounted))) => Ok(Some((summary, false, None))),
                 // No usable summary: session.json, under the summary's fingerprint
                 // only when that is what was stat'ed.
-                Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf)
-                    .map(|found| found.map(|summary| (summary, *source == Source::SessionJson))),
+                Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf).map(|found| {
+                    found.map(|summary| (summary, *source == Source::SessionJson, None))
+                }),
                 Err(warning) => Err(warning),
             };
             match read {
-                Ok(Some((summary, cacheable))) => {
+                Ok(Some((summary, cacheable, bytes))) => {
                     let cached = cacheable
-                        .then(|| CachedRun::new(*fingerprint, &summary, limit))
+                        .then(|| CachedRun::new(*fingerprint, &summary, bytes, limit))
                         .flatten();
                     Scan::Read(summary, cached)
                 }
@@ -620,7 +674,8 @@ pub fn summarize_run(dir: &Path) -> Option<RunSummary> {
         .unwrap_or(Path::new("."));
     let name = dir.file_name()?.to_str()?;
     let dir_fd = fs::File::open(parent).ok()?;
-    if let Ok(Some(summary)) = read_run_summary(&dir_fd, name, dir) {
+    let conversation = conversation_len(&dir_fd, name, &mut String::new());
+    if let Ok(Some((summary, _))) = read_run_summary(&dir_fd, name, dir, conversation) {
         return Some(summary);
     }
     let fingerprint = Fingerprint::stat_at(&dir_fd, &format!("{name}/{SESSION_JSON}")).ok()?;
@@ -636,7 +691,8 @@ fn read_run_summary(
     dir_fd: &fs::File,
     name: &str,
     dir: &Path,
-) -> Result<Option<RunSummary>, RunWarning> {
+    conversation: Option<u64>,
+) -> Result<Option<(RunSummary, Checked)>, RunWarning> {
     let path = || dir.join(RUN_SUMMARY);
     let read_bytes = || {
         let mut file = open_run_file(dir_fd, &format!("{name}/{RUN_SUMMARY}"))?;
@@ -670,13 +726,21 @@ fn read_run_summary(
     let Some(updated_at) = record.updated_at else {
         return Ok(None);
     };
-    Ok(Some(RunSummary {
+    let mut summary = RunSummary {
         dir: dir.to_path_buf(),
         session_id: record.session_id,
         updated_at,
         last_message: record.last_message,
         message_count: record.message_count,
-    }))
+    };
+    let checked = match (record.conversation_bytes, conversation) {
+        (Some(expected), Some(found)) if expected != found => {
+            recount(&mut summary);
+            Checked::Recounted
+        }
+        (expected, _) => Checked::Matches(expected),
+    };
+    Ok(Some((summary, checked)))
 }
 
 /// `Ok(None)` for a run whose `session.json` went away since it was stat'ed

@@ -129,6 +129,9 @@ pub(crate) struct CachedRun {
     last_message: Option<String>,
     #[serde(rename = "n")]
     message_count: u64,
+    /// The conversation's length the summary describes (see `SummaryRecord`).
+    #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
+    conversation_bytes: Option<u64>,
 }
 
 impl CachedRun {
@@ -137,6 +140,7 @@ impl CachedRun {
     pub(crate) fn new(
         fingerprint: Fingerprint,
         summary: &RunSummary,
+        conversation_bytes: Option<u64>,
         limit: Limit,
     ) -> Option<CachedRun> {
         if !fingerprint.changed_before(limit) {
@@ -151,17 +155,24 @@ impl CachedRun {
             ),
             last_message: summary.last_message.clone(),
             message_count: summary.message_count,
+            conversation_bytes,
         })
     }
 
     /// The cached summary for the run in `dir`, if the file still has the fingerprint
-    /// it was read at.
+    /// it was read at and the conversation the length it describes.
     pub(crate) fn summary_if_unchanged(
         &self,
         fingerprint: &Fingerprint,
+        conversation: Option<u64>,
         dir: &Path,
     ) -> Option<RunSummary> {
         if self.fingerprint != *fingerprint {
+            return None;
+        }
+        if let (Some(expected), Some(found)) = (self.conversation_bytes, conversation)
+            && expected != found
+        {
             return None;
         }
         let updated_at = Timestamp::new(self.updated_at.0, self.updated_at.1).ok()?;
@@ -287,16 +298,24 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let run = summary(tmp.path());
-        assert!(CachedRun::new(fingerprint, &run, Limit::now()).is_none());
+        assert!(CachedRun::new(fingerprint, &run, None, Limit::now()).is_none());
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &run, later).unwrap();
+        let cached = CachedRun::new(fingerprint, &run, Some(10), later).unwrap();
         assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, tmp.path()),
+            cached.summary_if_unchanged(&fingerprint, Some(10), tmp.path()),
             Some(run)
+        );
+        // The conversation at another length than the summary describes.
+        assert_eq!(
+            cached.summary_if_unchanged(&fingerprint, Some(0), tmp.path()),
+            None
         );
         let mut other = fingerprint;
         other.ctime_ns += 1;
-        assert_eq!(cached.summary_if_unchanged(&other, tmp.path()), None);
+        assert_eq!(
+            cached.summary_if_unchanged(&other, Some(10), tmp.path()),
+            None
+        );
     }
 
     #[test]
@@ -306,7 +325,7 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &summary(tmp.path()), later).unwrap();
+        let cached = CachedRun::new(fingerprint, &summary(tmp.path()), None, later).unwrap();
         let runs = Cache::from([("2026-01-01T00-00-00-000Z".to_owned(), cached)]);
         store(tmp.path(), runs.clone());
         assert_eq!(load(tmp.path()), runs);

@@ -84,6 +84,7 @@ fn summary_of(meta: &SessionJson) -> SummaryRecord {
         updated_at: meta.updated_at,
         last_message: meta.last_message.clone(),
         message_count: meta.message_count,
+        conversation_bytes: None,
     }
 }
 
@@ -96,6 +97,8 @@ struct RunState {
     subagents: std::collections::HashMap<String, JsonlWriter>,
     /// `.summary.json`, open once the session is written to.
     summary: Option<SummaryWriter>,
+    /// The conversation's length the summary described when it was read.
+    summary_bytes: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -149,6 +152,7 @@ impl RunStore {
                     main: None,
                     subagents: std::collections::HashMap::new(),
                     summary: None,
+                    summary_bytes: None,
                 }),
                 fork_syncs: ForkSyncs::default(),
             }),
@@ -248,6 +252,7 @@ impl Inner {
                 meta.updated_at = summary.updated_at.or(meta.updated_at);
                 meta.last_message = summary.last_message;
                 meta.message_count = summary.message_count;
+                state.summary_bytes = summary.conversation_bytes;
             }
             state.meta_read = true;
         }
@@ -267,7 +272,35 @@ impl Inner {
             Some(writer) => writer,
             empty => empty.insert(SummaryWriter::open(&self.summary_path())?),
         };
-        writer.write(&summary_of(meta))
+        let mut record = summary_of(meta);
+        record.conversation_bytes = state.main.as_ref().and_then(JsonlWriter::indexed_len);
+        writer.write(&record)
+    }
+
+    /// Before this store's first append: when the conversation is not at the length
+    /// the summary described (emptied, cut or replaced by hand), recounts the listing
+    /// fields from it, so that the next summary is not built on stale counts.
+    fn recount_if_stale(&self, state: &mut RunState, id: &str) -> Result<(), StoreError> {
+        if state.main.as_ref().is_some_and(JsonlWriter::is_indexed) {
+            return Ok(());
+        }
+        let Some(expected) = state.summary_bytes.take() else {
+            return Ok(());
+        };
+        let path = self.dir.join(CONVERSATION_JSONL);
+        let found = std::fs::symlink_metadata(&path).map_or(0, |meta| meta.len());
+        if found == expected {
+            return Ok(());
+        }
+        let loaded = load_file_beneath(self.root(), &path, id)?;
+        if let Some(meta) = state.meta.as_mut() {
+            meta.message_count = 0;
+            meta.last_message = None;
+            if let Some(loaded) = loaded {
+                account(meta, &loaded.entries.iter().collect::<Vec<_>>());
+            }
+        }
+        Ok(())
     }
 
     /// Refuses a session other than the one this run holds.
@@ -350,6 +383,9 @@ impl BlockingStore for Inner {
                         meta.subagents.insert(name.to_owned(), relative);
                         write_session_json(&self.meta_path(), meta, sync_dirs)?;
                     }
+                }
+                if key.subagent_name().is_none() {
+                    self.recount_if_stale(state, id)?;
                 }
                 let (written, report, _warnings) =
                     self.writer(state, key).append_indices(entries)?;

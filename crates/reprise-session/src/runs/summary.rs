@@ -45,6 +45,11 @@ pub(crate) struct SummaryRecord {
     /// How many message entries the conversation holds.
     #[serde(default)]
     pub(crate) message_count: u64,
+    /// The length of `conversation.jsonl` this record describes: a listing that finds
+    /// the file at another length (emptied, cut, replaced) recounts instead of
+    /// showing stale counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conversation_bytes: Option<u64>,
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -158,6 +163,7 @@ mod tests {
             updated_at: Some("2026-11-30T09:38:04.123Z".parse().unwrap()),
             last_message: Some(last.into()),
             message_count: count,
+            conversation_bytes: None,
         }
     }
 

@@ -138,6 +138,12 @@ impl JsonlWriter {
         self.index.is_some()
     }
 
+    /// The bytes of complete lines the file held after this writer's last read or
+    /// append, when it has read the file.
+    pub(crate) fn indexed_len(&self) -> Option<u64> {
+        self.index.as_ref().map(|index| index.len)
+    }
+
     /// Opens the file for appending, creating it 0600 (and syncing its directory)
     /// when missing. The parent directory must exist.
     fn open(&self) -> Result<(File, bool), StoreError> {

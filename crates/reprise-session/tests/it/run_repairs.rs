@@ -205,3 +205,35 @@ async fn a_lock_refusal_waits_for_the_holders_pid() {
     }
     drop(holder);
 }
+
+#[tokio::test]
+async fn an_emptied_conversation_is_not_listed_with_stale_counts() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = run_with_messages(runs.path(), 6).await;
+    // Listed once, so the listing cache holds the run.
+    assert_eq!(list_runs(runs.path()).unwrap().runs[0].message_count, 6);
+    fs::write(dir.join("conversation.jsonl"), "").unwrap();
+    let list = list_runs(runs.path()).unwrap();
+    assert_eq!(list.runs[0].message_count, 0);
+    assert_eq!(list.runs[0].last_message, None);
+    // Cut to a shorter conversation: recounted too.
+    let store = create_run_store(&dir);
+    let key = SessionKey::session("sess-1").unwrap();
+    store
+        .append(
+            &key,
+            &[
+                Entry::message(Message::user("one")),
+                Entry::message(Message::user("two")),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(list_runs(runs.path()).unwrap().runs[0].message_count, 2);
+    let text = fs::read_to_string(dir.join("conversation.jsonl")).unwrap();
+    let first_line = text.lines().next().unwrap();
+    fs::write(dir.join("conversation.jsonl"), format!("{first_line}\n")).unwrap();
+    let list = list_runs(runs.path()).unwrap();
+    assert_eq!(list.runs[0].message_count, 1);
+    assert_eq!(list.runs[0].last_message.as_deref(), Some("one"));
+}
