@@ -202,7 +202,7 @@ async fn a_run_with_a_corrupt_session_json_is_shown_forked_and_deleted() {
     let out = sandbox.run(&["show", &name(&run)], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "bread question 3");
-    assert_contains!(out.stderr, &meta.display().to_string());
+    assert_contains!(out.stderr, &format!("{}/session.json", name(&run)));
     assert_contains!(out.stderr, "rebuilt from conversation.jsonl");
 
     std::fs::write(&meta, "not json").unwrap();
