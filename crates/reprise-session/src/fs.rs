@@ -176,10 +176,10 @@ pub(crate) fn create_runs_dir(dir: &Path) -> Result<(), IoError> {
 }
 
 /// Creates a new file 0600; fails if it exists (a symbolic link included: it is
-/// never followed) or if its folder is a symbolic link.
-pub(crate) fn create_new_private(path: &Path) -> Result<File, IoError> {
+/// never followed) or if a folder on its way below `root` is a symbolic link.
+pub(crate) fn create_new_private(root: &Path, path: &Path) -> Result<File, IoError> {
     open_beneath(
-        parent_of(parent_of(path)),
+        root,
         path,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
         "create",
@@ -222,12 +222,11 @@ pub(crate) fn open_beneath(
     flags: OFlags,
     op: &'static str,
 ) -> Result<File, IoError> {
-    let rel = relative_to(root, path);
-    let base = if rel == path && path.is_absolute() {
-        // Not beneath `root`: only its own last two components are guarded.
-        parent_of(parent_of(path))
-    } else {
+    // A path not beneath `root` has only its last component guarded.
+    let base = if path.starts_with(root) || (root == Path::new(".") && path.is_relative()) {
         root
+    } else {
+        parent_of(path)
     };
     let rel = relative_to(base, path);
     // openat2 takes a mode only along with O_CREAT.

@@ -584,7 +584,7 @@ pub fn fork_run(
     let result = (|| {
         create_private_dir_all(&staging, DirSync::Unsynced)?;
         let conversation = staging.join(CONVERSATION_JSONL);
-        let mut file = create_new_private(&conversation)?;
+        let mut file = create_new_private(parent, &conversation)?;
         let mut to_sync = Vec::new();
         copy_lines(
             crate::fs::parent_of(source_dir),
@@ -632,7 +632,7 @@ pub fn fork_run(
                 }
                 let file_name = format!("{name}.jsonl");
                 let to = dir.join(&file_name);
-                let mut file = create_new_private(&to)?;
+                let mut file = create_new_private(parent, &to)?;
                 copy_lines(
                     crate::fs::parent_of(source_dir),
                     &source_dir.join(SUBAGENTS_DIR).join(&file_name),

@@ -461,7 +461,7 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let sync = self.durability.syncs_data();
         // 1. The transcript, complete lines only.
-        let mut file = create_new_private(&staged.transcript)?;
+        let mut file = create_new_private(&self.dir, &staged.transcript)?;
         copy_lines(
             &self.dir,
             &self.main_path(source),
@@ -480,7 +480,7 @@ impl Inner {
             for name in names {
                 let from = self.subagents_dir(source).join(format!("{name}.jsonl"));
                 let to = dir.join(format!("{name}.jsonl"));
-                let mut file = create_new_private(&to)?;
+                let mut file = create_new_private(&self.dir, &to)?;
                 copy_lines(&self.dir, &from, source, None, &mut file, &to)?;
                 to_sync.push((file, to));
             }
