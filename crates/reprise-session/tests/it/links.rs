@@ -322,3 +322,34 @@ fn a_runs_dir_that_is_a_link_is_followed() {
     assert!(real.join(&name).join("session.log").is_file());
     assert!(RunFolder::open(linked.join(&name)).is_ok());
 }
+
+#[tokio::test]
+async fn a_link_at_a_fork_staging_name_is_never_filled() {
+    let setup = Setup::new();
+    let (dir, _key) = setup.run_with_conversation().await;
+    let outside_dir = setup.outside.path().join("staging");
+    fs::create_dir(&outside_dir).unwrap();
+    // Links at the staging names a fork into `target` may use next.
+    let target = setup.runs().join("2030-01-01T00-00-00-000Z");
+    let pid = std::process::id();
+    for n in 0..2000 {
+        symlink(
+            &outside_dir,
+            setup
+                .runs()
+                .join(format!(".2030-01-01T00-00-00-000Z.fork-{pid}-{n}")),
+        )
+        .unwrap();
+    }
+    let result = fork_run(&dir, &target, None);
+    assert_eq!(fs::read_dir(&outside_dir).unwrap().count(), 0);
+    match result {
+        // The staging name was a link: refused, naming it.
+        Err(error) => assert!(text(&error).contains("symbolic link"), "{error:?}"),
+        // The counter had moved past every link: a real staging folder was used.
+        Ok(forked) => {
+            drop(forked);
+            assert!(fs::symlink_metadata(&target).unwrap().is_dir());
+        }
+    }
+}
