@@ -97,7 +97,15 @@ impl Opener {
     /// (loaded, repaired) when it has.
     pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
         let store = reprise_session::runs::create_run_store(&folder.dir);
-        self.open_with(folder, store).await
+        let fresh = folder.session_id.is_none().then(|| folder.clone());
+        let opened = self.open_with(folder, store).await;
+        if opened.is_err()
+            && let Some(fresh) = fresh
+        {
+            // A chat that could not start leaves no empty run folder behind.
+            let _ = reprise_session::runs::remove_unused_run_folder(&fresh);
+        }
+        opened
     }
 
     /// Opens the session of a run folder that a fork just filled, keeping the store

@@ -84,6 +84,7 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
 /// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON.
 pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
     let run = find_run(runs_dir, spec)?;
+    print_repairs(&run);
     let conversation = read_conversation_with_warnings(&run.dir)?;
     for warning in &conversation.warnings {
         eprintln!("warning: {warning}");
@@ -123,6 +124,7 @@ pub async fn fork(
     out: &mut dyn Write,
 ) -> Result<()> {
     let source = find_run(runs_dir, spec)?;
+    print_repairs(&source);
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());
     }
@@ -180,19 +182,31 @@ pub async fn rm(
     out: &mut dyn Write,
 ) -> Result<()> {
     let run = find_run(runs_dir, spec)?;
+    print_repairs(&run);
     // A run open in a chat is not deleted under it: holding its writer lock while
     // deleting also keeps a chat from opening it meanwhile.
-    let _lock =
-        match run.session_id.as_deref() {
-            Some(session_id) => {
-                use reprise_session::SessionStore;
-                let store = reprise_session::runs::create_run_store(&run.dir);
-                Some(store.lock(session_id).await.with_context(|| {
-                    format!("run {} is in use; leave that chat first", run.name())
-                })?)
+    let _lock = match run.session_id.as_deref() {
+        Some(session_id) => {
+            use reprise_session::SessionStore;
+            let store = reprise_session::runs::create_run_store(&run.dir);
+            match store.lock(session_id).await {
+                Ok(lock) => Some(lock),
+                // Only a lock held by another chat means "in use"; a read-only file
+                // system or a permission error is reported as what it is.
+                Err(error @ reprise_session::StoreError::Locked { .. }) => {
+                    return Err(anyhow::Error::from(error).context(format!(
+                        "run {} is in use; leave that chat first",
+                        run.name()
+                    )));
+                }
+                Err(error) => {
+                    return Err(anyhow::Error::from(error)
+                        .context(format!("cannot delete run {}", run.name())));
+                }
             }
-            None => None,
-        };
+        }
+        None => None,
+    };
     if !yes {
         let messages = read_conversation_with_warnings(&run.dir)
             .map(|c| c.messages.len())
@@ -214,6 +228,13 @@ pub async fn rm(
         .with_context(|| format!("cannot delete {}", run.dir.display()))?;
     writeln!(out, "deleted {}", run.name())?;
     Ok(())
+}
+
+/// Warns about what opening a run repaired (a rebuilt `session.json`).
+fn print_repairs(run: &RunFolder) {
+    for warning in &run.warnings {
+        eprintln!("warning: {warning}");
+    }
 }
 
 fn one_line(text: &str) -> String {

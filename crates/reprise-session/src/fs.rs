@@ -4,11 +4,13 @@
 //! widened later. Whole-file writes are atomic (a temp file, then a rename); appends
 //! are single writes; directory entries are synced where a crash must not lose them.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use crate::store::session_store::LoadWarning;
 
@@ -44,6 +46,12 @@ impl IoError {
     pub fn kind(&self) -> ErrorKind {
         self.source.kind()
     }
+
+    /// Whether this is a symbolic link refused where a file or folder of a store
+    /// should be (reprise follows no link inside a runs folder).
+    pub fn is_refused_link(&self) -> bool {
+        self.op == "refuse"
+    }
 }
 
 /// Mode of every directory created here.
@@ -67,6 +75,12 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoError> {
 /// Makes the directory entry of `path` durable.
 pub(crate) fn sync_parent(path: &Path) -> Result<(), IoError> {
     sync_dir(parent_of(path))
+}
+
+/// The root below which no link is followed for a file of a run folder
+/// (`<runs>/<run>/<file>`): the runs directory.
+pub(crate) fn run_file_root(path: &Path) -> &Path {
+    parent_of(parent_of(path))
 }
 
 /// The directory holding `path` (`.` for a bare name).
@@ -103,10 +117,14 @@ impl DirSync {
 }
 
 /// Creates `dir` and its missing parents with mode 0700; an existing directory is
-/// left as it is.
+/// left as it is. A symbolic link where `dir` should be is refused
+/// ([`link_refused`]): nothing is ever created through one.
 pub(crate) fn create_private_dir_all(dir: &Path, sync: DirSync) -> Result<(), IoError> {
-    if dir.is_dir() {
-        return Ok(());
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(meta) if meta.file_type().is_symlink() => return Err(link_refused(dir)),
+        Ok(_) => return Err(not_a_directory(dir)),
+        Err(_) => {}
     }
     let parent = parent_of(dir);
     if parent != dir {
@@ -119,19 +137,187 @@ pub(crate) fn create_private_dir_all(dir: &Path, sync: DirSync) -> Result<(), Io
             }
             Ok(())
         }
-        Err(error) if error.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(error) if error.kind() == ErrorKind::AlreadyExists && is_real_dir(dir) => Ok(()),
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => Err(not_a_directory(dir)),
         Err(source) => Err(IoError::new("create directory", dir, source)),
     }
 }
 
-/// Creates a new file 0600; fails if it exists.
-pub(crate) fn create_new_private(path: &Path) -> Result<File, IoError> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(io_err("create", path))
+/// The error for a file (not a folder) found where a folder should be.
+fn not_a_directory(path: &Path) -> IoError {
+    IoError::new(
+        "create directory",
+        path,
+        std::io::Error::new(
+            ErrorKind::NotADirectory,
+            "a file is in the way: this must be a directory",
+        ),
+    )
+}
+
+/// Whether `path` is a symbolic link.
+pub(crate) fn is_link(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
+}
+
+/// Whether `path` is a directory itself (not a link to one).
+pub(crate) fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
+}
+
+/// Creates the runs directory `dir` like [`create_private_dir_all`], except that
+/// `dir` itself may be a symbolic link to a directory: the runs directory is what the
+/// person named, and is followed; below it, no link is.
+pub(crate) fn create_runs_dir(dir: &Path) -> Result<(), IoError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    create_private_dir_all(dir, DirSync::Unsynced)
+}
+
+/// Creates a new file 0600; fails if it exists (a symbolic link included: it is
+/// never followed) or if a folder on its way below `root` is a symbolic link.
+pub(crate) fn create_new_private(root: &Path, path: &Path) -> Result<File, IoError> {
+    open_beneath(
+        root,
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+        "create",
+    )
+}
+
+/// The text of a refused link, as the source of the [`IoError`] naming it.
+const LINK_REFUSED: &str = "a symbolic link: reprise follows no link inside a runs folder";
+
+/// The error for a symbolic link found at `path` where a file or folder of a store
+/// should be.
+pub(crate) fn link_refused(path: &Path) -> IoError {
+    IoError::new(
+        "refuse",
+        path,
+        std::io::Error::new(ErrorKind::InvalidInput, LINK_REFUSED),
+    )
+}
+
+/// The path beneath `root` that `path` names (`path` itself when `root` is `.` or
+/// not a prefix of it).
+fn relative_to<'p>(root: &Path, path: &'p Path) -> &'p Path {
+    match path.strip_prefix(root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel,
+        _ => path,
+    }
+}
+
+/// Opens `path`, which lies beneath the directory `root`, without following any
+/// symbolic link below `root` (`root` itself is taken as given).
+///
+/// One `openat2` with `RESOLVE_NO_SYMLINKS` relative to a handle on `root`, so that no
+/// link can be swapped in between a check and the open; on kernels without
+/// `openat2`, `openat` with `O_NOFOLLOW` on each directory and the file in turn. A
+/// link met on the way is refused with an error naming it ([`link_refused`]).
+/// Files are created 0600.
+pub(crate) fn open_beneath(
+    root: &Path,
+    path: &Path,
+    flags: OFlags,
+    op: &'static str,
+) -> Result<File, IoError> {
+    // A path not beneath `root` has only its last component guarded.
+    let base = if path.starts_with(root) || (root == Path::new(".") && path.is_relative()) {
+        root
+    } else {
+        parent_of(path)
+    };
+    let rel = relative_to(base, path);
+    // openat2 takes a mode only along with O_CREAT.
+    let mode = if flags.contains(OFlags::CREATE) {
+        Mode::from_raw_mode(FILE_MODE)
+    } else {
+        Mode::empty()
+    };
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let opened = rustix::fs::open(
+        base,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .and_then(|dir| {
+        match rustix::fs::openat2(
+            &dir,
+            rel,
+            flags,
+            mode,
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Err(rustix::io::Errno::NOSYS) => open_walking(&dir, rel, flags, mode),
+            other => other,
+        }
+    });
+    match opened {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(rustix::io::Errno::LOOP) => Err(link_refused(&first_link(base, path))),
+        Err(errno) => Err(IoError::new(op, path, errno.into())),
+    }
+}
+
+/// `openat` with `O_NOFOLLOW` one component at a time (kernels before `openat2`).
+fn open_walking(
+    dir: &rustix::fd::OwnedFd,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> rustix::io::Result<rustix::fd::OwnedFd> {
+    let parts: Vec<_> = rel.components().collect();
+    let mut current: Option<rustix::fd::OwnedFd> = None;
+    for (i, part) in parts.iter().enumerate() {
+        let at = current.as_ref().unwrap_or(dir);
+        let next = if i + 1 == parts.len() {
+            rustix::fs::openat(at, part.as_os_str(), flags, mode)?
+        } else {
+            rustix::fs::openat(
+                at,
+                part.as_os_str(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?
+        };
+        current = Some(next);
+    }
+    current.ok_or(rustix::io::Errno::INVAL)
+}
+
+/// The first symbolic link on the way from `base` to `path` (`path` when none is
+/// found any more), to name in the refusal.
+fn first_link(base: &Path, path: &Path) -> PathBuf {
+    let mut at = base.to_path_buf();
+    for part in relative_to(base, path).components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return at;
+        }
+    }
+    path.to_path_buf()
+}
+
+/// Opens `path` for reading without following a link below `root`; `Ok(None)` when
+/// it does not exist.
+pub(crate) fn open_read_beneath(root: &Path, path: &Path) -> Result<Option<File>, IoError> {
+    match open_beneath(root, path, OFlags::RDONLY, "open") {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Reads the whole file `path` beneath `root` (see [`open_beneath`]); `Ok(None)` when
+/// it does not exist.
+pub(crate) fn read_beneath(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, IoError> {
+    let Some(mut file) = open_read_beneath(root, path)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err("read", path))?;
+    Ok(Some(bytes))
 }
 
 /// A name for a temporary sibling of `path`, unique within this process and across
@@ -148,24 +334,58 @@ pub(crate) fn temp_sibling(path: &Path, what: &str) -> PathBuf {
 
 /// Replaces `path` with `bytes` atomically: a 0600 temp file, then rename. With
 /// `sync`, the data and the directory entry are durable before this returns.
-pub(crate) fn write_file_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<(), IoError> {
+///
+/// The folder of `path` is opened beneath `root` without following links (see
+/// [`open_beneath`]), and the temp file is created and renamed relative to that
+/// handle, so a link at `path` is replaced, never written through, and a folder
+/// swapped for a link is refused.
+pub(crate) fn write_file_atomic(
+    root: &Path,
+    path: &Path,
+    bytes: &[u8],
+    sync: bool,
+) -> Result<(), IoError> {
+    let dir_path = parent_of(path);
+    let dir = open_dir_beneath(root, dir_path)?;
+    let name = path.file_name().unwrap_or(path.as_os_str());
     let temp = temp_sibling(path, "tmp");
+    let temp_name = temp.file_name().unwrap_or(temp.as_os_str());
+    let mut file = rustix::fs::openat(
+        &dir,
+        temp_name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(FILE_MODE),
+    )
+    .map(File::from)
+    .map_err(|errno| IoError::new("create", &temp, errno.into()))?;
     let result = (|| {
-        let mut file = create_new_private(&temp)?;
         file.write_all(bytes).map_err(io_err("write", &temp))?;
         if sync {
             file.sync_data().map_err(io_err("sync", &temp))?;
         }
-        std::fs::rename(&temp, path).map_err(io_err("rename", path))?;
+        rustix::fs::renameat(&dir, temp_name, &dir, name)
+            .map_err(|errno| IoError::new("rename", path, errno.into()))?;
         if sync {
-            sync_dir(parent_of(path))?;
+            rustix::fs::fsync(&dir)
+                .map_err(|errno| IoError::new("sync", dir_path, errno.into()))?;
         }
         Ok(())
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = rustix::fs::unlinkat(&dir, temp_name, rustix::fs::AtFlags::empty());
     }
     result
+}
+
+/// A handle on the directory `dir` (`root` itself, or a folder beneath it reached
+/// without following links), readable so that it can be synced.
+pub(crate) fn open_dir_beneath(root: &Path, dir: &Path) -> Result<rustix::fd::OwnedFd, IoError> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+    if dir == root {
+        return rustix::fs::open(dir, flags | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|errno| IoError::new("open", dir, errno.into()));
+    }
+    open_beneath(root, dir, flags, "open").map(rustix::fd::OwnedFd::from)
 }
 
 /// Moves `from` to `to` only if `to` does not exist (a hard link, then the source
@@ -204,21 +424,16 @@ pub(crate) fn exists(path: &Path) -> bool {
 }
 
 /// Opens `path` for appending (and reading its last byte), creating it 0600 when
-/// missing. A new file's directory
-/// entry is synced so that the file survives a crash.
-pub(crate) fn open_private_append(path: &Path) -> Result<File, IoError> {
-    match OpenOptions::new().read(true).append(true).open(path) {
+/// missing, without following a link below `root` (see [`open_beneath`]). A new
+/// file's directory entry is synced so that the file survives a crash.
+pub(crate) fn open_private_append(root: &Path, path: &Path) -> Result<File, IoError> {
+    let flags = OFlags::RDWR | OFlags::APPEND;
+    match open_beneath(root, path, flags, "open") {
         Ok(file) => return Ok(file),
         Err(error) if error.kind() == ErrorKind::NotFound => {}
-        Err(source) => return Err(IoError::new("open", path, source)),
+        Err(error) => return Err(error),
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(io_err("create", path))?;
+    let file = open_beneath(root, path, flags | OFlags::CREATE, "create")?;
     sync_parent(path)?;
     Ok(file)
 }
@@ -260,18 +475,18 @@ pub(crate) fn append_line(
 }
 
 /// Reads the complete lines of a file, calling `each(line_number, line)` for every
-/// line that ends in `\n` and is UTF-8. A torn last line (no `\n`) is ignored and
+/// line that ends in `\n` and is UTF-8 (opened without following a link below
+/// `root`). A torn last line (no `\n`) is ignored and
 /// reported; a line that is not UTF-8 is skipped and reported. A missing file reads
 /// as empty.
 pub(crate) fn for_each_complete_line(
+    root: &Path,
     path: &Path,
     warnings: &mut Vec<LoadWarning>,
     mut each: impl FnMut(usize, &str, &mut Vec<LoadWarning>),
 ) -> Result<(), IoError> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(source) => return Err(IoError::new("open", path, source)),
+    let Some(file) = open_read_beneath(root, path)? else {
+        return Ok(());
     };
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut buf = Vec::new();

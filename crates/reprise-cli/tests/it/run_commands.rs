@@ -191,3 +191,83 @@ async fn a_bad_config_file_is_an_error_naming_file_and_line() {
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "config.toml:2:");
 }
+
+#[tokio::test]
+async fn a_run_with_a_corrupt_session_json_is_shown_forked_and_deleted() {
+    let sandbox = Sandbox::new();
+    let run = make_run(&sandbox.runs_dir(), "bread", 3).await;
+    let meta = run.join("session.json");
+
+    std::fs::write(&meta, "{\"sessionId\": ").unwrap();
+    let out = sandbox.run(&["show", &name(&run)], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "bread question 3");
+    assert_contains!(out.stderr, &format!("{}/session.json", name(&run)));
+    assert_contains!(out.stderr, "rebuilt from conversation.jsonl");
+
+    std::fs::write(&meta, "not json").unwrap();
+    let out = sandbox.run(&["fork", &name(&run)], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    std::fs::write(&meta, "not json either").unwrap();
+    let out = sandbox.run(&["rm", &name(&run), "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!run.exists());
+}
+
+#[tokio::test]
+async fn show_prints_a_run_whose_session_json_is_missing() {
+    let sandbox = Sandbox::new();
+    let run = make_run(&sandbox.runs_dir(), "bike", 3).await;
+    std::fs::remove_file(run.join("session.json")).unwrap();
+    let out = sandbox.run(&["show", &name(&run), "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 6);
+    assert_contains!(out.stderr, "session.json: missing");
+}
+
+#[tokio::test]
+async fn rm_says_in_use_only_for_a_held_run() {
+    let sandbox = Sandbox::new();
+    let run = make_run(&sandbox.runs_dir(), "bread", 1).await;
+    // A lock file that cannot be opened (a folder in its place): not "in use".
+    std::fs::remove_file(run.join(".lock")).ok();
+    std::fs::create_dir(run.join(".lock")).unwrap();
+    let out = sandbox.run(&["rm", &name(&run), "--yes"], "").await;
+    assert_ne!(out.status, 0);
+    assert!(!out.stderr.contains("in use"), "{}", out.stderr);
+    assert_contains!(out.stderr, "cannot delete run");
+    assert_contains!(out.stderr, ".lock");
+    std::fs::remove_dir(run.join(".lock")).unwrap();
+
+    // Held by a live writer: "in use", with the holder's pid.
+    let store = create_run_store(&run);
+    let session = reprise_session::runs::RunFolder::open(&run)
+        .unwrap()
+        .session_id
+        .unwrap();
+    let _lock = store.lock(&session).await.unwrap();
+    let out = sandbox.run(&["rm", &name(&run), "--yes"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "in use");
+    assert_contains!(out.stderr, &std::process::id().to_string());
+    assert!(run.exists());
+}
+
+#[tokio::test]
+async fn runs_warns_about_a_linked_run_folder_and_shows_none_of_it() {
+    let sandbox = Sandbox::new();
+    let run = make_run(&sandbox.runs_dir(), "bread", 1).await;
+    let outside = tempfile::tempdir().unwrap();
+    let moved = outside.path().join("run");
+    std::fs::rename(&run, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &run).unwrap();
+    let out = sandbox.run(&["runs"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains("bread"), "{}", out.stdout);
+    assert_contains!(out.stderr, "symbolic link");
+    let out = sandbox.run(&["show", &name(&run)], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "symbolic link");
+}

@@ -15,7 +15,6 @@ use serde_json::Value;
 use crate::runs::error::RunError;
 use crate::runs::store::CONVERSATION_JSONL;
 use crate::store::entry::Entry;
-use crate::store::jsonl::load_file;
 use crate::store::message::{Message, Role};
 use crate::store::session_store::LoadWarning;
 
@@ -72,7 +71,12 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
         .file_name()
         .and_then(|name| name.to_str())
         .unwrap_or("run");
-    let Some(loaded) = load_file(&path, session_hint)? else {
+    let Some(loaded) = crate::store::jsonl::load_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint,
+    )?
+    else {
         return Ok(Conversation::default());
     };
     let mut messages = Vec::new();

@@ -19,20 +19,44 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use crate::fs::{
-    DirSync, IoError, create_private_dir_all, io_err, open_private_append, sync_parent,
-};
+use crate::fs::{IoError, io_err, open_private_append, sync_parent};
 use crate::runs::error::RunError;
 use crate::runs::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::runs::meta::{SESSION_JSON, SessionJson};
+use crate::runs::recover::{Damage, rebuild_session_json};
+use crate::runs::store::{CONVERSATION_JSONL, account};
 use crate::runs::summary::RUN_SUMMARY;
 use crate::store::id::validate_id;
+use crate::store::jsonl::load_file_beneath;
 
 /// The file a run's terminal output goes to; created with the folder.
 pub const SESSION_LOG: &str = "session.log";
 
 /// What `find_run` takes to mean the newest run with a conversation.
 pub const LAST_RUN: &str = "last";
+
+/// Removes the run folder `folder` when nothing was written in it yet (no
+/// conversation, and an empty `session.log` and transcript), as after a chat that
+/// failed to start. Returns whether it was removed.
+pub fn remove_unused_run_folder(folder: &RunFolder) -> Result<bool, RunError> {
+    let entries = match fs::read_dir(&folder.dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(IoError::new("list", &folder.dir, source).into()),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_err("list", &folder.dir))?;
+        let name = entry.file_name();
+        let empty_record = (name == SESSION_LOG || name == crate::runs::TRANSCRIPT_JSONL)
+            && entry.file_type().is_ok_and(|kind| kind.is_file())
+            && entry.metadata().is_ok_and(|meta| meta.len() == 0);
+        if !empty_record && name != crate::runs::RUN_LOCK {
+            return Ok(false);
+        }
+    }
+    fs::remove_dir_all(&folder.dir).map_err(io_err("remove", &folder.dir))?;
+    Ok(true)
+}
 
 /// Most suffixes tried when many runs start in the same millisecond.
 const MAX_SUFFIX: u32 = 100_000;
@@ -44,37 +68,70 @@ pub struct RunFolder {
     pub dir: PathBuf,
     /// The session kept in the folder (from `session.json`); `None` for a new run.
     pub session_id: Option<String>,
+    /// What was repaired when the folder was opened: a missing or damaged
+    /// `session.json` rebuilt from the conversation.
+    pub warnings: Vec<RunWarning>,
 }
 
 impl RunFolder {
     /// A run folder that already exists, with its session id read from
     /// `session.json` when there is one.
+    ///
+    /// A `session.json` that is missing while the folder holds a conversation, or
+    /// that cannot be parsed, is rebuilt from `conversation.jsonl`, with a warning
+    /// naming it in [`RunFolder::warnings`]. A folder that is a symbolic link is
+    /// refused.
     pub fn open(dir: impl Into<PathBuf>) -> Result<RunFolder, RunError> {
         let dir = dir.into();
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(crate::fs::link_refused(&dir).into());
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(RunError::Io(IoError::new(
+                    "open",
+                    &dir,
+                    std::io::Error::from(ErrorKind::NotADirectory),
+                )));
+            }
+            Err(source) => return Err(RunError::Io(IoError::new("open", &dir, source))),
+        }
         let path = dir.join(SESSION_JSON);
-        let session_id = match fs::read(&path) {
-            Ok(bytes) => {
-                let meta: SessionJson =
-                    serde_json::from_slice(&bytes).map_err(|error| RunError::Format {
-                        path: path.clone(),
-                        message: error.to_string(),
-                    })?;
-                validate_id("session", &meta.session_id)?;
-                Some(meta.session_id)
-            }
-            Err(error) if error.kind() == ErrorKind::NotFound => {
-                if !dir.is_dir() {
-                    return Err(RunError::Io(IoError::new(
-                        "open",
-                        &dir,
-                        std::io::Error::from(ErrorKind::NotFound),
-                    )));
-                }
-                None
-            }
-            Err(source) => return Err(RunError::Io(IoError::new("read", path, source))),
+        let mut warnings = Vec::new();
+        let read = match crate::fs::read_beneath(crate::fs::parent_of(&dir), &path) {
+            // A link is never read; it is replaced by the rebuilt file.
+            Err(error) if error.is_refused_link() && error.path == path => Ok(Some(Vec::new())),
+            other => other,
         };
-        Ok(RunFolder { dir, session_id })
+        let damage = match read? {
+            None => Damage::Missing,
+            Some(bytes) if bytes.is_empty() && crate::fs::is_link(&path) => {
+                Damage::Unusable(bytes, "a symbolic link, not followed".to_owned())
+            }
+            Some(bytes) => match serde_json::from_slice::<SessionJson>(&bytes) {
+                Ok(meta) => match validate_id("session", &meta.session_id) {
+                    Ok(()) => {
+                        return Ok(RunFolder {
+                            dir,
+                            session_id: Some(meta.session_id),
+                            warnings,
+                        });
+                    }
+                    Err(error) => Damage::Unusable(bytes, format!("refused: {error}")),
+                },
+                Err(error) => Damage::Unusable(bytes, format!("not a valid session.json: {error}")),
+            },
+        };
+        let session_id = rebuild_session_json(&dir, damage, &mut warnings)?;
+        for warning in &warnings {
+            tracing::warn!(%warning, "run metadata rebuilt");
+        }
+        Ok(RunFolder {
+            dir,
+            session_id,
+            warnings,
+        })
     }
 
     /// The folder's name (its start time, with a `-N` suffix after a collision).
@@ -101,7 +158,8 @@ pub fn create_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
 
 /// [`create_run_folder`] for a run started at `start` (a clock given by the caller).
 pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFolder, RunError> {
-    create_private_dir_all(runs_dir, DirSync::Unsynced)?;
+    crate::fs::create_runs_dir(runs_dir)?;
+    crate::runs::leftovers::remove_dead_leftovers(runs_dir);
     let base = run_folder_name(start);
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
@@ -114,11 +172,17 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
         let dir = runs_dir.join(name);
         match builder.create(&dir) {
             Ok(()) => {
-                sync_parent(&dir)?;
-                open_private_append(&dir.join(SESSION_LOG))?;
+                let filled = sync_parent(&dir)
+                    .and_then(|()| open_private_append(runs_dir, &dir.join(SESSION_LOG)));
+                if let Err(error) = filled {
+                    // A run that could not start leaves nothing behind (a full disk).
+                    let _ = fs::remove_dir_all(&dir);
+                    return Err(error.into());
+                }
                 return Ok(RunFolder {
                     dir,
                     session_id: None,
+                    warnings: Vec::new(),
                 });
             }
             Err(error) if error.kind() == ErrorKind::AlreadyExists => continue,
@@ -162,6 +226,7 @@ impl RunSummary {
         RunFolder {
             dir: self.dir.clone(),
             session_id: Some(self.session_id.clone()),
+            warnings: Vec::new(),
         }
     }
 }
@@ -226,17 +291,28 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         Err(source) => return Err(RunError::Io(IoError::new("list", runs_dir, source))),
     };
     let mut names = Vec::new();
+    let mut links = Vec::new();
+    let mut leftovers = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_err("list", runs_dir))?;
-        if let Some(name) = run_dir_name(&entry) {
-            names.push(name);
+        match run_dir_name(&entry) {
+            Some((name, false)) => names.push(name),
+            Some((name, true)) => links.push(name),
+            None => crate::runs::leftovers::note(&entry, &mut leftovers),
         }
     }
+    crate::runs::leftovers::remove(runs_dir, leftovers);
     let dir_fd = fs::File::open(runs_dir).map_err(io_err("open", runs_dir))?;
     let (cache, scans) = scan_runs(runs_dir, &dir_fd, &names, limit);
 
     let mut list = RunList::default();
     list.runs.reserve(names.len());
+    for name in links {
+        list.warnings.push(warning(
+            runs_dir.join(name),
+            "a symbolic link, not followed: a run folder must be a folder of its own".to_owned(),
+        ));
+    }
     let mut hits = Vec::new();
     let mut fresh = Vec::new();
     for (name, scan) in names.into_iter().zip(scans) {
@@ -276,17 +352,46 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     Ok(list)
 }
 
-/// The folder's name when a directory entry can be a run.
-fn run_dir_name(entry: &fs::DirEntry) -> Option<String> {
+/// The folder's name when a directory entry can be a run, and whether it is a
+/// symbolic link (never followed: listed as a warning).
+fn run_dir_name(entry: &fs::DirEntry) -> Option<(String, bool)> {
     let name = entry.file_name().into_string().ok()?;
     validate_id("run", &name).ok()?;
     // d_type from the directory listing: no extra stat on common file systems.
     let kind = entry.file_type().ok()?;
-    (kind.is_dir() || kind.is_symlink()).then_some(name)
+    (kind.is_dir() || kind.is_symlink()).then_some((name, kind.is_symlink()))
 }
 
 fn is_run_dir(entry: &fs::DirEntry) -> bool {
     run_dir_name(entry).is_some()
+}
+
+/// Opens `name/file` relative to the runs directory `dir_fd` for reading, following
+/// no symbolic link (neither the run folder nor the file may be one).
+fn open_run_file(dir_fd: &fs::File, relative: &str) -> std::io::Result<fs::File> {
+    let flags =
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW;
+    let opened = match rustix::fs::openat2(
+        dir_fd,
+        relative,
+        flags,
+        rustix::fs::Mode::empty(),
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    ) {
+        // Kernels without openat2: the run folder was seen not to be a link.
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::openat(dir_fd, relative, flags, rustix::fs::Mode::empty())
+        }
+        other => other,
+    };
+    match opened {
+        Ok(fd) => Ok(fs::File::from(fd)),
+        Err(rustix::io::Errno::LOOP) => Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "a symbolic link, not followed inside a runs folder",
+        )),
+        Err(errno) => Err(errno.into()),
+    }
 }
 
 /// What one run folder turned out to hold.
@@ -336,7 +441,7 @@ fn scan_runs(
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
     for (index, (name, stat)) in names.iter().zip(stats).enumerate() {
-        let (fingerprint, source) = match stat {
+        let (fingerprint, source, conversation) = match stat {
             Ok(Some(found)) => found,
             Ok(None) => {
                 scans.push(Scan::Absent);
@@ -353,13 +458,13 @@ fn scan_runs(
         let dir = runs_dir.join(name);
         match cache
             .get(name)
-            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, &dir))
+            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, conversation, &dir))
         {
             Some(summary) => scans.push(Scan::Cached(summary)),
             None => {
                 // Filled in below, once every miss is known.
                 scans.push(Scan::Absent);
-                misses.push((index, dir, fingerprint, source));
+                misses.push((index, dir, fingerprint, source, conversation));
             }
         }
     }
@@ -406,9 +511,9 @@ enum Source {
     SessionJson,
 }
 
-/// What one run's listing is read from, with its fingerprint; `None` when the run has
-/// neither file.
-type Found = Option<(Fingerprint, Source)>;
+/// What one run's listing is read from, with its fingerprint and (for a summary) the
+/// conversation's length; `None` when the run has neither file.
+type Found = Option<(Fingerprint, Source, Option<u64>)>;
 
 /// The fingerprint of each run's `.summary.json`, or of its `session.json` when it has
 /// no summary; `None` when it has neither.
@@ -426,7 +531,12 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
                 relative.push('/');
                 relative.push_str(file);
                 match Fingerprint::stat_at(dir_fd, &relative) {
-                    Ok(fingerprint) => return Ok(Some((fingerprint, source))),
+                    Ok(fingerprint) => {
+                        let conversation = (source == Source::Summary)
+                            .then(|| conversation_len(dir_fd, name, &mut relative))
+                            .flatten();
+                        return Ok(Some((fingerprint, source, conversation)));
+                    }
                     Err(error) if is_missing(&error) => {}
                     Err(error) => return Err(error),
                 }
@@ -436,40 +546,87 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
         .collect()
 }
 
+/// The length of run `name`'s `conversation.jsonl` (0 when missing; `None` when it
+/// cannot be stat'ed), to check a summary against.
+fn conversation_len(dir_fd: &fs::File, name: &str, relative: &mut String) -> Option<u64> {
+    relative.clear();
+    relative.push_str(name);
+    relative.push('/');
+    relative.push_str(CONVERSATION_JSONL);
+    match rustix::fs::statat(
+        dir_fd,
+        relative.as_str(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        Ok(stat) => u64::try_from(stat.st_size).ok(),
+        Err(rustix::io::Errno::NOENT) => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// Recounts the listing fields of `summary` from the run's conversation: for a
+/// summary that describes another length of it (emptied, cut, replaced).
+fn recount(summary: &mut RunSummary) {
+    let path = summary.dir.join(CONVERSATION_JSONL);
+    let loaded = load_file_beneath(
+        crate::fs::parent_of(&summary.dir),
+        &path,
+        &summary.session_id,
+    );
+    let mut meta = SessionJson {
+        session_id: summary.session_id.clone(),
+        ..SessionJson::default()
+    };
+    if let Ok(Some(loaded)) = loaded {
+        account(&mut meta, &loaded.entries.iter().collect::<Vec<_>>());
+    }
+    summary.message_count = meta.message_count;
+    summary.last_message = meta.last_message;
+}
+
 fn is_missing(error: &std::io::Error) -> bool {
     matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
 }
 
+/// A run the cache could not answer for: its index in the names, folder,
+/// fingerprint, source and conversation length.
+type Miss = (usize, PathBuf, Fingerprint, Source, Option<u64>);
+
+/// How a summary compared with the conversation it describes.
+enum Checked {
+    /// It describes the conversation at this length (or predates the check).
+    Matches(Option<u64>),
+    /// It described another length: the counts were recounted.
+    Recounted,
+}
+
 /// Reads the `session.json` of each missed run `(index in names, dir, fingerprint)`.
-fn read_chunk(
-    dir_fd: &fs::File,
-    names: &[String],
-    misses: &[(usize, PathBuf, Fingerprint, Source)],
-    limit: Limit,
-) -> Vec<Scan> {
+fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit) -> Vec<Scan> {
     let mut buf = Vec::new();
     misses
         .iter()
-        .map(|(index, dir, fingerprint, source)| {
+        .map(|(index, dir, fingerprint, source, conversation)| {
             let name = &names[*index];
             // Read after the stat, so what is read is at least as new as the
             // fingerprint; if it is newer, the next stat differs and it is read again.
             let read = match source {
-                Source::Summary => read_run_summary(dir_fd, name, dir),
+                Source::Summary => read_run_summary(dir_fd, name, dir, *conversation),
                 Source::SessionJson => Ok(None),
             };
             let read = match read {
-                Ok(Some(summary)) => Ok(Some((summary, true))),
+                Ok(Some((summary, Checked::Matches(bytes)))) => Ok(Some((summary, true, bytes))),
+                Ok(Some((summary, Checked::Recounted))) => Ok(Some((summary, false, None))),
                 // No usable summary: session.json, under the summary's fingerprint
                 // only when that is what was stat'ed.
-                Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf)
-                    .map(|found| found.map(|summary| (summary, *source == Source::SessionJson))),
+                Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf).map(|found| {
+                    found.map(|summary| (summary, *source == Source::SessionJson, None))
+                }),
                 Err(warning) => Err(warning),
             };
             match read {
-                Ok(Some((summary, cacheable))) => {
+                Ok(Some((summary, cacheable, bytes))) => {
                     let cached = cacheable
-                        .then(|| CachedRun::new(*fingerprint, &summary, limit))
+                        .then(|| CachedRun::new(*fingerprint, &summary, bytes, limit))
                         .flatten();
                     Scan::Read(summary, cached)
                 }
@@ -517,7 +674,8 @@ pub fn summarize_run(dir: &Path) -> Option<RunSummary> {
         .unwrap_or(Path::new("."));
     let name = dir.file_name()?.to_str()?;
     let dir_fd = fs::File::open(parent).ok()?;
-    if let Ok(Some(summary)) = read_run_summary(&dir_fd, name, dir) {
+    let conversation = conversation_len(&dir_fd, name, &mut String::new());
+    if let Ok(Some((summary, _))) = read_run_summary(&dir_fd, name, dir, conversation) {
         return Some(summary);
     }
     let fingerprint = Fingerprint::stat_at(&dir_fd, &format!("{name}/{SESSION_JSON}")).ok()?;
@@ -533,17 +691,13 @@ fn read_run_summary(
     dir_fd: &fs::File,
     name: &str,
     dir: &Path,
-) -> Result<Option<RunSummary>, RunWarning> {
+    conversation: Option<u64>,
+) -> Result<Option<(RunSummary, Checked)>, RunWarning> {
     let path = || dir.join(RUN_SUMMARY);
     let read_bytes = || {
-        let fd = rustix::fs::openat(
-            dir_fd,
-            format!("{name}/{RUN_SUMMARY}"),
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
+        let mut file = open_run_file(dir_fd, &format!("{name}/{RUN_SUMMARY}"))?;
         let mut bytes = Vec::with_capacity(512);
-        fs::File::from(fd).read_to_end(&mut bytes)?;
+        file.read_to_end(&mut bytes)?;
         Ok(bytes)
     };
     let record = match crate::runs::summary::read_with(read_bytes) {
@@ -555,7 +709,7 @@ fn read_run_summary(
     match rustix::fs::statat(
         dir_fd,
         format!("{name}/{SESSION_JSON}"),
-        rustix::fs::AtFlags::empty(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     ) {
         Ok(_) => {}
         Err(error) if is_missing(&error.into()) => return Ok(None),
@@ -572,13 +726,21 @@ fn read_run_summary(
     let Some(updated_at) = record.updated_at else {
         return Ok(None);
     };
-    Ok(Some(RunSummary {
+    let mut summary = RunSummary {
         dir: dir.to_path_buf(),
         session_id: record.session_id,
         updated_at,
         last_message: record.last_message,
         message_count: record.message_count,
-    }))
+    };
+    let checked = match (record.conversation_bytes, conversation) {
+        (Some(expected), Some(found)) if expected != found => {
+            recount(&mut summary);
+            Checked::Recounted
+        }
+        (expected, _) => Checked::Matches(expected),
+    };
+    Ok(Some((summary, checked)))
 }
 
 /// `Ok(None)` for a run whose `session.json` went away since it was stat'ed
@@ -594,14 +756,8 @@ fn read_summary(
     buf: &mut Vec<u8>,
 ) -> Result<Option<RunSummary>, RunWarning> {
     let path = || dir.join(SESSION_JSON);
-    let opened = rustix::fs::openat(
-        dir_fd,
-        format!("{name}/{SESSION_JSON}"),
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(std::io::Error::from)
-    .and_then(|fd| read_json::<SummaryFields>(fs::File::from(fd), buf));
+    let opened = open_run_file(dir_fd, &format!("{name}/{SESSION_JSON}"))
+        .and_then(|file| read_json::<SummaryFields>(file, buf));
     let parsed = match opened {
         Ok(parsed) => parsed,
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
@@ -665,7 +821,8 @@ pub fn find_run(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
         runs_dir: runs_dir.to_path_buf(),
     };
     let exact = runs_dir.join(spec);
-    if exact.is_dir() {
+    if crate::fs::exists(&exact) {
+        // A link is refused by the open, with an error naming it.
         return RunFolder::open(exact);
     }
     let entries = match fs::read_dir(runs_dir) {

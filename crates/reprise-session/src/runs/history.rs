@@ -7,9 +7,7 @@ use std::path::Path;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::fs::{
-    DirSync, append_line, create_private_dir_all, for_each_complete_line, open_private_append,
-};
+use crate::fs::{append_line, for_each_complete_line, open_private_append};
 use crate::runs::error::RunError;
 use crate::store::entry::now_millis;
 use crate::store::session_store::LoadWarning;
@@ -58,7 +56,7 @@ pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry
     if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
     {
-        create_private_dir_all(parent, DirSync::Unsynced)?;
+        crate::fs::create_runs_dir(parent)?;
     }
     let entry = HistoryEntry {
         ts: now_millis(),
@@ -70,7 +68,7 @@ pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry
         source,
     })?;
     line.push(b'\n');
-    let file = open_private_append(path)?;
+    let file = open_private_append(crate::fs::parent_of(path), path)?;
     append_line(&file, path, &line, true)?;
     Ok(entry)
 }
@@ -80,19 +78,24 @@ pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry
 pub fn read_history(path: &Path) -> Result<History, RunError> {
     let mut history = History::default();
     let entries = &mut history.entries;
-    for_each_complete_line(path, &mut history.warnings, |line, text, warnings| {
-        if text.trim().is_empty() {
-            return;
-        }
-        match serde_json::from_str::<HistoryEntry>(text) {
-            Ok(entry) => entries.push(entry),
-            Err(error) => warnings.push(LoadWarning {
-                file: path.to_path_buf(),
-                line,
-                message: format!("not a history entry, skipped: {error}"),
-            }),
-        }
-    })?;
+    for_each_complete_line(
+        crate::fs::parent_of(path),
+        path,
+        &mut history.warnings,
+        |line, text, warnings| {
+            if text.trim().is_empty() {
+                return;
+            }
+            match serde_json::from_str::<HistoryEntry>(text) {
+                Ok(entry) => entries.push(entry),
+                Err(error) => warnings.push(LoadWarning {
+                    file: path.to_path_buf(),
+                    line,
+                    message: format!("not a history entry, skipped: {error}"),
+                }),
+            }
+        },
+    )?;
     Ok(history)
 }
 

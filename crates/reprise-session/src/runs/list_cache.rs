@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,10 +68,11 @@ pub(crate) struct Fingerprint {
 
 impl Fingerprint {
     /// The fingerprint of the file at `path` relative to the open directory `dir`
-    /// (symlinks followed, like an open): one `statat`, which walks two path
-    /// components instead of the whole path from the root.
+    /// (a link itself, not what it points to: reading it is refused later): one
+    /// `statat`, which walks two path components instead of the whole path from the
+    /// root.
     pub(crate) fn stat_at(dir: &fs::File, path: &str) -> std::io::Result<Fingerprint> {
-        let stat = rustix::fs::statat(dir, path, rustix::fs::AtFlags::empty())?;
+        let stat = rustix::fs::statat(dir, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
         Ok(Fingerprint::from_stat(&stat))
     }
 
@@ -128,6 +129,9 @@ pub(crate) struct CachedRun {
     last_message: Option<String>,
     #[serde(rename = "n")]
     message_count: u64,
+    /// The conversation's length the summary describes (see `SummaryRecord`).
+    #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
+    conversation_bytes: Option<u64>,
 }
 
 impl CachedRun {
@@ -136,6 +140,7 @@ impl CachedRun {
     pub(crate) fn new(
         fingerprint: Fingerprint,
         summary: &RunSummary,
+        conversation_bytes: Option<u64>,
         limit: Limit,
     ) -> Option<CachedRun> {
         if !fingerprint.changed_before(limit) {
@@ -150,17 +155,24 @@ impl CachedRun {
             ),
             last_message: summary.last_message.clone(),
             message_count: summary.message_count,
+            conversation_bytes,
         })
     }
 
     /// The cached summary for the run in `dir`, if the file still has the fingerprint
-    /// it was read at.
+    /// it was read at and the conversation the length it describes.
     pub(crate) fn summary_if_unchanged(
         &self,
         fingerprint: &Fingerprint,
+        conversation: Option<u64>,
         dir: &Path,
     ) -> Option<RunSummary> {
         if self.fingerprint != *fingerprint {
+            return None;
+        }
+        if let (Some(expected), Some(found)) = (self.conversation_bytes, conversation)
+            && expected != found
+        {
             return None;
         }
         let updated_at = Timestamp::new(self.updated_at.0, self.updated_at.1).ok()?;
@@ -198,10 +210,11 @@ pub(crate) fn load(runs_dir: &Path) -> Cache {
 
 fn try_load(runs_dir: &Path) -> std::io::Result<Option<Cache>> {
     let path = runs_dir.join(LIST_CACHE);
-    let mut file = match fs::File::open(&path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
+    // A link in its place is never read (nor written through: see `try_store`).
+    let mut file = match crate::fs::open_read_beneath(runs_dir, &path) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(error) => return Err(std::io::Error::other(error)),
     };
     let meta = file.metadata()?;
     // Only a private regular file of ours is trusted: another user able to write it
@@ -285,16 +298,24 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let run = summary(tmp.path());
-        assert!(CachedRun::new(fingerprint, &run, Limit::now()).is_none());
+        assert!(CachedRun::new(fingerprint, &run, None, Limit::now()).is_none());
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &run, later).unwrap();
+        let cached = CachedRun::new(fingerprint, &run, Some(10), later).unwrap();
         assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, tmp.path()),
+            cached.summary_if_unchanged(&fingerprint, Some(10), tmp.path()),
             Some(run)
+        );
+        // The conversation at another length than the summary describes.
+        assert_eq!(
+            cached.summary_if_unchanged(&fingerprint, Some(0), tmp.path()),
+            None
         );
         let mut other = fingerprint;
         other.ctime_ns += 1;
-        assert_eq!(cached.summary_if_unchanged(&other, tmp.path()), None);
+        assert_eq!(
+            cached.summary_if_unchanged(&other, Some(10), tmp.path()),
+            None
+        );
     }
 
     #[test]
@@ -304,7 +325,7 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &summary(tmp.path()), later).unwrap();
+        let cached = CachedRun::new(fingerprint, &summary(tmp.path()), None, later).unwrap();
         let runs = Cache::from([("2026-01-01T00-00-00-000Z".to_owned(), cached)]);
         store(tmp.path(), runs.clone());
         assert_eq!(load(tmp.path()), runs);

@@ -20,8 +20,10 @@ mod conversation;
 mod error;
 mod folder;
 mod history;
+mod leftovers;
 mod list_cache;
 mod meta;
+mod recover;
 mod session_log;
 mod store;
 mod summary;
@@ -34,7 +36,8 @@ pub use conversation::{
 pub use error::RunError;
 pub use folder::{
     LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG, create_run_folder,
-    create_run_folder_at, find_run, list_runs, run_folder_name, summarize_run,
+    create_run_folder_at, find_run, list_runs, remove_unused_run_folder, run_folder_name,
+    summarize_run,
 };
 pub use history::{HISTORY_JSONL, History, HistoryEntry, append_history, read_history};
 pub use list_cache::LIST_CACHE;

@@ -142,7 +142,7 @@ impl SessionLog {
     /// Opens `run_dir/session.log` for appending, creating it if missing.
     pub fn open(run_dir: &Path) -> Result<SessionLog, RunError> {
         let path = run_dir.join(SESSION_LOG);
-        let file = open_private_append(&path)?;
+        let file = open_private_append(crate::fs::run_file_root(&path), &path)?;
         Ok(SessionLog {
             file,
             path,

@@ -37,7 +37,7 @@ use crate::store::file_store::jsonl_stems;
 use crate::store::fork_copy::copy_lines;
 use crate::store::fork_sync::{ForkSyncs, without_stalling};
 use crate::store::id::{SessionKey, validate_id};
-use crate::store::jsonl::{Durability, load_file};
+use crate::store::jsonl::{Durability, load_file, load_file_beneath};
 use crate::store::jsonl_writer::JsonlWriter;
 use crate::store::message::Role;
 use crate::store::session_store::{
@@ -61,7 +61,7 @@ pub fn last_message_text(text: &str) -> String {
 }
 
 /// Folds appended entries into the listing fields of `session.json`.
-fn account(meta: &mut SessionJson, entries: &[&Entry]) {
+pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry]) {
     for entry in entries {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
@@ -84,6 +84,7 @@ fn summary_of(meta: &SessionJson) -> SummaryRecord {
         updated_at: meta.updated_at,
         last_message: meta.last_message.clone(),
         message_count: meta.message_count,
+        conversation_bytes: None,
     }
 }
 
@@ -96,6 +97,8 @@ struct RunState {
     subagents: std::collections::HashMap<String, JsonlWriter>,
     /// `.summary.json`, open once the session is written to.
     summary: Option<SummaryWriter>,
+    /// The conversation's length the summary described when it was read.
+    summary_bytes: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -149,6 +152,7 @@ impl RunStore {
                     main: None,
                     subagents: std::collections::HashMap::new(),
                     summary: None,
+                    summary_bytes: None,
                 }),
                 fork_syncs: ForkSyncs::default(),
             }),
@@ -184,16 +188,8 @@ impl RunStore {
 }
 
 fn read_session_json(path: &Path) -> Result<Option<SessionJson>, StoreError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(StoreError::Io(IoError::new(
-                "read",
-                path.to_path_buf(),
-                source,
-            )));
-        }
+    let Some(bytes) = crate::fs::read_beneath(crate::fs::run_file_root(path), path)? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
@@ -203,12 +199,21 @@ fn read_session_json(path: &Path) -> Result<Option<SessionJson>, StoreError> {
         })
 }
 
-fn write_session_json(path: &Path, meta: &SessionJson, sync: bool) -> Result<(), StoreError> {
+pub(crate) fn write_session_json(
+    path: &Path,
+    meta: &SessionJson,
+    sync: bool,
+) -> Result<(), StoreError> {
     let bytes = serde_json::to_vec_pretty(meta).map_err(|error| StoreError::Format {
         path: path.to_path_buf(),
         message: error.to_string(),
     })?;
-    Ok(write_file_atomic(path, &bytes, sync)?)
+    Ok(write_file_atomic(
+        crate::fs::run_file_root(path),
+        path,
+        &bytes,
+        sync,
+    )?)
 }
 
 impl Inner {
@@ -221,6 +226,12 @@ impl Inner {
 
     fn meta_path(&self) -> PathBuf {
         self.dir.join(SESSION_JSON)
+    }
+
+    /// The runs directory: below it no symbolic link is followed (a run folder that
+    /// is a link is refused like a file that is one).
+    fn root(&self) -> &Path {
+        crate::fs::parent_of(&self.dir)
     }
 
     fn transcript_path(&self, key: &SessionKey) -> PathBuf {
@@ -241,6 +252,7 @@ impl Inner {
                 meta.updated_at = summary.updated_at.or(meta.updated_at);
                 meta.last_message = summary.last_message;
                 meta.message_count = summary.message_count;
+                state.summary_bytes = summary.conversation_bytes;
             }
             state.meta_read = true;
         }
@@ -260,7 +272,35 @@ impl Inner {
             Some(writer) => writer,
             empty => empty.insert(SummaryWriter::open(&self.summary_path())?),
         };
-        writer.write(&summary_of(meta))
+        let mut record = summary_of(meta);
+        record.conversation_bytes = state.main.as_ref().and_then(JsonlWriter::indexed_len);
+        writer.write(&record)
+    }
+
+    /// Before this store's first append: when the conversation is not at the length
+    /// the summary described (emptied, cut or replaced by hand), recounts the listing
+    /// fields from it, so that the next summary is not built on stale counts.
+    fn recount_if_stale(&self, state: &mut RunState, id: &str) -> Result<(), StoreError> {
+        if state.main.as_ref().is_some_and(JsonlWriter::is_indexed) {
+            return Ok(());
+        }
+        let Some(expected) = state.summary_bytes.take() else {
+            return Ok(());
+        };
+        let path = self.dir.join(CONVERSATION_JSONL);
+        let found = std::fs::symlink_metadata(&path).map_or(0, |meta| meta.len());
+        if found == expected {
+            return Ok(());
+        }
+        let loaded = load_file_beneath(self.root(), &path, id)?;
+        if let Some(meta) = state.meta.as_mut() {
+            meta.message_count = 0;
+            meta.last_message = None;
+            if let Some(loaded) = loaded {
+                account(meta, &loaded.entries.iter().collect::<Vec<_>>());
+            }
+        }
+        Ok(())
     }
 
     /// Refuses a session other than the one this run holds.
@@ -280,8 +320,11 @@ impl Inner {
     fn writer<'s>(&self, state: &'s mut RunState, key: &SessionKey) -> &'s mut JsonlWriter {
         let id = key.session_id();
         // A run has a handful of transcripts: each writer keeps its file open.
-        let new =
-            || JsonlWriter::new(self.transcript_path(key), id, self.durability).keeping_file_open();
+        let new = || {
+            JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                .beneath(self.root())
+                .keeping_file_open()
+        };
         match key.subagent_name() {
             None => state.main.get_or_insert_with(new),
             Some(name) => state.subagents.entry(name.to_owned()).or_insert_with(new),
@@ -312,43 +355,51 @@ impl BlockingStore for Inner {
         let known = self.check_session(&mut state, id)?;
         let sync_dirs = self.durability.syncs_dirs();
         create_private_dir_all(&self.dir, DirSync::when(sync_dirs))?;
-        self.locks.with_writer(id, &self.dir.join(RUN_LOCK), || {
-            let state = &mut *state;
-            if !known {
-                // session.json first: a conversation.jsonl is never without one.
-                let meta = SessionJson {
-                    session_id: id.to_owned(),
-                    updated_at: Some(now_millis()),
-                    ..SessionJson::default()
-                };
-                write_session_json(&self.meta_path(), &meta, sync_dirs)?;
-                state.meta = Some(meta);
-                state.meta_read = true;
-            }
-            if let Some(name) = key.subagent_name() {
-                // The conversation file exists as soon as the session does.
-                self.writer(state, &key.main()).append(&[])?;
-                create_private_dir_all(&self.dir.join(SUBAGENTS_DIR), DirSync::when(sync_dirs))?;
-                let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");
-                if let Some(meta) = state.meta.as_mut()
-                    && meta.subagents.get(name) != Some(&relative)
-                {
-                    meta.subagents.insert(name.to_owned(), relative);
-                    write_session_json(&self.meta_path(), meta, sync_dirs)?;
+        self.locks
+            .with_writer(id, self.root(), &self.dir.join(RUN_LOCK), || {
+                let state = &mut *state;
+                if !known {
+                    // session.json first: a conversation.jsonl is never without one.
+                    let meta = SessionJson {
+                        session_id: id.to_owned(),
+                        updated_at: Some(now_millis()),
+                        ..SessionJson::default()
+                    };
+                    write_session_json(&self.meta_path(), &meta, sync_dirs)?;
+                    state.meta = Some(meta);
+                    state.meta_read = true;
                 }
-            }
-            let (written, report, _warnings) = self.writer(state, key).append_indices(entries)?;
-            if key.subagent_name().is_none()
-                && report.written > 0
-                && let Some(meta) = state.meta.as_mut()
-            {
-                let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                account(meta, &new);
-                meta.updated_at = Some(now_millis());
-                self.write_summary(state)?;
-            }
-            Ok(report)
-        })
+                if let Some(name) = key.subagent_name() {
+                    // The conversation file exists as soon as the session does.
+                    self.writer(state, &key.main()).append(&[])?;
+                    create_private_dir_all(
+                        &self.dir.join(SUBAGENTS_DIR),
+                        DirSync::when(sync_dirs),
+                    )?;
+                    let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");
+                    if let Some(meta) = state.meta.as_mut()
+                        && meta.subagents.get(name) != Some(&relative)
+                    {
+                        meta.subagents.insert(name.to_owned(), relative);
+                        write_session_json(&self.meta_path(), meta, sync_dirs)?;
+                    }
+                }
+                if key.subagent_name().is_none() {
+                    self.recount_if_stale(state, id)?;
+                }
+                let (written, report, _warnings) =
+                    self.writer(state, key).append_indices(entries)?;
+                if key.subagent_name().is_none()
+                    && report.written > 0
+                    && let Some(meta) = state.meta.as_mut()
+                {
+                    let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
+                    account(meta, &new);
+                    meta.updated_at = Some(now_millis());
+                    self.write_summary(state)?;
+                }
+                Ok(report)
+            })
     }
 
     fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
@@ -359,7 +410,7 @@ impl BlockingStore for Inner {
             _ => return Ok(None),
         }
         if !self.locks.holds(id) {
-            return load_file(&self.transcript_path(key), id);
+            return load_file_beneath(self.root(), &self.transcript_path(key), id);
         }
         let loaded = self.writer(&mut state, key).load()?;
         // As the writer, heal the listing fields from the transcript itself.
@@ -426,37 +477,38 @@ impl BlockingStore for Inner {
             Some(meta) if meta.session_id == id => {}
             _ => return Ok(()),
         }
-        self.locks.with_writer(id, &self.dir.join(RUN_LOCK), || {
-            let state = &mut *state;
-            match key.subagent_name() {
-                None => {
-                    // The conversation goes; session.log and transcript.jsonl are the
-                    // run's record of what happened and stay.
-                    // The summary first: a run is listed only while session.json exists.
-                    state.summary = None;
-                    remove_file_if_exists(&self.summary_path())?;
-                    remove_file_if_exists(&self.meta_path())?;
-                    remove_file_if_exists(&self.transcript_path(key))?;
-                    remove_dir_if_exists(&self.dir.join(SUBAGENTS_DIR))?;
-                    state.meta = None;
-                    state.main = None;
-                    state.subagents.clear();
-                }
-                Some(name) => {
-                    remove_file_if_exists(&self.transcript_path(key))?;
-                    state.subagents.remove(name);
-                    if let Some(meta) = state.meta.as_mut()
-                        && meta.subagents.remove(name).is_some()
-                    {
-                        write_session_json(&self.meta_path(), meta, false)?;
+        self.locks
+            .with_writer(id, self.root(), &self.dir.join(RUN_LOCK), || {
+                let state = &mut *state;
+                match key.subagent_name() {
+                    None => {
+                        // The conversation goes; session.log and transcript.jsonl are the
+                        // run's record of what happened and stay.
+                        // The summary first: a run is listed only while session.json exists.
+                        state.summary = None;
+                        remove_file_if_exists(&self.summary_path())?;
+                        remove_file_if_exists(&self.meta_path())?;
+                        remove_file_if_exists(&self.transcript_path(key))?;
+                        remove_dir_if_exists(&self.dir.join(SUBAGENTS_DIR))?;
+                        state.meta = None;
+                        state.main = None;
+                        state.subagents.clear();
+                    }
+                    Some(name) => {
+                        remove_file_if_exists(&self.transcript_path(key))?;
+                        state.subagents.remove(name);
+                        if let Some(meta) = state.meta.as_mut()
+                            && meta.subagents.remove(name).is_some()
+                        {
+                            write_session_json(&self.meta_path(), meta, false)?;
+                        }
                     }
                 }
-            }
-            if self.durability.syncs_dirs() {
-                sync_dir(&self.dir)?;
-            }
-            Ok(())
-        })
+                if self.durability.syncs_dirs() {
+                    sync_dir(&self.dir)?;
+                }
+                Ok(())
+            })
     }
 
     fn lock(&self, id: &str) -> Result<WriterLock, StoreError> {
@@ -464,7 +516,7 @@ impl BlockingStore for Inner {
         let mut state = self.state();
         self.check_session(&mut state, id)?;
         create_private_dir_all(&self.dir, DirSync::when(self.durability.syncs_dirs()))?;
-        self.locks.lock(id, &self.dir.join(RUN_LOCK))
+        self.locks.lock(id, self.root(), &self.dir.join(RUN_LOCK))
     }
 
     fn fork(&self, source: &str, target: &str, _up_to: Option<Uuid>) -> Result<(), StoreError> {
@@ -517,7 +569,11 @@ pub fn fork_run(
     // Hold the target's writer lock when it exists, so no writer starts meanwhile.
     let _target_lock = if exists(target_dir) {
         check_fork_target(target_dir).map_err(|()| already())?;
-        Some(acquire(&target_dir.join(RUN_LOCK), &target_name)?)
+        Some(acquire(
+            crate::fs::parent_of(target_dir),
+            &target_dir.join(RUN_LOCK),
+            &target_name,
+        )?)
     } else {
         None
     };
@@ -528,9 +584,10 @@ pub fn fork_run(
     let result = (|| {
         create_private_dir_all(&staging, DirSync::Unsynced)?;
         let conversation = staging.join(CONVERSATION_JSONL);
-        let mut file = create_new_private(&conversation)?;
+        let mut file = create_new_private(parent, &conversation)?;
         let mut to_sync = Vec::new();
         copy_lines(
+            crate::fs::parent_of(source_dir),
             &source_dir.join(CONVERSATION_JSONL),
             &source_id,
             up_to,
@@ -575,8 +632,9 @@ pub fn fork_run(
                 }
                 let file_name = format!("{name}.jsonl");
                 let to = dir.join(&file_name);
-                let mut file = create_new_private(&to)?;
+                let mut file = create_new_private(parent, &to)?;
                 copy_lines(
+                    crate::fs::parent_of(source_dir),
                     &source_dir.join(SUBAGENTS_DIR).join(&file_name),
                     &source_id,
                     None,

@@ -16,14 +16,14 @@
 //! in hex, then spaces up to the longest record written so far (the file never
 //! shrinks, so no stale bytes of a longer record follow a shorter one).
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::fs::{FILE_MODE, io_err};
+use crate::fs::{io_err, open_beneath, read_beneath, run_file_root};
 use crate::store::session_store::StoreError;
 
 /// The file name of a run's listing summary, beside `session.json`. Hidden: it is the
@@ -45,6 +45,11 @@ pub(crate) struct SummaryRecord {
     /// How many message entries the conversation holds.
     #[serde(default)]
     pub(crate) message_count: u64,
+    /// The length of `conversation.jsonl` this record describes: a listing that finds
+    /// the file at another length (emptied, cut, replaced) recounts instead of
+    /// showing stale counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conversation_bytes: Option<u64>,
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -80,7 +85,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<SummaryRecord> {
 /// Reads the summary at `path`: `Ok(None)` when it is missing, or torn every time it
 /// was read (a writer may be in the middle of a write: it is read up to three times).
 pub(crate) fn read(path: &Path) -> std::io::Result<Option<SummaryRecord>> {
-    read_with(|| std::fs::read(path))
+    read_with(|| match read_beneath(run_file_root(path), path) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
+        Err(error) => Err(std::io::Error::other(error)),
+    })
 }
 
 /// [`read`], with the bytes from `read_bytes`.
@@ -114,14 +123,12 @@ impl SummaryWriter {
     /// synced: a summary lost in a power cut only makes listings fall back to
     /// `session.json` until the next append.
     pub(crate) fn open(path: &Path) -> Result<SummaryWriter, StoreError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(path)
-            .map_err(io_err("open", path))?;
+        let file = open_beneath(
+            run_file_root(path),
+            path,
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE,
+            "open",
+        )?;
         let len = file.metadata().map_err(io_err("stat", path))?.len();
         Ok(SummaryWriter {
             path: path.to_path_buf(),
@@ -156,6 +163,7 @@ mod tests {
             updated_at: Some("2026-11-30T09:38:04.123Z".parse().unwrap()),
             last_message: Some(last.into()),
             message_count: count,
+            conversation_bytes: None,
         }
     }
 

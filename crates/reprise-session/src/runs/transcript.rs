@@ -196,7 +196,10 @@ impl Transcript {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let file = match file.take() {
             Some(open) => file.insert(open),
-            None => file.insert(open_private_append(&self.path)?),
+            None => file.insert(open_private_append(
+                crate::fs::run_file_root(&self.path),
+                &self.path,
+            )?),
         };
         append_line(file, &self.path, line.as_bytes(), true)?;
         line.pop();

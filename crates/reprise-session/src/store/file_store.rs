@@ -229,7 +229,12 @@ impl Inner {
             path: path.clone(),
             message: error.to_string(),
         })?;
-        Ok(write_file_atomic(&path, &bytes, sync)?)
+        Ok(write_file_atomic(
+            crate::fs::parent_of(&path),
+            &path,
+            &bytes,
+            sync,
+        )?)
     }
 }
 
@@ -256,43 +261,44 @@ impl BlockingStore for Inner {
         let mut writers = lock_plain(&writers);
         let sync_dirs = self.durability.syncs_dirs();
         create_private_dir_all(&self.dir, DirSync::when(sync_dirs))?;
-        self.locks.with_writer(id, &self.lock_path(id), || {
-            let writers = &mut *writers;
-            // The main transcript comes first: its file is what makes a session exist.
-            let mut report = writers.main.append(if key.subagent_name().is_none() {
-                entries
-            } else {
-                &[]
-            })?;
-            if let Some(name) = key.subagent_name() {
-                create_private_dir_all(&self.subagents_dir(id), DirSync::when(sync_dirs))?;
-                let writer = writers.subagents.entry(name.to_owned()).or_insert_with(|| {
-                    JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                });
-                report = writer.append(entries)?;
-            }
-            let now = now_millis();
-            if writers.meta.is_none() {
-                writers.meta = self.read_meta(id);
-            }
-            // `updated_at` is not rewritten on every append (that would cost a rename
-            // per message); listings take the later of it and the transcript's mtime.
-            match &mut writers.meta {
-                Some(_) => {}
-                None => {
-                    let meta = SessionMeta {
-                        id: id.to_owned(),
-                        created_at: now,
-                        updated_at: now,
-                        forked_from: None,
-                        extra: serde_json::Map::new(),
-                    };
-                    self.write_meta(&meta, sync_dirs)?;
-                    writers.meta = Some(meta);
+        self.locks
+            .with_writer(id, &self.dir, &self.lock_path(id), || {
+                let writers = &mut *writers;
+                // The main transcript comes first: its file is what makes a session exist.
+                let mut report = writers.main.append(if key.subagent_name().is_none() {
+                    entries
+                } else {
+                    &[]
+                })?;
+                if let Some(name) = key.subagent_name() {
+                    create_private_dir_all(&self.subagents_dir(id), DirSync::when(sync_dirs))?;
+                    let writer = writers.subagents.entry(name.to_owned()).or_insert_with(|| {
+                        JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                    });
+                    report = writer.append(entries)?;
                 }
-            }
-            Ok(report.0)
-        })
+                let now = now_millis();
+                if writers.meta.is_none() {
+                    writers.meta = self.read_meta(id);
+                }
+                // `updated_at` is not rewritten on every append (that would cost a rename
+                // per message); listings take the later of it and the transcript's mtime.
+                match &mut writers.meta {
+                    Some(_) => {}
+                    None => {
+                        let meta = SessionMeta {
+                            id: id.to_owned(),
+                            created_at: now,
+                            updated_at: now,
+                            forked_from: None,
+                            extra: serde_json::Map::new(),
+                        };
+                        self.write_meta(&meta, sync_dirs)?;
+                        writers.meta = Some(meta);
+                    }
+                }
+                Ok(report.0)
+            })
     }
 
     fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
@@ -378,25 +384,27 @@ impl BlockingStore for Inner {
             return Ok(());
         }
         self.locks
-            .with_writer(id, &self.lock_path(id), || match key.subagent_name() {
-                None => {
-                    remove_file_if_exists(&self.main_path(id))?;
-                    remove_file_if_exists(&self.meta_path(id))?;
-                    remove_dir_if_exists(&self.dir.join(id))?;
-                    writers.main = JsonlWriter::new(self.main_path(id), id, self.durability);
-                    writers.subagents.clear();
-                    writers.meta = None;
-                    Ok(sync_dir(&self.dir)?)
-                }
-                Some(name) => {
-                    let path = self.transcript_path(key);
-                    remove_file_if_exists(&path)?;
-                    writers.subagents.remove(name);
-                    let dir = self.subagents_dir(id);
-                    if exists(&dir) {
-                        sync_dir(&dir)?;
+            .with_writer(id, &self.dir, &self.lock_path(id), || {
+                match key.subagent_name() {
+                    None => {
+                        remove_file_if_exists(&self.main_path(id))?;
+                        remove_file_if_exists(&self.meta_path(id))?;
+                        remove_dir_if_exists(&self.dir.join(id))?;
+                        writers.main = JsonlWriter::new(self.main_path(id), id, self.durability);
+                        writers.subagents.clear();
+                        writers.meta = None;
+                        Ok(sync_dir(&self.dir)?)
                     }
-                    Ok(())
+                    Some(name) => {
+                        let path = self.transcript_path(key);
+                        remove_file_if_exists(&path)?;
+                        writers.subagents.remove(name);
+                        let dir = self.subagents_dir(id);
+                        if exists(&dir) {
+                            sync_dir(&dir)?;
+                        }
+                        Ok(())
+                    }
                 }
             })
     }
@@ -412,33 +420,34 @@ impl BlockingStore for Inner {
         }
         let writers = self.writers(target);
         let mut writers = lock_plain(&writers);
-        self.locks.with_writer(target, &self.lock_path(target), || {
-            let target_path = self.main_path(target);
-            if exists(&target_path) {
-                return Err(StoreError::AlreadyExists {
-                    session: target.to_owned(),
-                });
-            }
-            // Without its transcript, a meta file or subagents folder of the target is
-            // what a fork that crashed left behind (writers create the transcript
-            // first, and we hold the target's lock): clear it.
-            remove_file_if_exists(&self.meta_path(target))?;
-            remove_dir_if_exists(&self.dir.join(target))?;
+        self.locks
+            .with_writer(target, &self.dir, &self.lock_path(target), || {
+                let target_path = self.main_path(target);
+                if exists(&target_path) {
+                    return Err(StoreError::AlreadyExists {
+                        session: target.to_owned(),
+                    });
+                }
+                // Without its transcript, a meta file or subagents folder of the target is
+                // what a fork that crashed left behind (writers create the transcript
+                // first, and we hold the target's lock): clear it.
+                remove_file_if_exists(&self.meta_path(target))?;
+                remove_dir_if_exists(&self.dir.join(target))?;
 
-            let staged = Staged::new(&self.dir, target);
-            let result = self.stage_and_commit(&staged, source, target, up_to);
-            staged.clean();
-            writers.main = JsonlWriter::new(target_path, target, self.durability);
-            writers.subagents.clear();
-            writers.meta = None;
-            result
-        })
+                let staged = Staged::new(&self.dir, target);
+                let result = self.stage_and_commit(&staged, source, target, up_to);
+                staged.clean();
+                writers.main = JsonlWriter::new(target_path, target, self.durability);
+                writers.subagents.clear();
+                writers.meta = None;
+                result
+            })
     }
 
     fn lock(&self, id: &str) -> Result<WriterLock, StoreError> {
         validate_id("session", id)?;
         create_private_dir_all(&self.dir, DirSync::when(self.durability.syncs_dirs()))?;
-        self.locks.lock(id, &self.lock_path(id))
+        self.locks.lock(id, &self.dir, &self.lock_path(id))
     }
 }
 
@@ -452,8 +461,9 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let sync = self.durability.syncs_data();
         // 1. The transcript, complete lines only.
-        let mut file = create_new_private(&staged.transcript)?;
+        let mut file = create_new_private(&self.dir, &staged.transcript)?;
         copy_lines(
+            &self.dir,
             &self.main_path(source),
             source,
             up_to,
@@ -470,8 +480,8 @@ impl Inner {
             for name in names {
                 let from = self.subagents_dir(source).join(format!("{name}.jsonl"));
                 let to = dir.join(format!("{name}.jsonl"));
-                let mut file = create_new_private(&to)?;
-                copy_lines(&from, source, None, &mut file, &to)?;
+                let mut file = create_new_private(&self.dir, &to)?;
+                copy_lines(&self.dir, &from, source, None, &mut file, &to)?;
                 to_sync.push((file, to));
             }
             if sync {

@@ -154,13 +154,14 @@ fn scan_blocks(
 /// The copy is done by the kernel where it can (`copy_file_range` through
 /// `std::io::copy`); only a fork point is found by reading.
 pub(crate) fn copy_lines(
+    root: &Path,
     source_path: &Path,
     session_id: &str,
     up_to: Option<Uuid>,
     target: &mut File,
     target_path: &Path,
 ) -> Result<u64, StoreError> {
-    let source = File::open(source_path).map_err(io_err("open", source_path))?;
+    let source = crate::fs::open_beneath(root, source_path, rustix::fs::OFlags::RDONLY, "open")?;
     // A writer may be appending: fix the length once, and copy only whole lines.
     let len = source
         .metadata()

@@ -694,17 +694,22 @@ fn read_parallel(
 ///
 /// A torn last line is ignored with a warning; corrupt lines are skipped with a
 /// warning naming file and line; of two lines with one uuid, the first is kept.
+///
+/// The file itself is never a symbolic link: one is refused (see
+/// [`load_file_beneath`] to guard the folders on its way too).
 pub fn load_file(path: &Path, session_id: &str) -> Result<Option<Loaded>, StoreError> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(StoreError::Io(IoError::new(
-                "open",
-                path.to_path_buf(),
-                source,
-            )));
-        }
+    load_file_beneath(crate::fs::parent_of(path), path, session_id)
+}
+
+/// [`load_file`], reaching `path` from `root` without following any symbolic link
+/// below it.
+pub(crate) fn load_file_beneath(
+    root: &Path,
+    path: &Path,
+    session_id: &str,
+) -> Result<Option<Loaded>, StoreError> {
+    let Some(file) = crate::fs::open_read_beneath(root, path)? else {
+        return Ok(None);
     };
     let mut seen = HashSet::new();
     let mut entries = Vec::new();

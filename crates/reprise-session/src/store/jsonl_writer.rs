@@ -2,14 +2,16 @@
 //! `fdatasync` (as [`Durability`] says), skipping uuids the file already holds.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
-use crate::fs::{FILE_MODE, IoError, io_err, parent_of, sync_dir};
+use rustix::fs::OFlags;
+
+use crate::fs::{IoError, io_err, open_beneath, parent_of, sync_dir};
 use crate::store::entry::Entry;
 use crate::store::jsonl::{Durability, LineReader, read_from, torn_warning};
 use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
@@ -81,6 +83,8 @@ fn read_tail(file: &File, path: &Path, len: u64) -> Result<Vec<u8>, StoreError> 
 #[derive(Debug)]
 pub struct JsonlWriter {
     path: PathBuf,
+    /// Below this directory no symbolic link is followed to reach the file.
+    root: PathBuf,
     session_id: String,
     durability: Durability,
     index: Option<FileIndex>,
@@ -94,14 +98,24 @@ impl JsonlWriter {
     /// A writer for `path`, a transcript of session `session_id` (the id is used for
     /// bare-message lines' uuids). Nothing is opened yet.
     pub fn new(path: impl Into<PathBuf>, session_id: &str, durability: Durability) -> Self {
+        let path = path.into();
         JsonlWriter {
-            path: path.into(),
+            root: parent_of(&path).to_path_buf(),
+            path,
             session_id: session_id.to_owned(),
             durability,
             index: None,
             file: None,
             keep_open: false,
         }
+    }
+
+    /// Reaches the file from `root` without following any symbolic link below it (by
+    /// default only the file itself is never a link), so that a link swapped in for
+    /// the file or a folder on its way is refused instead of written through.
+    pub fn beneath(mut self, root: impl Into<PathBuf>) -> Self {
+        self.root = root.into();
+        self
     }
 
     /// Keeps the file open between appends (one descriptor for the writer's life),
@@ -124,27 +138,22 @@ impl JsonlWriter {
         self.index.is_some()
     }
 
+    /// The bytes of complete lines the file held after this writer's last read or
+    /// append, when it has read the file.
+    pub(crate) fn indexed_len(&self) -> Option<u64> {
+        self.index.as_ref().map(|index| index.len)
+    }
+
     /// Opens the file for appending, creating it 0600 (and syncing its directory)
     /// when missing. The parent directory must exist.
     fn open(&self) -> Result<(File, bool), StoreError> {
-        let mut options = OpenOptions::new();
-        options.read(true).append(true);
-        match options.open(&self.path) {
+        let flags = OFlags::RDWR | OFlags::APPEND;
+        match open_beneath(&self.root, &self.path, flags, "open") {
             Ok(file) => return Ok((file, false)),
             Err(error) if error.kind() == ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(StoreError::Io(IoError::new(
-                    "open",
-                    self.path.clone(),
-                    source,
-                )));
-            }
+            Err(error) => return Err(error.into()),
         }
-        let file = options
-            .create(true)
-            .mode(FILE_MODE)
-            .open(&self.path)
-            .map_err(io_err("create", &self.path))?;
+        let file = open_beneath(&self.root, &self.path, flags | OFlags::CREATE, "create")?;
         if self.durability.syncs_dirs() {
             sync_dir(parent_of(&self.path))?;
         }
@@ -228,21 +237,26 @@ impl JsonlWriter {
     /// file does not exist.
     pub fn load(&mut self) -> Result<Option<Loaded>, StoreError> {
         // Cutting a torn tail needs the file open for writing.
-        let opened = OpenOptions::new().read(true).append(true).open(&self.path);
+        let opened = open_beneath(
+            &self.root,
+            &self.path,
+            OFlags::RDWR | OFlags::APPEND,
+            "open",
+        );
         self.read_whole(opened, true)
     }
 
     /// Reads the whole file as a reader would ([`load_file`](crate::store::jsonl::load_file): a torn tail is ignored,
     /// not cut), keeping the uuid index so that a later append need not read it again.
     pub fn read(&mut self) -> Result<Option<Loaded>, StoreError> {
-        let opened = File::open(&self.path);
+        let opened = open_beneath(&self.root, &self.path, OFlags::RDONLY, "open");
         self.read_whole(opened, false)
     }
 
     /// [`JsonlWriter::load`] (`cut`) or [`JsonlWriter::read`] on the file as opened.
     fn read_whole(
         &mut self,
-        opened: std::io::Result<File>,
+        opened: Result<File, IoError>,
         cut: bool,
     ) -> Result<Option<Loaded>, StoreError> {
         let file = match opened {
@@ -251,13 +265,7 @@ impl JsonlWriter {
                 self.index = None;
                 return Ok(None);
             }
-            Err(source) => {
-                return Err(StoreError::Io(IoError::new(
-                    "open",
-                    self.path.clone(),
-                    source,
-                )));
-            }
+            Err(error) => return Err(error.into()),
         };
         let (entries, warnings) = self.refresh(&file, true, cut)?;
         Ok(Some(Loaded { entries, warnings }))
@@ -280,7 +288,9 @@ impl JsonlWriter {
         &mut self,
         entries: &[Entry],
     ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
-        let at_path = match std::fs::metadata(&self.path) {
+        // lstat: a link swapped in for the file never matches the stamp, so the file
+        // is opened again, which refuses the link.
+        let at_path = match std::fs::symlink_metadata(&self.path) {
             Ok(meta) => Some(Stamp::of(&meta)),
             Err(error) if error.kind() == ErrorKind::NotFound => None,
             Err(source) => {

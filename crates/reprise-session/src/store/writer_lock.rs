@@ -8,13 +8,13 @@
 //! [`StoreError::Locked`].
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, TryLockError};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::fs::{FILE_MODE, IoError, io_err};
+use crate::fs::{IoError, open_beneath};
 use crate::store::session_store::{StoreError, WriterLock};
 
 /// An open, locked lock file. Closing it (drop) releases the lock.
@@ -26,22 +26,30 @@ pub(crate) struct HeldLock {
 /// Retries (1 ms apart) when the holder seems to be this very process; see [`acquire`].
 const FORK_WINDOW_RETRIES: u32 = 20;
 
-/// Takes the OS lock on `path` for `session`, creating the file 0600 if needed.
-pub(crate) fn acquire(path: &Path, session: &str) -> Result<HeldLock, StoreError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(io_err("open lock", path))?;
+/// How long a refused writer waits for the holder's pid to appear, when the holder
+/// took the lock an instant ago and has not written it yet.
+const PID_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Bytes of the pid record: the pid left-aligned, padded with spaces, then `\n`. A
+/// fixed width means the holder replaces the previous holder's pid with one
+/// positioned write, so a reader sees one pid or the other, never a mix or nothing.
+const PID_RECORD: usize = 11;
+
+/// Takes the OS lock on `path` for `session`, creating the file 0600 if needed. No
+/// symbolic link below `root` is followed to reach it: a link is refused.
+pub(crate) fn acquire(root: &Path, path: &Path, session: &str) -> Result<HeldLock, StoreError> {
+    let file = open_beneath(
+        root,
+        path,
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE,
+        "open lock",
+    )?;
     let mut attempts = 0;
     loop {
         match file.try_lock() {
             Ok(()) => break,
             Err(TryLockError::WouldBlock) => {
-                let pid = read_pid(&mut file);
+                let pid = wait_for_pid(&file);
                 // A lock this process just released can still be held for a moment by
                 // a child being spawned (it shares the descriptor until its `exec`
                 // closes it). Only then, retry briefly; a real holder fails at once.
@@ -65,18 +73,33 @@ pub(crate) fn acquire(path: &Path, session: &str) -> Result<HeldLock, StoreError
         }
     }
     // The pid is informative only: a failure to write it does not weaken the lock.
-    let pid = format!("{}\n", std::process::id());
-    let _ = file
-        .set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(pid.as_bytes()));
+    let record = format!("{:<width$}\n", std::process::id(), width = PID_RECORD - 1);
+    if file.write_all_at(record.as_bytes(), 0).is_ok() {
+        let _ = file.set_len(PID_RECORD as u64);
+    }
     Ok(HeldLock { _file: file })
 }
 
-fn read_pid(file: &mut File) -> Option<u32> {
+/// The holder's pid; when the file holds none yet (the holder has the lock but has not
+/// written its pid), read again for up to [`PID_WAIT`].
+fn wait_for_pid(file: &File) -> Option<u32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(pid) = read_pid(file) {
+            return Some(pid);
+        }
+        if start.elapsed() >= PID_WAIT {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+fn read_pid(file: &File) -> Option<u32> {
     let mut text = String::new();
-    file.seek(SeekFrom::Start(0)).ok()?;
-    file.read_to_string(&mut text).ok()?;
+    let mut reader = file;
+    std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(0)).ok()?;
+    reader.read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
 }
 
@@ -94,7 +117,12 @@ impl LockRegistry {
     }
 
     /// Takes the writer lock of `session` for the caller to keep.
-    pub(crate) fn lock(&self, session: &str, path: &Path) -> Result<WriterLock, StoreError> {
+    pub(crate) fn lock(
+        &self,
+        session: &str,
+        root: &Path,
+        path: &Path,
+    ) -> Result<WriterLock, StoreError> {
         let mut held = self.held();
         if held
             .get(session)
@@ -105,7 +133,7 @@ impl LockRegistry {
                 pid: Some(std::process::id()),
             });
         }
-        let lock = Arc::new(acquire(path, session)?);
+        let lock = Arc::new(acquire(root, path, session)?);
         held.insert(session.to_owned(), Arc::downgrade(&lock));
         Ok(WriterLock::new(lock))
     }
@@ -122,13 +150,14 @@ impl LockRegistry {
     pub(crate) fn with_writer<T>(
         &self,
         session: &str,
+        root: &Path,
         path: &Path,
         write: impl FnOnce() -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let existing = self.held().get(session).and_then(Weak::upgrade);
         let _guard = match existing {
             Some(lock) => lock,
-            None => Arc::new(acquire(path, session)?),
+            None => Arc::new(acquire(root, path, session)?),
         };
         write()
     }

@@ -277,7 +277,8 @@ fn list_runs_reads_the_fields_the_run_store_writes() {
         summary.folder(),
         RunFolder {
             dir: run.dir.clone(),
-            session_id: Some("sess-1".into())
+            session_id: Some("sess-1".into()),
+            warnings: Vec::new(),
         }
     );
     assert_eq!(RunFolder::open(&run.dir).unwrap(), summary.folder());
