@@ -53,6 +53,7 @@ pub(crate) fn acquire(path: &Path, session: &str) -> Result<HeldLock, StoreError
                 return Err(StoreError::Locked {
                     session: session.to_owned(),
                     pid,
+                    host: None,
                 });
             }
             Err(TryLockError::Error(source)) => {
@@ -103,6 +104,7 @@ impl LockRegistry {
             return Err(StoreError::Locked {
                 session: session.to_owned(),
                 pid: Some(std::process::id()),
+                host: None,
             });
         }
         let lock = Arc::new(acquire(path, session)?);

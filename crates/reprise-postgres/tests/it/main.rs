@@ -1,0 +1,6 @@
+//! Tests of the PostgreSQL session store on a real server (see `support`).
+
+mod conformance;
+mod failures;
+mod processes;
+mod support;
