@@ -233,7 +233,10 @@ async fn a_second_process_is_refused_naming_the_holder_until_the_first_lets_go()
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     let _guard = store.lock("s").await.unwrap();
-    store.append(&key("s"), &[entry.clone()]).await.unwrap();
+    store
+        .append(&key("s"), std::slice::from_ref(&entry))
+        .await
+        .unwrap();
     assert_eq!(
         store.load(&key("s")).await.unwrap().unwrap().entries,
         vec![entry]
@@ -274,7 +277,10 @@ async fn a_stalled_writer_is_fenced_once_taken_over() {
     let store = db.store(LEASE).await;
     let guard = lock_when_free(&store, "s").await;
     let mine = tagged("the new writer", "b1", 1);
-    store.append(&key("s"), &[mine.clone()]).await.unwrap();
+    store
+        .append(&key("s"), std::slice::from_ref(&mine))
+        .await
+        .unwrap();
 
     signal(&child, "CONT");
     writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();

@@ -2,6 +2,7 @@
 //! in a temp folder, no TCP port. As root (CI) the server runs as the `postgres` user,
 //! since PostgreSQL refuses to run as root.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -118,8 +119,12 @@ impl Cluster {
             "while kill -0 {pid} 2>/dev/null; do sleep 0.2; done; {stop}; rm -rf '{}'",
             self.root.display()
         );
+        // Its own process group: a signal to the test's group (a timeout, ^C) must
+        // not take the watchdog with it. Never waited for: it outlives this process.
+        #[allow(clippy::zombie_processes)]
         Command::new("sh")
             .args(["-c", &script])
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
