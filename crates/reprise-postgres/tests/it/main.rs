@@ -2,5 +2,6 @@
 
 mod conformance;
 mod failures;
+mod listing;
 mod processes;
 mod support;
