@@ -56,7 +56,10 @@ async fn a_row_that_does_not_decode_is_skipped_with_a_warning() {
     let db = TestDb::fresh().await;
     let store = db.store(Duration::from_secs(30)).await;
     let first = entry("first");
-    store.append(&key("s"), &[first.clone()]).await.unwrap();
+    store
+        .append(&key("s"), std::slice::from_ref(&first))
+        .await
+        .unwrap();
     let mut connection = db.connection().await;
     sqlx::query(
         "INSERT INTO reprise_entries (session_id, subagent, seq, uuid, body) \
@@ -66,7 +69,10 @@ async fn a_row_that_does_not_decode_is_skipped_with_a_warning() {
     .await
     .unwrap();
     let last = entry("last");
-    store.append(&key("s"), &[last.clone()]).await.unwrap();
+    store
+        .append(&key("s"), std::slice::from_ref(&last))
+        .await
+        .unwrap();
 
     let loaded = store.load(&key("s")).await.unwrap().unwrap();
     assert_eq!(loaded.entries, vec![first, last]);
