@@ -17,12 +17,20 @@ pub struct Cluster {
     /// `runuser -u postgres --` as root, nothing otherwise.
     as_postgres: bool,
     stopped_on_drop: bool,
+    /// Server settings passed on every start.
+    settings: String,
 }
 
 impl Cluster {
-    /// Creates and starts a cluster. Panics, naming the install script, when the
-    /// server binaries cannot be found.
+    /// Creates and starts a cluster without fsync (tests crash clients, not the
+    /// machine). Panics, naming the install script, when the server binaries cannot
+    /// be found.
     pub fn start() -> Cluster {
+        Self::start_with("-c fsync=off")
+    }
+
+    /// [`Self::start`] with the server settings given (`-c name=value …`).
+    pub fn start_with(settings: &str) -> Cluster {
         let bin = server_bin_dir().unwrap_or_else(|| {
             panic!(
                 "PostgreSQL server binaries (initdb, pg_ctl) are not on PATH nor in \
@@ -40,6 +48,7 @@ impl Cluster {
             root,
             as_postgres,
             stopped_on_drop: true,
+            settings: settings.to_owned(),
         };
         std::fs::create_dir(cluster.socket_dir()).unwrap();
         if as_postgres {
@@ -79,8 +88,9 @@ impl Cluster {
     /// Starts the server and waits until it accepts connections.
     pub fn start_server(&self) {
         let options = format!(
-            "-k {} -c listen_addresses='' -p 5432 -c max_connections=400 -c fsync=off",
-            self.socket_dir().display()
+            "-k {} -c listen_addresses='' -p 5432 -c max_connections=400 {}",
+            self.socket_dir().display(),
+            self.settings
         );
         run(self
             .server_command("pg_ctl")
