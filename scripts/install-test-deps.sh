@@ -4,14 +4,15 @@
 #   scripts/install-test-deps.sh          everything
 #   scripts/install-test-deps.sh mcp      only the reference MCP server (npm)
 #   scripts/install-test-deps.sh llama    only llama.cpp's server and the Gemma 3 270M weights
+#   scripts/install-test-deps.sh postgres only the PostgreSQL server (reprise-postgres)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what="${1:-all}"
 case "$what" in
-    all | mcp | llama) ;;
+    all | mcp | llama | postgres) ;;
     *)
-        echo "usage: $0 [all|mcp|llama]" >&2
+        echo "usage: $0 [all|mcp|llama|postgres]" >&2
         exit 2
         ;;
 esac
@@ -131,11 +132,48 @@ EOF
     fi
 }
 
+# --- reprise-postgres: a real PostgreSQL server ----------------------------------
+# The tests start a throwaway cluster of their own with initdb and pg_ctl (as the
+# `postgres` user when run as root), unless REPRISE_TEST_DATABASE_URL names a server.
+# Debian keeps the server binaries in /usr/lib/postgresql/<version>/bin, off the PATH;
+# the tests look there too.
+postgres_bin_dir() {
+    local dir
+    if command -v initdb >/dev/null && command -v pg_ctl >/dev/null; then
+        dirname "$(readlink -f "$(command -v initdb)")"
+        return 0
+    fi
+    for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then
+            echo "$dir"
+            return 0
+        fi
+    done
+    return 1
+}
+
+install_postgres() {
+    local dir
+    if dir="$(postgres_bin_dir)"; then
+        echo "install-test-deps: PostgreSQL server binaries already in $dir"
+        return 0
+    fi
+    apt_install postgresql
+    if ! dir="$(postgres_bin_dir)"; then
+        echo "install-test-deps: the PostgreSQL server (initdb, pg_ctl) is needed for the reprise-postgres tests (apt-get install postgresql)" >&2
+        exit 1
+    fi
+    # Debian's package starts a cluster of its own; the tests do not use it.
+    echo "install-test-deps: installed the PostgreSQL server in $dir"
+}
+
 case "$what" in
     all)
         install_mcp
         install_llama
+        install_postgres
         ;;
     mcp) install_mcp ;;
     llama) install_llama ;;
+    postgres) install_postgres ;;
 esac

@@ -308,7 +308,7 @@ pub async fn second_lock_fails_and_holder_writes(subject: Subject) {
     if let Some(reopen) = &subject.reopen {
         let other = reopen();
         match other.lock("s1").await {
-            Err(StoreError::Locked { session, pid }) => {
+            Err(StoreError::Locked { session, pid, .. }) => {
                 assert_eq!(session, "s1");
                 assert_eq!(pid, Some(std::process::id()));
             }

@@ -199,6 +199,7 @@ impl SessionStore for MemoryStore {
             return Err(StoreError::Locked {
                 session: session_id.to_owned(),
                 pid: Some(std::process::id()),
+                host: None,
             });
         }
         Ok(WriterLock::new(RegistrySlot {

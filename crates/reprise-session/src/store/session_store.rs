@@ -21,12 +21,15 @@ pub enum StoreError {
     #[error(transparent)]
     Io(#[from] IoError),
     /// Another writer holds the session.
-    #[error("session {session} is open for writing by {}", holder_text(*.pid))]
+    #[error("session {session} is open for writing by {}", holder_text(*.pid, host.as_deref()))]
     Locked {
         /// The session.
         session: String,
         /// The process that holds the lock, when known.
         pid: Option<u32>,
+        /// The machine the holder runs on, for stores shared across machines; `None`
+        /// for stores that live on one machine.
+        host: Option<String>,
     },
     /// The target of a fork or create already exists.
     #[error("session {session} already exists")]
@@ -59,12 +62,23 @@ pub enum StoreError {
     /// The store cannot do this (for example two sessions in one run folder).
     #[error("{0}")]
     Unsupported(String),
+    /// The store's backend (a database server) failed or could not be reached.
+    #[error("{context}")]
+    Backend {
+        /// What the store was doing, and where.
+        context: String,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
-fn holder_text(pid: Option<u32>) -> String {
-    match pid {
-        Some(pid) => format!("process {pid}"),
-        None => "another process".to_owned(),
+fn holder_text(pid: Option<u32>, host: Option<&str>) -> String {
+    match (pid, host) {
+        (Some(pid), Some(host)) => format!("process {pid} on {host}"),
+        (Some(pid), None) => format!("process {pid}"),
+        (None, Some(host)) => format!("a process on {host}"),
+        (None, None) => "another process".to_owned(),
     }
 }
 

@@ -61,6 +61,7 @@ pub(crate) fn acquire(root: &Path, path: &Path, session: &str) -> Result<HeldLoc
                 return Err(StoreError::Locked {
                     session: session.to_owned(),
                     pid,
+                    host: None,
                 });
             }
             Err(TryLockError::Error(source)) => {
@@ -131,6 +132,7 @@ impl LockRegistry {
             return Err(StoreError::Locked {
                 session: session.to_owned(),
                 pid: Some(std::process::id()),
+                host: None,
             });
         }
         let lock = Arc::new(acquire(root, path, session)?);

@@ -119,12 +119,15 @@ async fn a_second_writer_in_another_process_fails_naming_the_holder() {
             Err(StoreError::Locked {
                 session,
                 pid: holder,
+                host,
             }) => {
+                assert_eq!(host, None);
                 assert_eq!(session, "s");
                 assert_eq!(holder, Some(pid));
                 let text = StoreError::Locked {
                     session,
                     pid: holder,
+                    host: None,
                 }
                 .to_string();
                 assert!(

@@ -1,0 +1,230 @@
+//! What the PostgreSQL store costs over the server itself, on a throwaway cluster with
+//! the server's default durability (fsync and synchronous_commit on).
+//!
+//! The floor is `pgbench` running a script of one single-row INSERT of 1 KB (its own
+//! transaction, so one commit), against the same server in the same run. Printed:
+//! appends of a 1 KB entry (one writer; 64 sessions written concurrently from this
+//! process) against that floor, loading and forking a 100 MB session (the fork against
+//! an `INSERT … SELECT` of its rows done by hand), and listing the newest 50 of
+//! 100,000 sessions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The tests' cluster helper; the bench uses part of it.
+#[allow(dead_code)]
+#[path = "../tests/it/support/cluster.rs"]
+mod cluster;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reprise_postgres::{PgSessionStore, PgStoreOptions};
+use reprise_session::{Entry, Message, SessionKey, SessionStore};
+
+const RUN: Duration = Duration::from_secs(5);
+
+fn entry(size: usize) -> Entry {
+    Entry::message(Message::user("x".repeat(size)))
+}
+
+fn key(id: &str) -> SessionKey {
+    SessionKey::session(id).unwrap()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+/// Runs pgbench for `RUN` with `clients` clients; returns (tps, mean latency ms).
+fn pgbench(cluster: &cluster::Cluster, script: &std::path::Path, clients: u32) -> (f64, f64) {
+    let output = Command::new("pgbench")
+        .args(["-n", "-f"])
+        .arg(script)
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(4).to_string(),
+        ])
+        .args(["-T", &RUN.as_secs().to_string(), "-h"])
+        .arg(cluster.socket_dir())
+        .args(["-p", "5432", "-U", "postgres", "postgres"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "pgbench: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let number = |prefix: &str| -> f64 {
+        let line = text.lines().find(|line| line.starts_with(prefix)).unwrap();
+        line[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (number("tps = "), number("latency average = "))
+}
+
+/// Appends one 1 KB entry per call to `session` for `RUN`; returns the latencies.
+async fn append_for(store: PgSessionStore, session: String) -> Vec<Duration> {
+    let _guard = store.lock(&session).await.unwrap();
+    let key = key(&session);
+    let mut latencies = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < RUN {
+        let batch = [entry(1024)];
+        let began = Instant::now();
+        store.append(&key, &batch).await.unwrap();
+        latencies.push(began.elapsed());
+    }
+    latencies
+}
+
+fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration, floor_tps: f64) {
+    latencies.sort();
+    let rate = latencies.len() as f64 / elapsed.as_secs_f64();
+    println!(
+        "{name}: {rate:.0} appends/s ({:.2}x the floor's time per call), p50 {:.2} ms, p99 {:.2} ms",
+        floor_tps / rate,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99)
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let cluster = cluster::Cluster::start_with("-c shared_buffers=256MB");
+    let options = PgStoreOptions {
+        max_connections: 64,
+        ..PgStoreOptions::default()
+    };
+    let store = PgSessionStore::connect(&cluster.url(), options)
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TABLE floor (id bigserial PRIMARY KEY, body text NOT NULL)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        script.path(),
+        "INSERT INTO floor (body) VALUES (repeat('x', 1024));\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        script.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+
+    // Appends: one writer, then 64 sessions at once.
+    let (floor_one, floor_one_ms) = pgbench(&cluster, script.path(), 1);
+    println!("floor, pgbench 1 client: {floor_one:.0} tps, latency average {floor_one_ms:.2} ms");
+    let start = Instant::now();
+    let latencies = append_for(store.clone(), "one".into()).await;
+    report(
+        "append 1 KB, one writer",
+        latencies,
+        start.elapsed(),
+        floor_one,
+    );
+
+    let (floor_many, floor_many_ms) = pgbench(&cluster, script.path(), 64);
+    println!(
+        "floor, pgbench 64 clients: {floor_many:.0} tps, latency average {floor_many_ms:.2} ms"
+    );
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| tokio::spawn(append_for(store.clone(), format!("many-{i}"))))
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    report(
+        "append 1 KB, 64 sessions from one process",
+        all,
+        start.elapsed(),
+        floor_many,
+    );
+
+    // A 100 MB session: load it, fork it, copy its rows by hand.
+    let big = key("big");
+    let mut bytes = 0usize;
+    for _ in 0..100 {
+        let batch: Vec<Entry> = (0..1000).map(|_| entry(1000)).collect();
+        bytes += batch
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap().len())
+            .sum::<usize>();
+        store.append(&big, &batch).await.unwrap();
+    }
+    let mb = bytes as f64 / 1e6;
+    for round in 1..=3 {
+        let start = Instant::now();
+        let loaded = store.load(&big).await.unwrap().unwrap();
+        let took = start.elapsed();
+        assert_eq!(loaded.entries.len(), 100_000);
+        println!(
+            "load {mb:.0} MB (round {round}): {:.0} ms, {:.0} MB/s",
+            took.as_secs_f64() * 1e3,
+            mb / took.as_secs_f64()
+        );
+    }
+    for round in 1..=2 {
+        let start = Instant::now();
+        store
+            .fork("big", &format!("fork-{round}"), None)
+            .await
+            .unwrap();
+        let fork = start.elapsed();
+        let start = Instant::now();
+        let hand = format!("hand-{round}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "BEGIN; \
+             INSERT INTO reprise_sessions (id) VALUES ('{hand}'); \
+             INSERT INTO reprise_transcripts VALUES ('{hand}', ''); \
+             INSERT INTO reprise_entries SELECT '{hand}', subagent, seq, uuid, body \
+               FROM reprise_entries WHERE session_id = 'big'; \
+             COMMIT;"
+        )))
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let by_hand = start.elapsed();
+        println!(
+            "fork {mb:.0} MB (round {round}): {:.0} ms; INSERT … SELECT by hand {:.0} ms; ratio {:.2}x",
+            fork.as_secs_f64() * 1e3,
+            by_hand.as_secs_f64() * 1e3,
+            fork.as_secs_f64() / by_hand.as_secs_f64()
+        );
+    }
+
+    // Listing: the newest 50 of 100,000 sessions.
+    sqlx::raw_sql(
+        "INSERT INTO reprise_sessions (id, created_at, updated_at) \
+         SELECT 'listed-' || i, now() - i * interval '1 second', now() - i * interval '1 second' \
+         FROM generate_series(1, 100000 - (SELECT count(*) FROM reprise_sessions)) AS i; ANALYZE",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let (page, _) = store.list_sessions_page(50, None).await.unwrap();
+        times.push(start.elapsed());
+        assert_eq!(page.len(), 50);
+    }
+    times.sort();
+    println!(
+        "list the newest 50 of 100,000 sessions: median {:.2} ms, max {:.2} ms (20 calls)",
+        percentile(&times, 0.5),
+        percentile(&times, 1.0)
+    );
+    store.close().await;
+}

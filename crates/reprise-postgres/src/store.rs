@@ -1,0 +1,426 @@
+//! [`PgSessionStore`]: the [`SessionStore`] trait on PostgreSQL.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError};
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use jiff::Timestamp;
+use reprise_session::{
+    AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionKey, SessionStore,
+    StoreError, WriterLock, validate_id,
+};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use uuid::Uuid;
+
+use crate::error::{PgStoreError, backend};
+use crate::lease::{
+    Held, HeldLeases, LeaseGuard, PendingReleases, lock_held, released_tokens, renew_until_lost,
+};
+use crate::options::PgStoreOptions;
+
+/// Sessions in a PostgreSQL database, shared by every process that connects to it.
+///
+/// Cheap to clone (clones share the pool and the leases held). See the crate
+/// documentation for the writer leases.
+#[derive(Clone)]
+pub struct PgSessionStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    options: PgStoreOptions,
+    /// Where the database is, for error messages.
+    server: String,
+    held: HeldLeases,
+    pending: PendingReleases,
+}
+
+/// Where a page of [`PgSessionStore::list_sessions_page`] ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionCursor {
+    updated_us: i64,
+    id: String,
+}
+
+/// One row of `reprise_sessions` as listed.
+type SessionRow = (String, i64, i64, Option<String>, Option<Uuid>);
+
+/// The columns of a [`SessionRow`], times in microseconds since the epoch.
+macro_rules! select_sessions {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, (extract(epoch FROM created_at) * 1000000)::int8, ",
+            "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry ",
+            "FROM reprise_sessions ",
+            $rest
+        )
+    };
+}
+
+impl PgSessionStore {
+    /// Connects to `url` (`postgres://user:pass@host:port/db?sslmode=…`) and, unless
+    /// turned off, brings the schema up to date.
+    pub async fn connect(url: &str, options: PgStoreOptions) -> Result<Self, PgStoreError> {
+        let connect: PgConnectOptions = url.parse().map_err(PgStoreError::Url)?;
+        Self::connect_with(connect, options).await
+    }
+
+    /// [`connect`](Self::connect) with options built by hand (a search path, TLS
+    /// settings, …).
+    pub async fn connect_with(
+        connect: PgConnectOptions,
+        options: PgStoreOptions,
+    ) -> Result<Self, PgStoreError> {
+        let server = describe(&connect);
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await
+            .map_err(|source| PgStoreError::Connect {
+                server: server.clone(),
+                source,
+            })?;
+        if options.run_migrations {
+            crate::MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|source| PgStoreError::Migrate {
+                    server: server.clone(),
+                    source,
+                })?;
+        }
+        Ok(Self::with_pool(pool, options, server))
+    }
+
+    /// A store on a pool the caller made; runs no migrations (see
+    /// [`MIGRATOR`](crate::MIGRATOR)).
+    pub fn from_pool(pool: PgPool, options: PgStoreOptions) -> Self {
+        Self::with_pool(pool, options, "the pool's server".to_owned())
+    }
+
+    fn with_pool(pool: PgPool, options: PgStoreOptions, server: String) -> Self {
+        PgSessionStore {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                server,
+                held: HeldLeases::default(),
+                pending: PendingReleases::default(),
+            }),
+        }
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Waits for the releases of dropped locks to reach the server, then closes the
+    /// pool. Without it a dropped lock's lease may stay live (for other processes)
+    /// until it expires.
+    pub async fn close(&self) {
+        let tasks: Vec<_> = std::mem::take(
+            &mut *self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.inner.pool.close().await;
+    }
+
+    /// The sessions, most recently updated first, `limit` at a time: pass the cursor
+    /// returned with a page to get the next one (`None` after the last page).
+    pub async fn list_sessions_page(
+        &self,
+        limit: u32,
+        after: Option<&SessionCursor>,
+    ) -> Result<(Vec<SessionInfo>, Option<SessionCursor>), StoreError> {
+        let rows: Vec<SessionRow> = match after {
+            None => sqlx::query_as(select_sessions!(
+                "ORDER BY updated_at DESC, id DESC LIMIT $1"
+            ))
+            .bind(i64::from(limit))
+            .fetch_all(&self.inner.pool)
+            .await,
+            Some(cursor) => sqlx::query_as(select_sessions!(
+                "WHERE (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) \
+                 ORDER BY updated_at DESC, id DESC LIMIT $1"
+            ))
+            .bind(i64::from(limit))
+            .bind(cursor.updated_us)
+            .bind(&cursor.id)
+            .fetch_all(&self.inner.pool)
+            .await,
+        }
+        .map_err(|error| self.failed("listing sessions", error))?;
+        let next = match rows.last() {
+            Some(last) if rows.len() == limit as usize => Some(SessionCursor {
+                updated_us: last.2,
+                id: last.0.clone(),
+            }),
+            _ => None,
+        };
+        Ok((rows.into_iter().map(session_info).collect(), next))
+    }
+
+    fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
+        backend(
+            format!("{what} on PostgreSQL at {}", self.inner.server),
+            error,
+        )
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.inner.options.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+fn session_info((id, created_us, updated_us, forked_from, entry): SessionRow) -> SessionInfo {
+    let time = |us: i64| Timestamp::from_microsecond(us).unwrap_or(Timestamp::UNIX_EPOCH);
+    SessionInfo {
+        id,
+        created_at: time(created_us),
+        updated_at: time(updated_us),
+        forked_from: forked_from.map(|session| ForkOrigin { session, entry }),
+    }
+}
+
+/// `host:port/database`, or the socket directory for a local socket.
+fn describe(connect: &PgConnectOptions) -> String {
+    let place = match connect.get_socket() {
+        Some(socket) => socket.display().to_string(),
+        None => format!("{}:{}", connect.get_host(), connect.get_port()),
+    };
+    match connect.get_database() {
+        Some(database) => format!("{place}/{database}"),
+        None => place,
+    }
+}
+
+/// The subagent column of a key: `''` for the main transcript.
+fn subagent(key: &SessionKey) -> &str {
+    key.subagent_name().unwrap_or("")
+}
+
+fn locked(session: &str, host: Option<String>, pid: Option<i32>) -> StoreError {
+    StoreError::Locked {
+        session: session.to_owned(),
+        pid: pid.and_then(|pid| u32::try_from(pid).ok()),
+        host,
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgSessionStore {
+    async fn append(
+        &self,
+        key: &SessionKey,
+        entries: &[Entry],
+    ) -> Result<AppendReport, StoreError> {
+        if entries.is_empty() {
+            return Ok(AppendReport::default());
+        }
+        // Repeats within the batch are dropped here; the database skips uuids it holds.
+        let mut seen = HashSet::with_capacity(entries.len());
+        let mut uuids = Vec::with_capacity(entries.len());
+        let mut bodies = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if !seen.insert(entry.uuid) {
+                continue;
+            }
+            let body = serde_json::to_string(entry).map_err(|error| StoreError::Format {
+                path: PathBuf::from(key.to_string()),
+                message: format!("entry {} cannot be encoded: {error}", entry.uuid),
+            })?;
+            uuids.push(entry.uuid);
+            bodies.push(body);
+        }
+        let session = key.session_id();
+        let lease = lock_held(&self.inner.held).get(session).copied();
+        let (epoch, released) = match lease {
+            Some(lease) => (Some(lease.epoch), Vec::new()),
+            None => (None, released_tokens()),
+        };
+        let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
+            "SELECT written, holder_host, holder_pid FROM reprise_append($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(session)
+        .bind(subagent(key))
+        .bind(epoch)
+        .bind(&released)
+        .bind(&uuids)
+        .bind(&bodies)
+        .fetch_one(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("appending to {key}"), error))?;
+        match written {
+            Some(written) => {
+                let written = usize::try_from(written).unwrap_or(0);
+                Ok(AppendReport {
+                    written,
+                    skipped: entries.len().saturating_sub(written),
+                })
+            }
+            None => Err(locked(session, host, pid)),
+        }
+    }
+
+    async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
+        // One statement, one snapshot: no row means no transcript; a row without an
+        // entry is an empty one.
+        let mut rows = sqlx::query_as::<_, (Option<i64>, Option<String>)>(
+            "SELECT e.seq, e.body FROM reprise_transcripts t \
+             LEFT JOIN reprise_entries e \
+               ON e.session_id = t.session_id AND e.subagent = t.subagent \
+             WHERE t.session_id = $1 AND t.subagent = $2 ORDER BY e.seq",
+        )
+        .bind(key.session_id())
+        .bind(subagent(key))
+        .fetch(&self.inner.pool);
+        let mut found = false;
+        let mut loaded = Loaded::default();
+        while let Some((seq, body)) = rows
+            .try_next()
+            .await
+            .map_err(|error| self.failed(&format!("loading {key}"), error))?
+        {
+            found = true;
+            let (Some(seq), Some(body)) = (seq, body) else {
+                continue;
+            };
+            match serde_json::from_str::<Entry>(&body) {
+                Ok(entry) => loaded.entries.push(entry),
+                Err(error) => loaded.warnings.push(LoadWarning {
+                    file: PathBuf::from(format!("postgres:{key}")),
+                    line: usize::try_from(seq).unwrap_or(0),
+                    message: format!("entry row {seq} skipped: {error}"),
+                }),
+            }
+        }
+        Ok(found.then_some(loaded))
+    }
+
+    async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {
+        validate_id("session", session_id)?;
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT subagent FROM reprise_transcripts \
+             WHERE session_id = $1 AND subagent <> '' ORDER BY subagent",
+        )
+        .bind(session_id)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("listing subagents of {session_id}"), error))?;
+        names
+            .iter()
+            .map(|name| SessionKey::subagent(session_id, name).map_err(StoreError::from))
+            .collect()
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let rows: Vec<SessionRow> =
+            sqlx::query_as(select_sessions!("ORDER BY updated_at DESC, id DESC"))
+                .fetch_all(&self.inner.pool)
+                .await
+                .map_err(|error| self.failed("listing sessions", error))?;
+        Ok(rows.into_iter().map(session_info).collect())
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
+        let query = match key.subagent_name() {
+            None => {
+                sqlx::query("DELETE FROM reprise_sessions WHERE id = $1").bind(key.session_id())
+            }
+            Some(name) => sqlx::query(
+                "DELETE FROM reprise_transcripts WHERE session_id = $1 AND subagent = $2",
+            )
+            .bind(key.session_id())
+            .bind(name),
+        };
+        query
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed(&format!("deleting {key}"), error))?;
+        Ok(())
+    }
+
+    async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError> {
+        validate_id("session", session_id)?;
+        let holder = Uuid::new_v4();
+        let options = &self.inner.options;
+        let pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+        let (epoch, host, holder_pid): (Option<i64>, Option<String>, Option<i32>) = sqlx::query_as(
+            "SELECT granted_epoch, holder_host, holder_pid \
+                 FROM reprise_lock($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(session_id)
+        .bind(holder)
+        .bind(&options.host_name)
+        .bind(pid)
+        .bind(self.lease_ms())
+        .bind(released_tokens())
+        .fetch_one(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("locking {session_id}"), error))?;
+        let Some(epoch) = epoch else {
+            return Err(locked(session_id, host, holder_pid));
+        };
+        let lease = Held { epoch, holder };
+        lock_held(&self.inner.held).insert(session_id.to_owned(), lease);
+        let renewal = tokio::spawn(renew_until_lost(
+            self.inner.pool.clone(),
+            session_id.to_owned(),
+            epoch,
+            options.lease,
+        ));
+        Ok(WriterLock::new(LeaseGuard {
+            pool: self.inner.pool.clone(),
+            session: session_id.to_owned(),
+            lease,
+            held: Arc::clone(&self.inner.held),
+            pending: Arc::clone(&self.inner.pending),
+            renewal,
+        }))
+    }
+
+    async fn fork(
+        &self,
+        source: &str,
+        target: &str,
+        up_to: Option<Uuid>,
+    ) -> Result<(), StoreError> {
+        validate_id("session", source)?;
+        validate_id("session", target)?;
+        let outcome: String = sqlx::query_scalar("SELECT reprise_fork($1, $2, $3)")
+            .bind(source)
+            .bind(target)
+            .bind(up_to)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed(&format!("forking {source} into {target}"), error))?;
+        match (outcome.as_str(), up_to) {
+            ("ok", _) => Ok(()),
+            ("exists", _) => Err(StoreError::AlreadyExists {
+                session: target.to_owned(),
+            }),
+            ("not-found", _) => Err(StoreError::NotFound {
+                session: source.to_owned(),
+            }),
+            ("no-entry", Some(entry)) => Err(StoreError::EntryNotFound {
+                session: source.to_owned(),
+                entry,
+            }),
+            (other, _) => Err(StoreError::Unsupported(format!(
+                "reprise_fork answered {other:?}: the schema is newer than this library"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Tests of the PostgreSQL session store on a real server (see `support`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
+
+mod conformance;
+mod failures;
+mod listing;
+mod processes;
+mod support;
