@@ -36,10 +36,12 @@ pub use folder::{
     LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG, create_run_folder,
     create_run_folder_at, find_run, list_runs, run_folder_name, summarize_run,
 };
-pub use history::{HISTORY_JSONL, History, HistoryEntry, append_history, read_history};
+pub use history::{
+    HISTORY_JSONL, History, HistoryEntry, append_history, append_history_with, read_history,
+};
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
-pub use session_log::{EscapeStripper, SessionLog, strip_escapes};
+pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
     create_run_store, fork_run, last_message_text,
