@@ -43,6 +43,7 @@ pub mod paths;
 #[cfg(feature = "pty")]
 pub mod pty;
 mod reply;
+pub mod secret_corpus;
 mod server;
 
 pub use invariant::check_tool_call_pairing;

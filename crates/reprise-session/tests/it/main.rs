@@ -7,6 +7,7 @@ mod history;
 mod io_errors;
 mod model_props;
 mod processes;
+mod redaction;
 mod repair_props;
 mod run_folders;
 mod run_list_cache;
