@@ -216,12 +216,14 @@ impl SessionLog {
         self.append_redacted(&block)
     }
 
+    /// Appends `text` redacted. Its line ends are kept out of the redaction: a
+    /// pattern that runs to the end of the text (a private key without its `END`
+    /// line) would otherwise take them, and glue the next line to this one.
     fn append_redacted(&self, text: &str) -> Result<(), RunError> {
-        append_raw(
-            &self.file,
-            &self.path,
-            self.redactor.redact(text).as_bytes(),
-        )
+        let body = text.trim_end_matches('\n');
+        let mut out = self.redactor.redact(body).into_owned();
+        out.push_str(&text[body.len()..]);
+        append_raw(&self.file, &self.path, out.as_bytes())
     }
 
     /// Writes the pending block and makes what was written durable.

@@ -77,7 +77,8 @@ fn session_log_keeps_no_secret_of_the_corpus() {
         .unwrap()
         .with_redactor(redactor.clone());
     for case in &cases {
-        log.write_line(&format!("=== case {} ===", case.case)).unwrap();
+        log.write_line(&format!("=== case {} ===", case.case))
+            .unwrap();
         // As a streamed reply: in small pieces, so that secrets are split across
         // writes, then the end of the turn.
         let chars: Vec<char> = case.text.chars().collect();
@@ -96,11 +97,9 @@ fn session_log_keeps_no_secret_of_the_corpus() {
     for (i, case) in cases.iter().enumerate() {
         let start_mark = format!("=== case {} ===\n", case.case);
         let start = text.find(&start_mark).unwrap() + start_mark.len();
-        let end = cases
-            .get(i + 1)
-            .map_or(text.len(), |next| {
-                text.find(&format!("=== case {} ===\n", next.case)).unwrap()
-            });
+        let end = cases.get(i + 1).map_or(text.len(), |next| {
+            text.find(&format!("=== case {} ===\n", next.case)).unwrap()
+        });
         let section = &text[start..end];
         let found = leaks(case, section);
         if !found.is_empty() {
@@ -164,10 +163,7 @@ async fn runs_of(runs_dir: &Path, cases: &[Caught]) -> HashMap<String, usize> {
             )
             .await
             .unwrap();
-        names.insert(
-            dir.file_name().unwrap().to_string_lossy().into_owned(),
-            i,
-        );
+        names.insert(dir.file_name().unwrap().to_string_lossy().into_owned(), i);
     }
     names
 }
@@ -205,7 +201,11 @@ async fn the_listing_keeps_no_secret_of_the_corpus() {
     let list = list_runs(runs_dir).unwrap();
     assert_eq!(list.runs.len(), cases.len());
     for run in &list.runs {
-        check("list_runs", run.name(), run.last_message.as_deref().unwrap());
+        check(
+            "list_runs",
+            run.name(),
+            run.last_message.as_deref().unwrap(),
+        );
     }
     let cache: Value =
         serde_json::from_str(&fs::read_to_string(runs_dir.join(LIST_CACHE)).unwrap()).unwrap();
@@ -256,7 +256,10 @@ async fn known_values_are_masked_in_the_log_the_history_and_the_listing() {
     for file in [RUN_SUMMARY, SESSION_JSON] {
         let path = run.dir.join(file);
         if path.exists() {
-            assert!(!fs::read_to_string(&path).unwrap().contains(secret), "{file}");
+            assert!(
+                !fs::read_to_string(&path).unwrap().contains(secret),
+                "{file}"
+            );
         }
     }
     // The conversation is the model's history: kept exactly as sent.
@@ -281,4 +284,21 @@ fn a_reply_longer_than_the_pending_limit_is_written_in_parts() {
     drop(log);
     let written = fs::metadata(run.dir.join("session.log")).unwrap().len() as usize;
     assert_eq!(written, lines * line.len());
+}
+
+#[test]
+fn a_secret_running_to_the_end_of_a_block_keeps_its_line_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = create_run_folder(tmp.path()).unwrap();
+    let mut log = SessionLog::open(&run.dir).unwrap();
+    // A private key without its END line: the pattern runs to the end of the text.
+    log.write("key:\n-----BEGIN PRIVATE KEY-----\nyabba dabba doo\n")
+        .unwrap();
+    log.write_line("› next prompt").unwrap();
+    drop(log);
+    let text = fs::read_to_string(run.dir.join("session.log")).unwrap();
+    assert_eq!(
+        text,
+        format!("key:\n-----BEGIN PRIVATE KEY-----{MASK}\n› next prompt\n")
+    );
 }
