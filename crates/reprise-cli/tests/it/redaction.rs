@@ -32,7 +32,10 @@ struct Turn {
     case: u64,
     prompt: String,
     reply: String,
-    secrets: Vec<String>,
+    /// What the redactor masks in the prompt alone.
+    prompt_secrets: Vec<String>,
+    /// What it masks in the reply alone.
+    reply_secrets: Vec<String>,
 }
 
 /// The cases whose prompt or reply holds something the redactor masks.
@@ -46,13 +49,14 @@ fn corpus_turns() -> Vec<Turn> {
             if prompt.is_empty() || (prompt.starts_with('/') && !prompt.starts_with("//")) {
                 return None;
             }
-            let mut secrets = secrets_of(&redactor, &prompt);
-            secrets.extend(secrets_of(&redactor, &case.text));
-            (!secrets.is_empty()).then_some(Turn {
+            let prompt_secrets = secrets_of(&redactor, &prompt);
+            let reply_secrets = secrets_of(&redactor, &case.text);
+            (!prompt_secrets.is_empty() || !reply_secrets.is_empty()).then_some(Turn {
                 case: case.case,
                 prompt,
                 reply: case.text,
-                secrets,
+                prompt_secrets,
+                reply_secrets,
             })
         })
         .collect();
@@ -110,7 +114,10 @@ async fn chats_of_the_whole_corpus_keep_no_secret_outside_the_conversation() {
         let sections = log_sections(&log);
         assert_eq!(sections.len(), batch.len(), "one prompt echo per turn");
         for (turn, section) in batch.iter().zip(&sections) {
-            let found = leaks(&turn.secrets, section);
+            // The prompt echo is the first line; the reply follows.
+            let (echo, reply) = section.split_once('\n').unwrap_or((section, ""));
+            let mut found = leaks(&turn.prompt_secrets, echo);
+            found.extend(leaks(&turn.reply_secrets, reply));
             if !found.is_empty() {
                 leaked.push(format!("session.log, case {}: {found:?}", turn.case));
             }
@@ -120,7 +127,7 @@ async fn chats_of_the_whole_corpus_keep_no_secret_outside_the_conversation() {
         let last = batch.last().unwrap();
         for file in [".summary.json", SESSION_JSON] {
             let text = std::fs::read_to_string(run.join(file)).unwrap_or_default();
-            let found = leaks(&last.secrets, &text);
+            let found = leaks(&last.prompt_secrets, &text);
             if !found.is_empty() {
                 leaked.push(format!("{file}, case {}: {found:?}", last.case));
             }
@@ -130,7 +137,7 @@ async fn chats_of_the_whole_corpus_keep_no_secret_outside_the_conversation() {
     let history = jsonl(&sandbox.runs_dir().join("history.jsonl"));
     assert_eq!(history.len(), turns.len());
     for (turn, entry) in turns.iter().zip(&history) {
-        let found = leaks(&turn.secrets, entry["text"].as_str().unwrap());
+        let found = leaks(&turn.prompt_secrets, entry["text"].as_str().unwrap());
         if !found.is_empty() {
             leaked.push(format!("history.jsonl, case {}: {found:?}", turn.case));
         }
