@@ -10,8 +10,14 @@
 //!     ├── subagents/<name>.jsonl         each subagent's entries
 //!     ├── session.json  .summary.json    what the run holds; what listings show
 //!     ├── session.log                    what the terminal showed, as plain text
-//!     └── transcript.jsonl               tool calls and results, secrets redacted
+//!     └── transcript.jsonl               tool calls and results
 //! ```
+//!
+//! Only `conversation.jsonl` and `subagents/` hold the conversation as it was: they
+//! are the model's history, which a resumed conversation sends back exactly. Every
+//! other file is redacted before it is written (`session.log`, `transcript.jsonl`,
+//! `history.jsonl`, the last message in `session.json`, `.summary.json` and the list
+//! cache).
 //!
 //! [`RunStore`] is the [`SessionStore`](crate::SessionStore) of one run folder;
 //! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
