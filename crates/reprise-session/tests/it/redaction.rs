@@ -279,7 +279,10 @@ fn a_reply_longer_than_the_pending_limit_is_written_in_parts() {
     }
     // Written already, without a flush: the log holds back at most the limit.
     let written = fs::metadata(run.dir.join("session.log")).unwrap().len() as usize;
-    assert!(written > 0 && written % line.len() == 0, "{written}");
+    assert!(
+        written > 0 && written.is_multiple_of(line.len()),
+        "{written}"
+    );
     assert!(lines * line.len() - written <= reprise_session::runs::MAX_PENDING);
     drop(log);
     let written = fs::metadata(run.dir.join("session.log")).unwrap().len() as usize;
