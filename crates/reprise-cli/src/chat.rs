@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, RunStore, append_history, find_run, list_runs};
+use reprise_session::runs::{RunFolder, RunStore, append_history_with, find_run, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -149,10 +149,10 @@ pub async fn fork_into(
     })
 }
 
-/// Remembers a submitted line in `history.jsonl` (failures are only logged: the
-/// history is a convenience).
+/// Remembers a submitted line in `history.jsonl`, redacted (failures are only logged:
+/// the history is a convenience).
 pub fn remember(opener: &Opener, text: &str, run: &str) {
-    if let Err(error) = append_history(&opener.history_path(), text, run) {
+    if let Err(error) = append_history_with(&opener.history_path(), text, run, &opener.redactor) {
         tracing::warn!("history.jsonl: {}", crate::error_text::with_causes(&error));
     }
 }

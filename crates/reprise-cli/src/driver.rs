@@ -115,6 +115,7 @@ impl Opener {
     }
 
     async fn open_with(&self, folder: RunFolder, store: RunStore) -> Result<ChatSession> {
+        let store = store.with_redactor(self.redactor.clone());
         let session_id = folder
             .session_id
             .clone()
@@ -154,7 +155,7 @@ impl Opener {
                 );
             }
         };
-        let log = SessionLog::open(&folder.dir)?;
+        let log = SessionLog::open(&folder.dir)?.with_redactor(self.redactor.clone());
         let transcript = Transcript::open(&folder.dir, self.redactor.clone())?;
         Ok(ChatSession {
             folder,
@@ -258,7 +259,9 @@ impl ChatSession {
     /// Sends `prompt` and runs the turn to its end, forwarding what happens to the
     /// screen and writing it to the run's logs. Cancelling `cancel` stops it.
     pub async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnEnd {
-        self.log_line(&format!("› {prompt}"));
+        // The prompt is redacted alone before it is marked, so that the mark cannot
+        // change how it reads (the log redacts the whole line again).
+        self.log_line(&format!("› {}", self.redactor.redact(prompt)));
         let (events_tx, mut events_rx) = unbounded_channel();
         let run = self.agent.run_streaming(prompt, events_tx, cancel);
         let log = &mut self.log;
@@ -282,6 +285,9 @@ impl ChatSession {
             if !at_line_start {
                 let _ = log.write("\n");
             }
+            if let Err(error) = log.flush() {
+                tracing::warn!("session.log: {}", with_causes(&error));
+            }
         };
         let (result, ()) = tokio::join!(run, forward);
         let end = match result {
@@ -296,9 +302,14 @@ impl ChatSession {
             TurnEnd::Answered => {}
             TurnEnd::Cancelled => self.log_line("(cancelled)"),
             TurnEnd::Failed(message) => {
-                for line in message.lines() {
-                    self.log_line(&format!("✗ {line}"));
-                }
+                // Redacted whole (an error can quote a multi-line text), then marked.
+                let marked: Vec<String> = self
+                    .redactor
+                    .redact(message)
+                    .lines()
+                    .map(|line| format!("✗ {line}"))
+                    .collect();
+                self.log_line(&marked.join("\n"));
             }
         }
         end
@@ -313,14 +324,10 @@ fn record_event(
     event: &AgentEvent,
     at_line_start: &mut bool,
 ) {
-    let mut write = |text: &str| {
-        if let Err(error) = log.write(text) {
-            tracing::warn!("session.log: {}", with_causes(&error));
-        }
-    };
+    let write = |log: &mut SessionLog, text: &str| warn_on_error(log.write(text));
     match event {
         AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
-            write(text);
+            write(log, text);
             *at_line_start = text.ends_with('\n');
         }
         AgentEvent::ToolCallStarted {
@@ -330,14 +337,17 @@ fn record_event(
             arguments,
         } => {
             if !*at_line_start {
-                write("\n");
+                write(log, "\n");
                 *at_line_start = true;
             }
+            // The reply so far is redacted as one block, before the tool line.
+            warn_on_error(log.flush());
             let who = subagent_prefix(agent);
-            write(&format!(
-                "⚙ {who}{name} {}\n",
-                redactor.redact(&one_line(arguments))
-            ));
+            write(
+                log,
+                &format!("⚙ {who}{name} {}\n", redactor.redact(&one_line(arguments))),
+            );
+            warn_on_error(log.flush());
             let record = TranscriptRecord::tool_call(
                 agent.clone(),
                 id.clone(),
@@ -356,7 +366,8 @@ fn record_event(
         } => {
             let marker = if output.is_error { "✗" } else { "↳" };
             let first = output.content.lines().next().unwrap_or("");
-            write(&format!("  {marker} {}\n", redactor.redact(first)));
+            write(log, &format!("  {marker} {}\n", redactor.redact(first)));
+            warn_on_error(log.flush());
             let mut record = TranscriptRecord::tool_result(
                 agent.clone(),
                 id.clone(),
@@ -376,10 +387,18 @@ fn record_event(
         AgentEvent::Retrying {
             attempt, reason, ..
         } => {
-            write(&format!("(retrying, attempt {attempt}: {reason})\n"));
+            write(log, &format!("(retrying, attempt {attempt}: {reason})\n"));
             *at_line_start = true;
         }
         _ => {}
+    }
+}
+
+/// A failed write to `session.log` is only logged: the log is a record for people,
+/// and a chat goes on without it.
+fn warn_on_error(result: Result<(), reprise_session::runs::RunError>) {
+    if let Err(error) = result {
+        tracing::warn!("session.log: {}", with_causes(&error));
     }
 }
 

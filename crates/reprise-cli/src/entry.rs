@@ -23,14 +23,14 @@ pub fn main() -> i32 {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("reprise: cannot start: {error}");
+            crate::terminal_text::eprint_line(&format!("reprise: cannot start: {error}"));
             return 1;
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("reprise: {error:#}");
+            crate::terminal_text::eprint_line(&format!("reprise: {error:#}"));
             1
         }
     }

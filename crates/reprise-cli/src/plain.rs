@@ -12,6 +12,7 @@ use crate::approval::Answer;
 use crate::chat::{self, HELP, Line, StartWith};
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of, subagent_prefix};
+use crate::terminal_text::{eprint_line, visible};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -55,7 +56,8 @@ struct Printer {
 impl Printer {
     fn print(&mut self, text: &str) {
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
+        // Model text, tool results and run folders are untrusted: see terminal_text.
+        let _ = out.write_all(visible(text).as_bytes());
         let _ = out.flush();
         if !text.is_empty() {
             self.at_line_start = text.ends_with('\n');
@@ -109,7 +111,10 @@ impl Printer {
             AgentEvent::Retrying {
                 attempt, reason, ..
             } => {
-                eprintln!("(retrying, attempt {attempt}: {})", first_clause(reason));
+                eprint_line(&format!(
+                    "(retrying, attempt {attempt}: {})",
+                    first_clause(reason)
+                ));
             }
             _ => {}
         }
@@ -151,6 +156,7 @@ pub async fn run(
             // The folder made at this start says where the conversation went.
             if let Ok(mut log) =
                 reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
+                    .map(|log| log.with_redactor(opener.redactor.clone()))
             {
                 let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
             }
@@ -158,7 +164,7 @@ pub async fn run(
     }
     warn_load(&session, &mut printer);
     while let Ok(UiEvent::Mcp(notice)) = ui.try_recv() {
-        eprintln!("{notice}");
+        eprint_line(&notice.to_string());
     }
 
     let mut first = args.prompt.clone();
@@ -257,7 +263,7 @@ pub async fn run(
                         if !printer.at_line_start {
                             printer.print("\n");
                         }
-                        eprintln!("✗ {message}");
+                        eprint_line(&format!("✗ {message}"));
                     }
                 }
             }
@@ -319,7 +325,7 @@ impl ShownSession {
     async fn handle(&self, event: UiEvent, lines: &mut Lines, printer: &mut Printer) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
-            UiEvent::Mcp(notice) => eprintln!("{notice}"),
+            UiEvent::Mcp(notice) => eprint_line(&notice.to_string()),
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
                 printer.line(&format!(

@@ -9,6 +9,8 @@ use reprise_session::Role;
 use reprise_session::runs::{RunFolder, find_run, list_runs, read_conversation_with_warnings};
 use serde_json::json;
 
+use crate::terminal_text::{eprint_line, visible, visible_json};
+
 /// A timestamp as a person reads it: local time, to the minute.
 pub fn show_date(ts: Timestamp) -> String {
     show_date_in(ts, &jiff::tz::TimeZone::system())
@@ -22,10 +24,12 @@ pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
 
 /// Writes JSON in one go (stdout is line-buffered: writing it value by value would
 /// make a system call per line).
+/// Strings from run folders may hold control characters: serde escapes C0 controls,
+/// [`visible_json`] the rest.
 fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value)?;
-    bytes.push(b'\n');
-    out.write_all(&bytes)?;
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    out.write_all(visible_json(&text).as_bytes())?;
     Ok(())
 }
 
@@ -33,7 +37,11 @@ fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> 
 pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     let list = list_runs(runs_dir)?;
     for warning in &list.warnings {
-        eprintln!("warning: {}: {}", warning.path.display(), warning.message);
+        eprint_line(&format!(
+            "warning: {}: {}",
+            warning.path.display(),
+            warning.message
+        ));
     }
     if json {
         let rows: Vec<_> = list
@@ -53,10 +61,12 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         return write_json(out, &rows);
     }
     if list.runs.is_empty() {
-        writeln!(out, "no runs with a conversation in {}", runs_dir.display())?;
+        let line = format!("no runs with a conversation in {}\n", runs_dir.display());
+        out.write_all(visible(&line).as_bytes())?;
         return Ok(());
     }
     // Built as one string: 10,000 rows through a locked, buffered writer in one go.
+    // What a run holds is untrusted: the whole text goes through the sanitizer.
     let tz = jiff::tz::TimeZone::system();
     let mut text = String::with_capacity(list.runs.len() * 100);
     text.push_str(&format!(
@@ -67,7 +77,8 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         let last = run
             .last_message
             .as_deref()
-            .map(|m| shorten(&one_line(m), 48))
+            // Escaped before shortening, so the column is as wide as what is shown.
+            .map(|m| shorten(&one_line(&visible(m)), 48))
             .unwrap_or_default();
         text.push_str(&format!(
             "{:<16}  {:>8}  {:<48}  {}\n",
@@ -77,7 +88,7 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             run.name()
         ));
     }
-    out.write_all(text.as_bytes())?;
+    out.write_all(visible(&text).as_bytes())?;
     Ok(())
 }
 
@@ -87,7 +98,7 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
     print_repairs(&run);
     let conversation = read_conversation_with_warnings(&run.dir)?;
     for warning in &conversation.warnings {
-        eprintln!("warning: {warning}");
+        eprint_line(&format!("warning: {warning}"));
     }
     if json {
         let rows: Vec<_> = conversation
@@ -111,7 +122,7 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
         }
         text.push('\n');
     }
-    out.write_all(text.as_bytes())?;
+    out.write_all(visible(&text).as_bytes())?;
     Ok(())
 }
 

@@ -10,7 +10,8 @@
 //!
 //! Beside the server: [`testdata`] and the other finders of [`paths`] locate fixtures
 //! from any crate, [`assert_contains!`] shows the text it searched, and the `pty`
-//! feature adds `pty::Pty`, a program driven in a pseudo-terminal.
+//! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
+//! reads the shared secret corpus and says what a redaction masked.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`.
 //!
@@ -41,6 +42,7 @@ pub mod paths;
 #[cfg(feature = "pty")]
 pub mod pty;
 mod reply;
+pub mod secret_corpus;
 mod server;
 
 pub use invariant::check_tool_call_pairing;

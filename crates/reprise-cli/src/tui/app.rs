@@ -122,11 +122,11 @@ pub async fn run(
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
     if result.is_ok() && run_dir.join(reprise_session::runs::SESSION_JSON).exists() {
-        println!(
+        crate::terminal_text::print_line(&format!(
             "(the conversation is kept in {}; continue it with: reprise --resume {})",
             run_dir.display(),
             app.view.run
-        );
+        ));
     }
     result
 }
@@ -134,6 +134,7 @@ pub async fn run(
 fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
     if let Ok(mut log) =
         reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+            .map(|log| log.with_redactor(opener.redactor.clone()))
     {
         let _ = log.write_line(&format!("(resumed run {resumed})"));
     }

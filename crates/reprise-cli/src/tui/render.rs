@@ -10,6 +10,7 @@ use unicode_width::UnicodeWidthStr;
 use super::markdown;
 use super::view::{ChatView, Item, Picker, Question, ToolView};
 use super::wrap::{wrap_line, wrap_lines};
+use crate::terminal_text::visible;
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -17,6 +18,13 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 const ARGUMENTS_SHOWN: usize = 60;
 /// How many lines of a tool's result are shown.
 const RESULT_LINES_SHOWN: usize = 3;
+
+/// Text from outside (the model, tools, run folders, history) as the screen may show
+/// it: controls as visible escapes (see `terminal_text`), and tabs as spaces, since a
+/// cell cannot hold a tab.
+pub fn screen_text(text: &str) -> String {
+    visible(text).replace('\t', "    ")
+}
 
 /// Draws the whole screen: conversation, status line, and the prompt (or the picker,
 /// or a step-gate question, in its place).
@@ -46,7 +54,7 @@ pub fn draw_live(frame: &mut Frame<'_>, view: &ChatView) {
     ])
     .areas(area);
     let width = usize::from(live.width);
-    let lines = wrap_lines(&markdown::render(&view.streaming), width);
+    let lines = wrap_lines(&markdown::render(&screen_text(&view.streaming)), width);
     let skip = lines.len().saturating_sub(usize::from(live.height));
     frame.render_widget(Paragraph::new(lines[skip..].to_vec()), live);
     frame.render_widget(Paragraph::new(status_line(view, status.width)), status);
@@ -81,7 +89,7 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
     match item {
         Item::User(text) => {
             let mut lines = Vec::new();
-            for (i, line) in text.split('\n').enumerate() {
+            for (i, line) in screen_text(text).split('\n').enumerate() {
                 let marker = if i == 0 { "› " } else { "  " };
                 lines.push(Line::from(vec![
                     Span::styled(
@@ -93,17 +101,17 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
             }
             lines
         }
-        Item::Assistant(text) => markdown::render(text),
+        Item::Assistant(text) => markdown::render(&screen_text(text)),
         Item::Tool(tool) => tool_lines(tool),
         Item::Notice(text) => vec![Line::styled(
-            text.clone(),
+            screen_text(text),
             DIM.add_modifier(Modifier::ITALIC),
         )],
         Item::Warning(text) => vec![Line::styled(
-            format!("! {text}"),
+            format!("! {}", screen_text(text)),
             Style::new().fg(Color::Yellow),
         )],
-        Item::Error(text) => text
+        Item::Error(text) => screen_text(text)
             .split('\n')
             .enumerate()
             .map(|(i, line)| {
@@ -118,14 +126,20 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
 pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
     let mut head = vec![Span::styled("⚙ ", Style::new().fg(Color::Magenta))];
     if !tool.agent.is_empty() {
-        head.push(Span::styled(format!("[{}] ", tool.agent), DIM));
+        head.push(Span::styled(
+            format!("[{}] ", screen_text(&tool.agent)),
+            DIM,
+        ));
     }
     head.push(Span::styled(
-        tool.name.clone(),
+        screen_text(&tool.name),
         Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
     ));
     head.push(Span::styled(
-        format!(" {}", shorten(&one_line(&tool.arguments), ARGUMENTS_SHOWN)),
+        format!(
+            " {}",
+            shorten(&one_line(&screen_text(&tool.arguments)), ARGUMENTS_SHOWN)
+        ),
         DIM,
     ));
     let mut lines = vec![Line::from(head)];
@@ -137,7 +151,8 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
             } else {
                 ("  ↳ ", DIM)
             };
-            let content: Vec<&str> = result.content.trim_end().lines().collect();
+            let content = screen_text(&result.content);
+            let content: Vec<&str> = content.trim_end().lines().collect();
             if content.is_empty() {
                 lines.push(Line::styled(format!("{marker}(empty)"), style));
             }
@@ -181,7 +196,7 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
     let mut count = 0;
     if !view.streaming.is_empty() {
-        let lines = wrap_lines(&markdown::render(&view.streaming), width);
+        let lines = wrap_lines(&markdown::render(&screen_text(&view.streaming)), width);
         count += lines.len();
         blocks.push(lines);
     }
@@ -233,9 +248,9 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
             usage.prompt_tokens, usage.completion_tokens
         ));
     }
-    right.push_str(&view.model);
+    right.push_str(&screen_text(&view.model));
     if !view.run.is_empty() {
-        right.push_str(&format!(" · {}", view.run));
+        right.push_str(&format!(" · {}", screen_text(&view.run)));
     }
     let used: usize = left.iter().map(|s| s.content.width()).sum();
     let room = usize::from(width).saturating_sub(used + 1);
@@ -252,9 +267,9 @@ fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         .border_style(DIM)
         .title(Span::styled(" /help · /resume · Ctrl-D exits ", DIM));
     let inner = block.inner(area);
-    let lines: Vec<Line<'static>> = view
-        .input
-        .text
+    // A line recalled from history.jsonl comes from disk: shown escaped, with the
+    // cursor placed in the escaped text.
+    let lines: Vec<Line<'static>> = screen_text(&view.input.text)
         .split('\n')
         .enumerate()
         .map(|(i, line)| {
@@ -267,6 +282,7 @@ fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         .collect();
     // Keep the cursor's line in view when the text is taller than the box.
     let before: String = view.input.text.chars().take(view.input.cursor).collect();
+    let before = screen_text(&before);
     let cursor_row = before.matches('\n').count();
     let cursor_col = before.rsplit('\n').next().map_or(0, UnicodeWidthStr::width) + 2;
     let top = (cursor_row + 1).saturating_sub(usize::from(inner.height));
@@ -293,7 +309,7 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
     let inner = block.inner(area);
     let mut lines = vec![Line::from(vec![
         Span::styled("filter: ", DIM),
-        Span::raw(picker.filter.clone()),
+        Span::raw(screen_text(&picker.filter)),
     ])];
     let visible = picker.visible();
     if visible.is_empty() {
@@ -309,10 +325,14 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
             Style::default()
         };
         let marker = if selected { "› " } else { "  " };
-        let room = usize::from(inner.width).saturating_sub(row.date.width() + 4);
+        let date = screen_text(&row.date);
+        let room = usize::from(inner.width).saturating_sub(date.width() + 4);
         lines.push(Line::from(vec![
-            Span::styled(format!("{marker}{}  ", row.date), style),
-            Span::styled(shorten(&one_line(&row.last_message), room), style),
+            Span::styled(format!("{marker}{date}  "), style),
+            Span::styled(
+                shorten(&one_line(&screen_text(&row.last_message)), room),
+                style,
+            ),
         ]));
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
@@ -326,18 +346,21 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
     let who = if question.agent.is_empty() {
         String::new()
     } else {
-        format!("[{}] ", question.agent)
+        format!("[{}] ", screen_text(&question.agent))
     };
     let width = usize::from(area.width).saturating_sub(20);
     let lines = [
         Line::from(vec![
             Span::raw(format!("Run {who}")),
             Span::styled(
-                question.tool.clone(),
+                screen_text(&question.tool),
                 Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
             ),
             Span::styled(
-                format!(" {}", shorten(&one_line(&question.arguments), width)),
+                format!(
+                    " {}",
+                    shorten(&one_line(&screen_text(&question.arguments)), width)
+                ),
                 DIM,
             ),
             Span::raw("?"),

@@ -9,6 +9,8 @@ mod full_screen;
 mod mcp_chat;
 mod plain_mode;
 mod real_llama;
+mod redaction;
 mod run_commands;
 mod screens;
 mod support;
+mod terminal_escapes;

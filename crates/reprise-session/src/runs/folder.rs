@@ -578,7 +578,11 @@ fn recount(summary: &mut RunSummary) {
         ..SessionJson::default()
     };
     if let Ok(Some(loaded)) = loaded {
-        account(&mut meta, &loaded.entries.iter().collect::<Vec<_>>());
+        account(
+            &mut meta,
+            &loaded.entries.iter().collect::<Vec<_>>(),
+            &reprise_redact::Redactor::new(),
+        );
     }
     summary.message_count = meta.message_count;
     summary.last_message = meta.last_message;

@@ -1,10 +1,14 @@
 //! `.run/history.jsonl`: the prompt history that up/down walks through, shared by
 //! every run. One `{"ts", "text", "run"}` line per submitted prompt, appended with a
-//! single durable write, so several chats can append to it at once.
+//! single durable write, so several chats can append to it at once. The text is
+//! redacted first: the history is kept beside every run and outlives them, so a
+//! secret typed in a prompt must not stay in it (up/down then brings back the
+//! prompt with the secret masked).
 
 use std::path::Path;
 
 use jiff::Timestamp;
+use reprise_redact::Redactor;
 use serde::{Deserialize, Serialize};
 
 use crate::fs::{append_line, for_each_complete_line, open_private_append};
@@ -21,7 +25,7 @@ pub struct HistoryEntry {
     /// When it was submitted (RFC 3339, UTC, milliseconds on disk).
     #[serde(with = "ts_millis")]
     pub ts: Timestamp,
-    /// What the person typed.
+    /// What the person typed, secrets redacted.
     pub text: String,
     /// The run it was typed in (its folder name).
     pub run: String,
@@ -50,9 +54,21 @@ impl History {
     }
 }
 
-/// Appends a prompt typed in run `run` to the history at `path`, creating the file
-/// (0600) and its directory (0700) when missing. One write, synced before returning.
+/// Appends a prompt typed in run `run` to the history at `path`, redacted with the
+/// built-in patterns; see [`append_history_with`].
 pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry, RunError> {
+    append_history_with(path, text, run, &Redactor::new())
+}
+
+/// Appends a prompt typed in run `run` to the history at `path`, redacted with
+/// `redactor`, creating the file (0600) and its directory (0700) when missing. One
+/// write, synced before returning. Returns the entry as written.
+pub fn append_history_with(
+    path: &Path,
+    text: &str,
+    run: &str,
+    redactor: &Redactor,
+) -> Result<HistoryEntry, RunError> {
     if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
     {
@@ -60,7 +76,7 @@ pub fn append_history(path: &Path, text: &str, run: &str) -> Result<HistoryEntry
     }
     let entry = HistoryEntry {
         ts: now_millis(),
-        text: text.to_owned(),
+        text: redactor.redact(text).into_owned(),
         run: run.to_owned(),
     };
     let mut line = serde_json::to_vec(&entry).map_err(|source| RunError::Encode {

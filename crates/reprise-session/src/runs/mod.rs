@@ -10,8 +10,14 @@
 //!     ├── subagents/<name>.jsonl         each subagent's entries
 //!     ├── session.json  .summary.json    what the run holds; what listings show
 //!     ├── session.log                    what the terminal showed, as plain text
-//!     └── transcript.jsonl               tool calls and results, secrets redacted
+//!     └── transcript.jsonl               tool calls and results
 //! ```
+//!
+//! Only `conversation.jsonl` and `subagents/` hold the conversation as it was: they
+//! are the model's history, which a resumed conversation sends back exactly. Every
+//! other file is redacted before it is written (`session.log`, `transcript.jsonl`,
+//! `history.jsonl`, the last message in `session.json`, `.summary.json` and the list
+//! cache).
 //!
 //! [`RunStore`] is the [`SessionStore`](crate::SessionStore) of one run folder;
 //! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
@@ -39,10 +45,12 @@ pub use folder::{
     create_run_folder_at, find_run, list_runs, remove_unused_run_folder, run_folder_name,
     summarize_run,
 };
-pub use history::{HISTORY_JSONL, History, HistoryEntry, append_history, read_history};
+pub use history::{
+    HISTORY_JSONL, History, HistoryEntry, append_history, append_history_with, read_history,
+};
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
-pub use session_log::{EscapeStripper, SessionLog, strip_escapes};
+pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
     create_run_store, fork_run, last_message_text,

@@ -75,7 +75,11 @@ pub(crate) fn rebuild_session_json(
             .or_else(|| Some(Timestamp::now())),
         ..SessionJson::default()
     };
-    account(&mut meta, &entries.iter().collect::<Vec<&Entry>>());
+    account(
+        &mut meta,
+        &entries.iter().collect::<Vec<&Entry>>(),
+        &reprise_redact::Redactor::new(),
+    );
     for name in jsonl_stems(&dir.join(SUBAGENTS_DIR))? {
         if validate_id("subagent", &name).is_ok() {
             let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");

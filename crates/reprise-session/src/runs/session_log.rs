@@ -1,11 +1,20 @@
-//! `session.log`: what the terminal showed, as plain text.
+//! `session.log`: what the terminal showed, as plain text, secrets redacted.
 //!
 //! Terminal output is full of escape sequences (colours, cursor moves, window titles,
 //! hyperlinks). [`EscapeStripper`] removes them, keeping its state between writes so
 //! that a sequence split across two chunks of output is still removed whole.
+//!
+//! Everything written then passes a [`Redactor`] before it reaches the file. The unit
+//! redacted is a block, not a single line: a streamed reply is held until it is
+//! complete (the next line written, [`SessionLog::flush`], or the log dropped) and
+//! redacted whole, because some secrets span lines (a PEM private key is recognisable
+//! only from its `BEGIN` line to its `END` line; each body line alone looks like any
+//! base64). A block larger than [`MAX_PENDING`] is written up to its last line end.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use reprise_redact::Redactor;
 
 use crate::fs::{io_err, open_private_append};
 use crate::runs::error::RunError;
@@ -129,13 +138,20 @@ pub fn strip_escapes(text: &str) -> String {
     EscapeStripper::new().strip(text)
 }
 
+/// The most text held back before it is redacted and written: a streamed reply longer
+/// than this is written in parts, each ending at a line end.
+pub const MAX_PENDING: usize = 1024 * 1024;
+
 /// Appends what the terminal showed to a run's `session.log` (0600), escape sequences
-/// stripped.
+/// stripped and secrets redacted.
 #[derive(Debug)]
 pub struct SessionLog {
     file: File,
     path: PathBuf,
     stripper: EscapeStripper,
+    redactor: Redactor,
+    /// Text written with [`SessionLog::write`] and not yet redacted and appended.
+    pending: String,
 }
 
 impl SessionLog {
@@ -147,7 +163,16 @@ impl SessionLog {
             file,
             path,
             stripper: EscapeStripper::new(),
+            redactor: Redactor::new(),
+            pending: String::new(),
         })
+    }
+
+    /// Redacts with `redactor` (by default, the built-in patterns only: give the one
+    /// that knows the run's exact secret values, such as the API key).
+    pub fn with_redactor(mut self, redactor: Redactor) -> SessionLog {
+        self.redactor = redactor;
+        self
     }
 
     /// The log's path.
@@ -155,27 +180,66 @@ impl SessionLog {
         &self.path
     }
 
-    /// Appends `text` (as the terminal received it) without its escape sequences, in
-    /// one write. Not synced: the log is a record for people, not state to resume.
+    /// Adds `text` (as the terminal received it, such as a piece of a streamed reply)
+    /// to the block being written, without its escape sequences. The block reaches the
+    /// file, redacted, with the next [`write_line`](SessionLog::write_line) or
+    /// [`flush`](SessionLog::flush). Not synced: the log is a record for people, not
+    /// state to resume.
     pub fn write(&mut self, text: &str) -> Result<(), RunError> {
         let plain = self.stripper.strip(text);
-        if plain.is_empty() {
-            return Ok(());
+        self.pending.push_str(&plain);
+        if self.pending.len() > MAX_PENDING
+            && let Some(end) = self.pending.rfind('\n')
+        {
+            let rest = self.pending.split_off(end + 1);
+            let block = std::mem::replace(&mut self.pending, rest);
+            self.append_redacted(&block)?;
         }
-        append_raw(&self.file, &self.path, plain.as_bytes())
+        Ok(())
     }
 
-    /// Appends `line` and a newline.
+    /// Writes the pending block, then `line` (redacted as a whole, so it may span
+    /// lines) and a newline.
     pub fn write_line(&mut self, line: &str) -> Result<(), RunError> {
+        self.flush()?;
         let mut plain = self.stripper.strip(line);
         plain.push('\n');
-        append_raw(&self.file, &self.path, plain.as_bytes())
+        self.append_redacted(&plain)
     }
 
-    /// Makes what was written durable.
-    pub fn sync(&self) -> Result<(), RunError> {
+    /// Redacts the pending block and appends it.
+    pub fn flush(&mut self) -> Result<(), RunError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let block = std::mem::take(&mut self.pending);
+        self.append_redacted(&block)
+    }
+
+    /// Appends `text` redacted. Its line ends are kept out of the redaction: a
+    /// pattern that runs to the end of the text (a private key without its `END`
+    /// line) would otherwise take them, and glue the next line to this one.
+    fn append_redacted(&self, text: &str) -> Result<(), RunError> {
+        let body = text.trim_end_matches('\n');
+        let mut out = self.redactor.redact(body).into_owned();
+        out.push_str(&text[body.len()..]);
+        append_raw(&self.file, &self.path, out.as_bytes())
+    }
+
+    /// Writes the pending block and makes what was written durable.
+    pub fn sync(&mut self) -> Result<(), RunError> {
+        self.flush()?;
         self.file.sync_data().map_err(io_err("sync", &self.path))?;
         Ok(())
+    }
+}
+
+impl Drop for SessionLog {
+    fn drop(&mut self) {
+        // A reply cut off (a cancelled turn, an error) is still recorded.
+        if let Err(error) = self.flush() {
+            tracing::debug!(path = %self.path.display(), %error, "session.log not flushed");
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
+use reprise_redact::Redactor;
 use uuid::Uuid;
 
 use crate::fs::{
@@ -60,20 +61,26 @@ pub fn last_message_text(text: &str) -> String {
     text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
 }
 
-/// Folds appended entries into the listing fields of `session.json`.
-pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry]) {
+/// Folds appended entries into the listing fields of `session.json`. The last message
+/// is redacted before it is cut to length, so that a cut never leaves the start of a
+/// secret that the whole text would have masked; only the newest one is redacted.
+pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Redactor) {
+    let mut last = None;
     for entry in entries {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
             // A slash-command expansion is not what the person typed.
             if message.role == Role::User && !crate::runs::conversation::is_command_expansion(entry)
             {
-                let text = last_message_text(&message.text());
-                if !text.is_empty() {
-                    meta.last_message = Some(text);
+                let text = message.text();
+                if !text.trim().is_empty() {
+                    last = Some(text);
                 }
             }
         }
+    }
+    if let Some(text) = last {
+        meta.last_message = Some(last_message_text(&redactor.redact(&text)));
     }
 }
 
@@ -99,6 +106,8 @@ struct RunState {
     summary: Option<SummaryWriter>,
     /// The conversation's length the summary described when it was read.
     summary_bytes: Option<u64>,
+    /// What the listing's last message passes before it is written.
+    redactor: Redactor,
 }
 
 #[derive(Debug)]
@@ -153,10 +162,20 @@ impl RunStore {
                     subagents: std::collections::HashMap::new(),
                     summary: None,
                     summary_bytes: None,
+                    redactor: Redactor::new(),
                 }),
                 fork_syncs: ForkSyncs::default(),
             }),
         }
+    }
+
+    /// Redacts the person's last message, which `.summary.json` and `session.json`
+    /// keep for listings, with `redactor` (by default the built-in patterns only: give
+    /// the one that knows the run's exact secret values, such as the API key). The
+    /// conversation itself is kept as it was sent.
+    pub fn with_redactor(self, redactor: Redactor) -> RunStore {
+        self.inner.state().redactor = redactor;
+        self
     }
 
     /// The run folder.
@@ -297,7 +316,11 @@ impl Inner {
             meta.message_count = 0;
             meta.last_message = None;
             if let Some(loaded) = loaded {
-                account(meta, &loaded.entries.iter().collect::<Vec<_>>());
+                account(
+                    meta,
+                    &loaded.entries.iter().collect::<Vec<_>>(),
+                    &state.redactor,
+                );
             }
         }
         Ok(())
@@ -394,7 +417,7 @@ impl BlockingStore for Inner {
                     && let Some(meta) = state.meta.as_mut()
                 {
                     let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                    account(meta, &new);
+                    account(meta, &new, &state.redactor);
                     meta.updated_at = Some(now_millis());
                     self.write_summary(state)?;
                 }
@@ -413,6 +436,7 @@ impl BlockingStore for Inner {
             return load_file_beneath(self.root(), &self.transcript_path(key), id);
         }
         let loaded = self.writer(&mut state, key).load()?;
+        let state = &mut *state;
         // As the writer, heal the listing fields from the transcript itself.
         if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref())
             && let Some(meta) = state.meta.as_mut()
@@ -420,9 +444,13 @@ impl BlockingStore for Inner {
             let before = (meta.message_count, meta.last_message.clone());
             meta.message_count = 0;
             meta.last_message = None;
-            account(meta, &loaded.entries.iter().collect::<Vec<_>>());
+            account(
+                meta,
+                &loaded.entries.iter().collect::<Vec<_>>(),
+                &state.redactor,
+            );
             if before != (meta.message_count, meta.last_message.clone()) {
-                self.write_summary(&mut state)?;
+                self.write_summary(state)?;
             }
         }
         Ok(loaded)
@@ -620,7 +648,12 @@ pub fn fork_run(
             meta.message_count = source_meta.message_count;
             meta.last_message = source_meta.last_message.clone();
         } else if let Some(loaded) = load_file(&conversation, &new_id)? {
-            account(&mut meta, &loaded.entries.iter().collect::<Vec<_>>());
+            // The forked run's own store heals this with its redactor when it loads.
+            account(
+                &mut meta,
+                &loaded.entries.iter().collect::<Vec<_>>(),
+                &Redactor::new(),
+            );
         }
         let names = jsonl_stems(&source_dir.join(SUBAGENTS_DIR))?;
         if !names.is_empty() {

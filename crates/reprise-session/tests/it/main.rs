@@ -9,6 +9,7 @@ mod io_errors;
 mod links;
 mod model_props;
 mod processes;
+mod redaction;
 mod repair_props;
 mod run_folders;
 mod run_list_cache;

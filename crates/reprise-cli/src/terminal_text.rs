@@ -1,0 +1,106 @@
+//! The one sanitizer for text that reaches the terminal from outside reprise: the
+//! model's replies, tool results, run folders on disk, server and OS error texts.
+//!
+//! A terminal obeys control characters and escape sequences in what it is sent: a
+//! reply or a file can set the window title (OSC 0), clear the screen (`ESC[2J`),
+//! hide a link behind other text (OSC 8), write the clipboard (OSC 52), or overwrite
+//! what was printed (carriage return, backspace). So every C0 control other than
+//! newline and tab, DEL, and every C1 control (`U+0080`–`U+009F`, which include the
+//! 8-bit CSI `U+009B`) is shown as a visible escape instead: ESC becomes `\x1b`, so
+//! `ESC [ 2 J` reads `\x1b[2J`; a carriage return reads `\r`; a C1 control reads
+//! `\u{9b}`. A carriage return right before a newline (a CRLF line end) is dropped,
+//! since it cannot hide anything.
+//!
+//! `session.log` is different: it strips escape sequences instead
+//! (`reprise_session::runs::EscapeStripper`), since it is a record of what was shown.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` must not reach the terminal as it is.
+fn is_unsafe(c: char) -> bool {
+    (c < '\u{20}' && c != '\n' && c != '\t') || ('\u{7f}'..='\u{9f}').contains(&c)
+}
+
+/// `text` with every control character other than newline and tab shown as a
+/// visible escape (see the module doc). Borrowed when there was nothing to escape.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !is_unsafe(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' => out.push_str("\\r"),
+            c if c < '\u{80}' => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// JSON text made safe for a terminal: serde already escapes C0 controls inside
+/// strings; DEL and the C1 controls, which it writes as they are, become `\u00XX`
+/// escapes too (they can only occur inside strings, so the JSON means the same).
+pub fn visible_json(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(|c| ('\u{7f}'..='\u{9f}').contains(&c)) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if ('\u{7f}'..='\u{9f}').contains(&c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Prints a line to stdout through [`visible`].
+pub fn print_line(text: &str) {
+    println!("{}", visible(text));
+}
+
+/// Prints a line to stderr through [`visible`].
+pub fn eprint_line(text: &str) {
+    eprintln!("{}", visible(text));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_become_visible_escapes_and_text_stays() {
+        assert_eq!(visible("plain\ttext\nnext"), "plain\ttext\nnext");
+        assert!(matches!(visible("plain"), Cow::Borrowed(_)));
+        assert_eq!(visible("\x1b[2Jgone"), "\\x1b[2Jgone");
+        assert_eq!(visible("\x1b]0;owned\x07title"), "\\x1b]0;owned\\x07title");
+        assert_eq!(visible("a\u{9b}31mred"), "a\\u{9b}31mred");
+        assert_eq!(visible("secret\rshown"), "secret\\rshown");
+        assert_eq!(visible("line\r\nnext"), "line\nnext");
+        assert_eq!(visible("ab\x08c\x7f"), "ab\\x08c\\x7f");
+        assert_eq!(visible("é日本 ✓"), "é日本 ✓");
+    }
+
+    #[test]
+    fn json_keeps_its_meaning_without_raw_c1_controls() {
+        let value = serde_json::json!({"t": "x\u{9b}2J\u{1b}]52;c;aGk=\u{7}"});
+        let text = serde_json::to_string(&value).unwrap();
+        let safe = visible_json(&text);
+        assert!(!safe.chars().any(is_unsafe), "{safe}");
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
+    }
+}
