@@ -4,6 +4,7 @@
 //! One test binary for the crate (each binary links the whole dependency tree);
 //! one module per area.
 
+mod e2e_cut_off;
 mod e2e_faults;
 mod e2e_sessions;
 mod e2e_subagents_tools;
