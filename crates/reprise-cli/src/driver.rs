@@ -132,6 +132,7 @@ impl Opener {
             .store(Arc::new(store))
             .session_id(session_id)
             .max_turns(self.settings.max_turns as usize)
+            .turn_timeout(self.settings.turn_timeout)
             .approver(approver)
             .build()
             .await;
@@ -279,6 +280,12 @@ impl ChatSession {
         let end = match result {
             Ok(_) => TurnEnd::Answered,
             Err(AgentError::Cancelled) => TurnEnd::Cancelled,
+            // The cut-off note was shown when the reply ended; this says what it meant.
+            Err(AgentError::ReplyCutOff { .. }) => TurnEnd::Failed(
+                "the turn ended: the reply was cut off before any of its tool calls was \
+                 complete, so none ran"
+                    .to_owned(),
+            ),
             Err(error) => {
                 let (base_url, model) = &self.settings_summary;
                 TurnEnd::Failed(describe_agent_error(&error, base_url, model))
@@ -371,8 +378,21 @@ fn record_event(
             write(&format!("(retrying, attempt {attempt}: {reason})\n"));
             *at_line_start = true;
         }
+        AgentEvent::ReplyCutOff { max_tokens, .. } => {
+            if !*at_line_start {
+                write("\n");
+            }
+            write(&format!("! {}\n", cut_off_note(*max_tokens)));
+            *at_line_start = true;
+        }
         _ => {}
     }
+}
+
+/// What the person is told when a reply reached `max_tokens`.
+pub fn cut_off_note(max_tokens: Option<u32>) -> String {
+    let limit = max_tokens.map(|n| format!(" ({n})")).unwrap_or_default();
+    format!("the reply was cut off at max_tokens{limit}; ask again or raise max_tokens")
 }
 
 /// `[name] ` for a subagent, nothing for the main agent.

@@ -111,6 +111,12 @@ impl Printer {
             } => {
                 eprintln!("(retrying, attempt {attempt}: {})", first_clause(reason));
             }
+            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+                if !self.at_line_start {
+                    self.print("\n");
+                }
+                eprintln!("! {}", crate::driver::cut_off_note(*max_tokens));
+            }
             _ => {}
         }
     }

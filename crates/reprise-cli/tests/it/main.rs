@@ -5,6 +5,7 @@
 //! one module per area.
 
 mod full_screen;
+mod limits;
 mod mcp_chat;
 mod plain_mode;
 mod real_llama;
