@@ -38,8 +38,8 @@ pub struct OpenAiConfig {
     pub extra_body: Map<String, Value>,
     /// How long to wait for a TCP (and TLS) connection.
     pub connect_timeout: Duration,
-    /// How long to wait for the first byte of the answer (its headers), and for the
-    /// whole body of a non-streaming answer. A server that stays silent this long is
+    /// How long to wait for the answer to start (its headers, then the first piece
+    /// of a stream), and for the whole body of a non-streaming answer. A server that stays silent this long is
     /// not asked again: on a busy single-slot server the retry would queue behind the
     /// request that is still running.
     pub request_timeout: Duration,

@@ -220,7 +220,11 @@ impl OpenAiProvider {
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("application/json"));
         if self.config.stream && !is_json {
-            let bytes = idle_limited(response.bytes_stream(), self.config.stream_idle_timeout);
+            let bytes = idle_limited(
+                response.bytes_stream(),
+                self.config.request_timeout,
+                self.config.stream_idle_timeout,
+            );
             decode_sse(bytes, events)
                 .await
                 .map_err(classify_decode_error)
@@ -279,25 +283,33 @@ fn body_failed(error: reqwest::Error) -> ProviderError {
     }
 }
 
-/// Turns the response body into pieces, failing a piece that takes longer than
-/// `idle` with [`ProviderError::Timeout`] and a transport error with
-/// [`ProviderError::StreamCut`]. Ends after the first failure.
+/// Turns the response body into pieces, failing with [`ProviderError::Timeout`]
+/// when the first piece takes longer than `first` (some servers send the headers at
+/// once and the first piece after reading the prompt) or a later one longer than
+/// `idle`, and with [`ProviderError::StreamCut`] on a transport error. Ends after
+/// the first failure.
 fn idle_limited(
     stream: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    first: Duration,
     idle: Duration,
 ) -> impl Stream<Item = Result<Bytes, ProviderError>> {
-    futures::stream::unfold(Some(Box::pin(stream)), move |state| async move {
-        let mut stream = state?;
-        match tokio::time::timeout(idle, stream.next()).await {
+    futures::stream::unfold(Some((Box::pin(stream), true)), move |state| async move {
+        let (mut stream, is_first) = state?;
+        let (limit, phase) = if is_first {
+            (first, TimeoutPhase::FirstByte)
+        } else {
+            (idle, TimeoutPhase::Idle)
+        };
+        match tokio::time::timeout(limit, stream.next()).await {
             Err(_) => Some((
                 Err(ProviderError::Timeout {
-                    after: idle,
-                    phase: TimeoutPhase::Idle,
+                    after: limit,
+                    phase,
                 }),
                 None,
             )),
             Ok(None) => None,
-            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(stream))),
+            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some((stream, false)))),
             Ok(Some(Err(error))) => Some((Err(body_failed(error)), None)),
         }
     })

@@ -595,6 +595,26 @@ async fn a_silent_server_hits_the_request_timeout_once() {
     assert_eq!(server.request_count(), 1);
 }
 
+#[tokio::test]
+async fn a_stream_whose_first_piece_never_comes_hits_the_request_timeout() {
+    // Headers at once, then nothing: the wait for the first piece is the request
+    // timeout's, not the (longer, here) idle timeout's.
+    let server =
+        ScriptedServer::start_with([Reply::text("never").stall_after(0, Duration::from_secs(20))])
+            .await;
+    let provider = provider(
+        config(&server.base_url())
+            .request_timeout(Duration::from_secs(1))
+            .stream_idle_timeout(Duration::from_secs(15)),
+    );
+    let (result, _) = run(&provider).await;
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, ProviderError::Timeout { after, phase: TimeoutPhase::FirstByte } if after == Duration::from_secs(1)),
+        "{error:?}"
+    );
+}
+
 #[test]
 fn the_default_timeouts_fail_a_hung_server_within_a_minute() {
     // A hung server costs one request timeout (timeouts are not retried); the
