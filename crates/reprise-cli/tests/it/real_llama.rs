@@ -23,7 +23,7 @@ fn one_model_call_per_turn(sandbox: &Sandbox) {
     // The machine may be busy: give a server reading a prompt on a CPU its time.
     std::fs::write(
         config.join("config.toml"),
-        "max_turns = 1\nrequest_timeout = 300\nidle_timeout = 300\n",
+        "max_turns = 1\nmax_tokens = 32\nrequest_timeout = 300\nidle_timeout = 300\n",
     )
     .unwrap();
 }
@@ -129,6 +129,7 @@ async fn a_tool_call_cut_by_max_tokens_leaves_a_session_that_continue_resumes() 
     let sandbox = Sandbox::new();
     one_model_call_per_turn(&sandbox);
     let base_url = server.base_url();
+    // The request's max_tokens, not only the server's cap, cuts the reply.
     let args = [
         "--plain",
         "--yes",
@@ -136,6 +137,8 @@ async fn a_tool_call_cut_by_max_tokens_leaves_a_session_that_continue_resumes() 
         &base_url,
         "--model",
         server.model(),
+        "--max-tokens",
+        "13",
     ];
     let first = sandbox.run(&args, "What is in the file notes.txt?\n").await;
     let run = sandbox.conversations().remove(0);
@@ -147,7 +150,9 @@ async fn a_tool_call_cut_by_max_tokens_leaves_a_session_that_continue_resumes() 
         .collect();
     assert_eq!(cut.len(), 1, "the server cut a call at `{{`: {messages:#?}");
     assert!(
-        first.stderr.contains("the reply was cut off at max_tokens"),
+        first
+            .stderr
+            .contains("the reply was cut off at max_tokens (13); ask again or raise max_tokens"),
         "{}",
         first.stderr
     );
