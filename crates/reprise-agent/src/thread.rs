@@ -483,6 +483,13 @@ impl Thread {
             arguments: call.function.arguments.clone(),
             cancel: ctx.cancel.child_token(),
         };
+        // A tool that does not exist cannot run whatever the person says: no question.
+        let Some(callable) = self.tools.get(&name) else {
+            return Pending::Done(ToolOutput::error(format!(
+                "error: no such tool: there is no tool named {name:?}; the tools are: {}",
+                self.tool_names()
+            )));
+        };
         if let Some(approver) = &self.approver {
             let decision = tokio::select! {
                 biased;
@@ -499,19 +506,15 @@ impl Thread {
                 Some(Approval::Allow) => {}
             }
         }
-        match self.tools.get(&name) {
-            None => Pending::Done(ToolOutput::error(format!(
-                "error: there is no tool named {name:?}; the tools are: {}",
-                self.tool_names()
-            ))),
-            Some(Callable::Tool(tool)) => {
+        match callable {
+            Callable::Tool(tool) => {
                 let tool = Arc::clone(tool);
                 Pending::Running {
                     task: AbortOnDrop(tokio::spawn(async move { tool.call(invocation).await })),
                     abort_on_cancel: true,
                 }
             }
-            Some(Callable::Subagent(handle)) => {
+            Callable::Subagent(handle) => {
                 let handle = Arc::clone(handle);
                 let child = RunContext {
                     events: ctx.events.clone(),

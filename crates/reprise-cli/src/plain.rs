@@ -326,6 +326,19 @@ impl ShownSession {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
             UiEvent::Mcp(notice) => eprintln!("{notice}"),
+            UiEvent::Ask(ask) if !printer.interactive => {
+                // The lines on stdin are prompts, not answers: never take one as
+                // a yes or a no.
+                let who = subagent_prefix(&ask.agent);
+                printer.line(&format!("✗ {who}{} not run", ask.tool));
+                eprintln!(
+                    "! {who}{tool} was not run: stdin is not a terminal, so the gate cannot \
+                     ask. Allow tools with --yes, or with [gate] allow = [\"{tool}\"] in the \
+                     config.",
+                    tool = ask.tool
+                );
+                let _ = ask.reply.send(Answer::No);
+            }
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
                 printer.line(&format!(

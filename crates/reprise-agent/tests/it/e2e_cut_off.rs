@@ -320,3 +320,21 @@ async fn a_turn_over_its_time_budget_stops_and_closes_the_running_call() {
     assert_eq!(agent.run("Next.").await.unwrap(), "Done.");
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn a_call_to_an_unknown_tool_is_answered_without_a_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start_with([
+        Reply::tool_call("call_x", "fly", r#"{"to":"moon"}"#),
+        Reply::text("I cannot fly."),
+    ])
+    .await;
+    let approver = Arc::new(CountingApprover::default());
+    let mut agent = agent(&server, dir.path(), approver.clone()).await;
+    assert_eq!(agent.run("Fly me.").await.unwrap(), "I cannot fly.");
+    assert_eq!(approver.0.load(Ordering::SeqCst), 0);
+    let results = results(&dir.path().join("cut.jsonl"));
+    assert_contains!(&results[0].1, "no such tool");
+    assert_contains!(&results[0].1, "talk_to");
+    server.assert_tool_call_pairing();
+}
