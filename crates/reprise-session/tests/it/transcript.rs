@@ -17,7 +17,7 @@ fn secret_cases() -> Vec<(String, String)> {
     let wanted = [21, 47, 226, 227, 228, 498, 499, 501, 513];
     let secret =
         Regex::new(r"ghp_[A-Za-z0-9]{36}|AKIA[0-9A-Z]{16}|xoxb-[0-9A-Za-z-]{20,}").unwrap();
-    let data = fs::read_to_string(&reprise_testkit::testdata(
+    let data = fs::read_to_string(reprise_testkit::testdata(
         "secrets/secret_detection_cases.jsonl",
     ))
     .unwrap();
