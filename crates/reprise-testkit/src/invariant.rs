@@ -161,6 +161,15 @@ mod tests {
     }
 
     #[test]
+    fn arguments_that_are_not_a_json_object_fail() {
+        let mut call = assistant(&["a"]);
+        call["tool_calls"][0]["function"]["arguments"] = json!("{");
+        let cut = json!([user(), call, tool("a")]);
+        let error = check_tool_call_pairing(&cut).unwrap_err();
+        assert!(error.contains("not a JSON object"), "{error}");
+    }
+
+    #[test]
     fn body_without_messages_fails() {
         assert!(check_tool_call_pairing(&json!({"model": "m"})).is_err());
     }
