@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Provider};
 use reprise_session::{
@@ -21,6 +22,9 @@ use crate::tool::{Tool, ToolApprover};
 /// The default turn budget of a run.
 pub const DEFAULT_MAX_TURNS: usize = 25;
 
+/// The default wall-clock budget of a run.
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
 /// The default name of the main agent (in events and transcripts).
 pub const DEFAULT_AGENT_NAME: &str = "main";
 
@@ -34,6 +38,7 @@ struct AgentConfig {
     subagents: Vec<Subagent>,
     approver: Option<Arc<dyn ToolApprover>>,
     max_turns: usize,
+    turn_timeout: Option<Duration>,
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
@@ -85,6 +90,16 @@ impl AgentBuilder {
     /// [`AgentError::MaxTurns`].
     pub fn max_turns(mut self, max_turns: usize) -> Self {
         self.config.max_turns = max_turns;
+        self
+    }
+
+    /// The wall-clock budget of one run (model calls, tools and the approver's
+    /// questions together). When it runs out the run stops as a cancel would (what
+    /// is complete is kept, open tool calls are closed) and fails with
+    /// [`AgentError::TurnTimeout`]. Default: [`DEFAULT_TURN_TIMEOUT`]; `None`: no
+    /// budget.
+    pub fn turn_timeout(mut self, budget: Option<Duration>) -> Self {
+        self.config.turn_timeout = budget;
         self
     }
 
@@ -171,6 +186,8 @@ async fn open(
                 .collect(),
             approver: config.approver.clone(),
             max_turns: subagent.max_turns,
+            // A subagent's task runs inside its parent's run and its budget.
+            turn_timeout: None,
         })
         .await?;
         warnings.extend_from_slice(thread.warnings());
@@ -191,6 +208,7 @@ async fn open(
         tools,
         approver: config.approver.clone(),
         max_turns: config.max_turns,
+        turn_timeout: config.turn_timeout,
     })
     .await?;
     // The main transcript's warnings first: they are the ones a person reads first.
@@ -249,6 +267,7 @@ impl Agent {
                 subagents: Vec::new(),
                 approver: None,
                 max_turns: DEFAULT_MAX_TURNS,
+                turn_timeout: Some(DEFAULT_TURN_TIMEOUT),
             },
             store: None,
             session_id: None,
@@ -259,10 +278,7 @@ impl Agent {
     /// returns that answer's text. The prompt, each assistant message and each tool
     /// result are durable before the next model or tool call starts.
     pub async fn run(&mut self, prompt: impl Into<String>) -> Result<String, AgentError> {
-        let ctx = RunContext {
-            events: None,
-            cancel: CancellationToken::new(),
-        };
+        let ctx = RunContext::new(None, CancellationToken::new());
         self.thread.run(Message::user(prompt), &ctx).await
     }
 
@@ -288,7 +304,7 @@ impl Agent {
         events: Option<UnboundedSender<AgentEvent>>,
         cancel: CancellationToken,
     ) -> Result<String, AgentError> {
-        let ctx = RunContext { events, cancel };
+        let ctx = RunContext::new(events, cancel);
         self.thread.run(prompt, &ctx).await
     }
 

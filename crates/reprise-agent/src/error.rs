@@ -18,6 +18,24 @@ pub enum AgentError {
         /// The budget that ran out.
         max_turns: usize,
     },
+    /// The model's reply reached `max_tokens` in the middle of its tool calls and
+    /// none of them could run: the reply is recorded, and each call answered with
+    /// an error result.
+    #[error(
+        "the reply was cut off at max_tokens{}; ask again or raise max_tokens",
+        max_tokens.map(|n| format!(" ({n})")).unwrap_or_default()
+    )]
+    ReplyCutOff {
+        /// The limit sent, when the provider knows it.
+        max_tokens: Option<u32>,
+    },
+    /// The run went on longer than its wall-clock budget and was stopped like a
+    /// cancel: what was complete is recorded, open tool calls closed.
+    #[error("the turn was stopped after {} (turn_timeout)", humanize(*after))]
+    TurnTimeout {
+        /// The budget that ran out.
+        after: std::time::Duration,
+    },
     /// The run was cancelled; what was complete is recorded, open tool calls closed.
     #[error("cancelled by the user")]
     Cancelled,
@@ -27,6 +45,20 @@ pub enum AgentError {
     /// The agent was configured in a way that cannot work (two tools with one name).
     #[error("invalid agent configuration: {0}")]
     Config(String),
+}
+
+/// `90s`, `10m`, `1m30s`: a duration as a person writes it.
+fn humanize(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    if seconds == 0 {
+        return format!("{}ms", duration.as_millis());
+    }
+    let (minutes, rest) = (seconds / 60, seconds % 60);
+    match (minutes, rest) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
 }
 
 impl From<ProviderError> for AgentError {

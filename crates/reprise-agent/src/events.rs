@@ -86,6 +86,14 @@ pub enum AgentEvent {
         /// How long until it is sent.
         delay: Duration,
     },
+    /// The model's reply reached `max_tokens` and was cut off there (it is recorded
+    /// as it came). A call it was cut in the middle of is not run.
+    ReplyCutOff {
+        /// The agent whose model answered.
+        agent: String,
+        /// The limit sent, when the provider knows it.
+        max_tokens: Option<u32>,
+    },
     /// A message was written to the session (durably: it survives a crash from here on).
     MessageRecorded {
         /// The agent whose history it joined.
@@ -111,6 +119,7 @@ impl AgentEvent {
             | AgentEvent::ToolCallFinished { agent, .. }
             | AgentEvent::Usage { agent, .. }
             | AgentEvent::Retrying { agent, .. }
+            | AgentEvent::ReplyCutOff { agent, .. }
             | AgentEvent::MessageRecorded { agent, .. } => agent,
         }
     }

@@ -20,10 +20,10 @@ mod subagent;
 mod thread;
 pub mod tool;
 
-pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS};
+pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFAULT_TURN_TIMEOUT};
 pub use error::AgentError;
 pub use events::AgentEvent;
 pub use fn_tool::{FnTool, parse_arguments, tool};
 pub use subagent::{DEFAULT_SUBAGENT_MAX_TURNS, Subagent};
-pub use thread::CANCELLED_BY_USER;
+pub use thread::{CANCELLED_BY_USER, STOPPED_BY_TURN_TIMEOUT};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};

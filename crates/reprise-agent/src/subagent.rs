@@ -14,7 +14,7 @@ use tokio::sync::Mutex;
 use crate::error::AgentError;
 use crate::fn_tool::parse_arguments;
 use crate::schema::parameters_schema;
-use crate::thread::{CANCELLED_BY_USER, RunContext, Thread};
+use crate::thread::{RunContext, Thread};
 use crate::tool::{Tool, ToolOutput};
 
 /// The default turn budget of a subagent.
@@ -129,7 +129,7 @@ impl SubagentHandle {
             let mut thread = self.thread.lock().await;
             match thread.run(Message::user(args.task), &ctx).await {
                 Ok(answer) => ToolOutput::ok(answer),
-                Err(AgentError::Cancelled) => ToolOutput::error(CANCELLED_BY_USER),
+                Err(AgentError::Cancelled) => ToolOutput::error(ctx.stopped_text()),
                 Err(error) => {
                     ToolOutput::error(format!("error: the subagent {} failed: {error}", self.name))
                 }

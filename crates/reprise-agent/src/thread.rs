@@ -7,10 +7,13 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall, model_view, repair_entries,
+    Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall, arguments_are_an_object,
+    model_view, repair_entries, request_message,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
@@ -24,20 +27,62 @@ use crate::tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
 /// What the model is told about a tool call that the person cancelled.
 pub const CANCELLED_BY_USER: &str = "error: cancelled by the user";
 
+/// What the model is told about a tool call that was stopped because the turn's
+/// time budget ran out.
+pub const STOPPED_BY_TURN_TIMEOUT: &str =
+    "error: stopped: the turn ran out of time (turn_timeout) before this call ended";
+
 /// Where a run reports to and what cancels it.
 #[derive(Clone)]
 pub(crate) struct RunContext {
     pub events: Option<UnboundedSender<AgentEvent>>,
     pub cancel: CancellationToken,
+    /// Set when `cancel` was cancelled because the turn's time budget ran out (not
+    /// by the person); shared with the subagents the run starts.
+    pub timed_out: Arc<AtomicBool>,
 }
 
 impl RunContext {
+    /// A context that reports to `events` and stops when `cancel` is cancelled.
+    pub fn new(events: Option<UnboundedSender<AgentEvent>>, cancel: CancellationToken) -> Self {
+        RunContext {
+            events,
+            cancel,
+            timed_out: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
     fn emit(&self, event: impl FnOnce() -> AgentEvent) {
         if let Some(events) = &self.events {
             // A UI that went away must not stop the agent from finishing its turn.
             let _ = events.send(event());
         }
     }
+
+    /// The result given to a call that was stopped: by the person, or by the clock.
+    pub fn stopped_text(&self) -> &'static str {
+        if self.timed_out.load(Ordering::Relaxed) {
+            STOPPED_BY_TURN_TIMEOUT
+        } else {
+            CANCELLED_BY_USER
+        }
+    }
+}
+
+/// Whether a call's arguments can be given to its tool: a JSON object, or nothing
+/// at all (some servers send no arguments for a tool without parameters).
+fn arguments_usable(arguments: &str) -> bool {
+    arguments.trim().is_empty() || arguments_are_an_object(arguments)
+}
+
+/// The start of a text, for an error message about it.
+fn preview(text: &str) -> String {
+    const LIMIT: usize = 80;
+    let mut shown: String = text.chars().take(LIMIT).collect();
+    if text.chars().count() > LIMIT {
+        shown.push('…');
+    }
+    shown
 }
 
 /// Something the model can call by name.
@@ -57,6 +102,8 @@ pub(crate) struct ThreadConfig {
     pub tools: Vec<(ToolSpec, Callable)>,
     pub approver: Option<Arc<dyn ToolApprover>>,
     pub max_turns: usize,
+    /// The wall-clock budget of one run, if any.
+    pub turn_timeout: Option<Duration>,
 }
 
 /// One agent's conversation over one transcript.
@@ -69,6 +116,7 @@ pub(crate) struct Thread {
     tools: HashMap<String, Callable>,
     approver: Option<Arc<dyn ToolApprover>>,
     max_turns: usize,
+    turn_timeout: Option<Duration>,
     /// Every entry of the transcript, as recorded (resume repair reads them).
     entries: Vec<Entry>,
     /// The messages among `entries`.
@@ -127,6 +175,7 @@ impl Thread {
             tools,
             approver: config.approver,
             max_turns: config.max_turns,
+            turn_timeout: config.turn_timeout,
             entries: loaded.entries,
             history,
             request: ChatRequest {
@@ -137,10 +186,7 @@ impl Thread {
             needs_repair: true,
         };
         thread
-            .repair(&RunContext {
-                events: None,
-                cancel: CancellationToken::new(),
-            })
+            .repair(&RunContext::new(None, CancellationToken::new()))
             .await?;
         Ok(thread)
     }
@@ -198,7 +244,7 @@ impl Thread {
                 uuid: entry.uuid,
                 message: message.clone(),
             });
-            self.request.messages.push(message.clone());
+            self.request.messages.push(request_message(message));
             self.history.push(message.clone());
         }
         self.entries.push(entry);
@@ -208,11 +254,47 @@ impl Thread {
     /// One run: the prompt, then model calls and tool calls until an answer without
     /// tool calls.
     pub async fn run(&mut self, prompt: Message, ctx: &RunContext) -> Result<String, AgentError> {
-        let result = self.run_turns(prompt, ctx).await;
+        let result = match self.turn_timeout {
+            None => self.run_turns(prompt, ctx).await,
+            Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
+        };
         if result.is_err() {
             self.needs_repair = true;
         }
         result
+    }
+
+    /// A run that is stopped, as a cancel would stop it, once `budget` has passed.
+    async fn run_with_budget(
+        &mut self,
+        prompt: Message,
+        ctx: &RunContext,
+        budget: Duration,
+    ) -> Result<String, AgentError> {
+        let timed = RunContext {
+            events: ctx.events.clone(),
+            cancel: ctx.cancel.child_token(),
+            timed_out: Arc::clone(&ctx.timed_out),
+        };
+        let clock = {
+            let cancel = timed.cancel.clone();
+            let timed_out = Arc::clone(&timed.timed_out);
+            tokio::spawn(async move {
+                tokio::time::sleep(budget).await;
+                timed_out.store(true, Ordering::Relaxed);
+                cancel.cancel();
+            })
+        };
+        let result = self.run_turns(prompt, &timed).await;
+        clock.abort();
+        match result {
+            Err(AgentError::Cancelled)
+                if timed.timed_out.load(Ordering::Relaxed) && !ctx.cancel.is_cancelled() =>
+            {
+                Err(AgentError::TurnTimeout { after: budget })
+            }
+            other => other,
+        }
     }
 
     async fn run_turns(&mut self, prompt: Message, ctx: &RunContext) -> Result<String, AgentError> {
@@ -227,14 +309,36 @@ impl Thread {
                 turn,
             });
             let completion = self.call_model(ctx).await?;
+            let cut_off = completion.finish_reason.as_deref() == Some("length");
             let message = completion.message;
             let calls = message.calls().to_vec();
             let text = message.text();
             self.record(message, ctx).await?;
+            // A reply cut at `max_tokens`: what it holds is kept, its complete calls
+            // run as usual, and the call it was cut in (arguments that are not
+            // JSON) is answered with an error. With nothing left to run, the turn
+            // ends: asking again would most likely be cut the same way.
+            let cut_limit = cut_off.then(|| {
+                let max_tokens = self.provider.max_tokens();
+                ctx.emit(|| AgentEvent::ReplyCutOff {
+                    agent: self.name.clone(),
+                    max_tokens,
+                });
+                max_tokens
+            });
+            if let Some(max_tokens) = cut_limit
+                && !calls.is_empty()
+                && !calls
+                    .iter()
+                    .any(|call| arguments_usable(&call.function.arguments))
+            {
+                self.run_tools(&calls, cut_limit, ctx).await?;
+                return Err(AgentError::ReplyCutOff { max_tokens });
+            }
             if calls.is_empty() {
                 return Ok(text);
             }
-            self.run_tools(&calls, ctx).await?;
+            self.run_tools(&calls, cut_limit, ctx).await?;
             if ctx.cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
@@ -292,11 +396,17 @@ impl Thread {
     }
 
     /// Runs the calls of one assistant message concurrently and records their results
-    /// in call order, each as soon as it and those before it are done.
-    async fn run_tools(&mut self, calls: &[ToolCall], ctx: &RunContext) -> Result<(), AgentError> {
+    /// in call order, each as soon as it and those before it are done. `cut_limit`
+    /// is set when the reply was cut off at `max_tokens` (the limit, when known).
+    async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cut_limit: Option<Option<u32>>,
+        ctx: &RunContext,
+    ) -> Result<(), AgentError> {
         let mut pending = Vec::with_capacity(calls.len());
         for call in calls {
-            pending.push(self.start_call(call, ctx).await);
+            pending.push(self.start_call(call, cut_limit, ctx).await);
         }
         for (call, pending) in calls.iter().zip(pending) {
             let output = match pending {
@@ -304,38 +414,81 @@ impl Thread {
                 Pending::Running {
                     mut task,
                     abort_on_cancel,
-                } => finish(&call.function.name, &mut task, abort_on_cancel, &ctx.cancel).await,
+                } => finish(&call.function.name, &mut task, abort_on_cancel, ctx).await,
             };
-            self.record(Message::tool(call.id.clone(), output.content.clone()), ctx)
-                .await?;
-            ctx.emit(|| AgentEvent::ToolCallFinished {
-                agent: self.name.clone(),
-                id: call.id.clone(),
-                name: call.function.name.clone(),
-                output,
-            });
+            self.record_result(call, output, ctx).await?;
         }
         Ok(())
     }
 
-    /// Asks the approver, then starts the call as a task of its own (so that a panic
-    /// stays inside it).
-    async fn start_call(&self, call: &ToolCall, ctx: &RunContext) -> Pending {
-        let name = call.function.name.clone();
+    /// Records a call's result and reports it.
+    async fn record_result(
+        &mut self,
+        call: &ToolCall,
+        output: ToolOutput,
+        ctx: &RunContext,
+    ) -> Result<(), AgentError> {
+        self.record(Message::tool(call.id.clone(), output.content.clone()), ctx)
+            .await?;
+        ctx.emit(|| AgentEvent::ToolCallFinished {
+            agent: self.name.clone(),
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+            output,
+        });
+        Ok(())
+    }
+
+    fn announce_call(&self, call: &ToolCall, ctx: &RunContext) {
         ctx.emit(|| AgentEvent::ToolCallStarted {
             agent: self.name.clone(),
             id: call.id.clone(),
-            name: name.clone(),
+            name: call.function.name.clone(),
             arguments: call.function.arguments.clone(),
         });
+    }
+
+    /// Asks the approver, then starts the call as a task of its own (so that a panic
+    /// stays inside it).
+    async fn start_call(
+        &self,
+        call: &ToolCall,
+        cut_limit: Option<Option<u32>>,
+        ctx: &RunContext,
+    ) -> Pending {
+        let name = call.function.name.clone();
+        self.announce_call(call, ctx);
         if ctx.cancel.is_cancelled() {
-            return Pending::Done(ToolOutput::error(CANCELLED_BY_USER));
+            return Pending::Done(ToolOutput::error(ctx.stopped_text()));
+        }
+        // Neither run nor offered to the approver: no tool can act on them, and a
+        // person cannot judge a call whose arguments are broken.
+        if !arguments_usable(&call.function.arguments) {
+            let shown = preview(&call.function.arguments);
+            return Pending::Done(ToolOutput::error(match cut_limit {
+                Some(max_tokens) => format!(
+                    "error: not run: the reply was cut off at max_tokens{} in the middle \
+                     of this call's arguments ({shown:?})",
+                    max_tokens.map(|n| format!(" ({n})")).unwrap_or_default()
+                ),
+                None => format!(
+                    "error: not run: the arguments of this call to {name} are not a JSON \
+                     object ({shown:?}). Call it again with its arguments as one JSON object."
+                ),
+            }));
         }
         let invocation = ToolInvocation {
             id: call.id.clone(),
             name: name.clone(),
             arguments: call.function.arguments.clone(),
             cancel: ctx.cancel.child_token(),
+        };
+        // A tool that does not exist cannot run whatever the person says: no question.
+        let Some(callable) = self.tools.get(&name) else {
+            return Pending::Done(ToolOutput::error(format!(
+                "error: no such tool: there is no tool named {name:?}; the tools are: {}",
+                self.tool_names()
+            )));
         };
         if let Some(approver) = &self.approver {
             let decision = tokio::select! {
@@ -344,7 +497,7 @@ impl Thread {
                 decision = approver.approve(&self.name, &invocation) => Some(decision),
             };
             match decision {
-                None => return Pending::Done(ToolOutput::error(CANCELLED_BY_USER)),
+                None => return Pending::Done(ToolOutput::error(ctx.stopped_text())),
                 Some(Approval::Deny(reason)) => {
                     return Pending::Done(ToolOutput::error(format!(
                         "error: the call to {name} was not allowed: {reason}"
@@ -353,23 +506,20 @@ impl Thread {
                 Some(Approval::Allow) => {}
             }
         }
-        match self.tools.get(&name) {
-            None => Pending::Done(ToolOutput::error(format!(
-                "error: there is no tool named {name:?}; the tools are: {}",
-                self.tool_names()
-            ))),
-            Some(Callable::Tool(tool)) => {
+        match callable {
+            Callable::Tool(tool) => {
                 let tool = Arc::clone(tool);
                 Pending::Running {
                     task: AbortOnDrop(tokio::spawn(async move { tool.call(invocation).await })),
                     abort_on_cancel: true,
                 }
             }
-            Some(Callable::Subagent(handle)) => {
+            Callable::Subagent(handle) => {
                 let handle = Arc::clone(handle);
                 let child = RunContext {
                     events: ctx.events.clone(),
                     cancel: invocation.cancel.clone(),
+                    timed_out: Arc::clone(&ctx.timed_out),
                 };
                 let arguments = invocation.arguments;
                 Pending::Running {
@@ -394,15 +544,15 @@ async fn finish(
     name: &str,
     task: &mut AbortOnDrop,
     abort_on_cancel: bool,
-    cancel: &CancellationToken,
+    ctx: &RunContext,
 ) -> ToolOutput {
     let joined = if abort_on_cancel {
         tokio::select! {
             biased;
             joined = &mut task.0 => joined,
-            _ = cancel.cancelled() => {
+            _ = ctx.cancel.cancelled() => {
                 task.0.abort();
-                return ToolOutput::error(CANCELLED_BY_USER);
+                return ToolOutput::error(ctx.stopped_text());
             }
         }
     } else {
@@ -415,7 +565,7 @@ async fn finish(
             tracing::warn!(tool = name, "a tool panicked: {message}");
             ToolOutput::error(format!("error: the tool {name} crashed: {message}"))
         }
-        Err(_) => ToolOutput::error(CANCELLED_BY_USER),
+        Err(_) => ToolOutput::error(ctx.stopped_text()),
     }
 }
 

@@ -75,6 +75,48 @@ pub struct ChatArgs {
     #[arg(long)]
     pub yes: bool,
 
+    /// The most tokens one reply may have; 0 sends none (the server's default)
+    /// [default: 4096] [config: max_tokens]
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+
+    /// Sampling temperature [config: temperature]
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+
+    /// Nucleus sampling [config: top_p]
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f64>,
+
+    /// A fixed sampling seed [config: seed]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<i64>,
+
+    /// auto, none, required, or the name of the tool the model must call
+    /// [config: tool_choice]
+    #[arg(long, value_name = "CHOICE")]
+    pub tool_choice: Option<String>,
+
+    /// Whether the model may call several tools in one reply
+    /// [config: parallel_tool_calls]
+    #[arg(long, value_name = "BOOL")]
+    pub parallel_tool_calls: Option<bool>,
+
+    /// How long to wait for the server to start answering: 30, 30s, 2m
+    /// [default: 30s] [config: request_timeout]
+    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    pub request_timeout: Option<std::time::Duration>,
+
+    /// The longest silence inside a streamed answer [default: 30s]
+    /// [config: idle_timeout]
+    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    pub idle_timeout: Option<std::time::Duration>,
+
+    /// The wall-clock budget of one turn; 0 for none [default: 10m]
+    /// [config: turn_timeout]
+    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    pub turn_timeout: Option<std::time::Duration>,
+
     /// The config file [default: $XDG_CONFIG_HOME/reprise/config.toml]
     /// [env: REPRISE_CONFIG]
     #[arg(long, value_name = "FILE", global = true)]

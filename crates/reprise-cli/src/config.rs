@@ -1,10 +1,14 @@
 //! Settings: flags win over environment variables, which win over the config file,
 //! which wins over the defaults.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use reprise_provider::Generation;
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use crate::cli::ChatArgs;
 
@@ -34,10 +38,134 @@ pub struct FileConfig {
     pub system_prompt: Option<String>,
     /// The most model calls one turn may make.
     pub max_turns: Option<u32>,
+    /// The most tokens one reply may have (0: not sent).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// A fixed sampling seed.
+    pub seed: Option<i64>,
+    /// `"auto"`, `"none"`, `"required"`, a tool's name, or a table as the API takes it.
+    pub tool_choice: Option<toml::Value>,
+    /// Whether the model may call several tools in one reply.
+    pub parallel_tool_calls: Option<bool>,
+    /// Fields sent as they are in every request body (`[extra_body]`).
+    pub extra_body: Option<toml::Table>,
+    /// The wait for the first byte of an answer.
+    pub request_timeout: Option<DurationValue>,
+    /// The longest silence inside a streamed answer.
+    pub idle_timeout: Option<DurationValue>,
+    /// The wall-clock budget of one turn (0: none).
+    pub turn_timeout: Option<DurationValue>,
+    /// Settings for one model, over the ones above (`[models."qwen2.5:7b"]`).
+    pub models: Option<BTreeMap<String, ModelConfig>>,
     /// MCP servers (`[mcp]`, `[mcp.servers.<name>]`).
     pub mcp: Option<reprise_mcp::McpConfig>,
     /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
     pub gate: Option<reprise_mcp::GateConfig>,
+}
+
+/// Settings for one model (`[models."NAME"]`): each key set here wins over the
+/// same key at the top of the file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// See [`FileConfig::max_turns`].
+    pub max_turns: Option<u32>,
+    /// See [`FileConfig::max_tokens`].
+    pub max_tokens: Option<u32>,
+    /// See [`FileConfig::temperature`].
+    pub temperature: Option<f64>,
+    /// See [`FileConfig::top_p`].
+    pub top_p: Option<f64>,
+    /// See [`FileConfig::seed`].
+    pub seed: Option<i64>,
+    /// See [`FileConfig::tool_choice`].
+    pub tool_choice: Option<toml::Value>,
+    /// See [`FileConfig::parallel_tool_calls`].
+    pub parallel_tool_calls: Option<bool>,
+    /// Merged over the top-level `[extra_body]`, key by key.
+    pub extra_body: Option<toml::Table>,
+    /// See [`FileConfig::request_timeout`].
+    pub request_timeout: Option<DurationValue>,
+    /// See [`FileConfig::idle_timeout`].
+    pub idle_timeout: Option<DurationValue>,
+    /// See [`FileConfig::turn_timeout`].
+    pub turn_timeout: Option<DurationValue>,
+}
+
+/// A duration in the config: seconds as a number, or text such as `"90s"`,
+/// `"10m"`, `"500ms"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    /// Whole seconds.
+    Seconds(u64),
+    /// A number with a unit.
+    Text(String),
+}
+
+impl DurationValue {
+    fn resolve(&self, key: &str) -> Result<Duration> {
+        match self {
+            DurationValue::Seconds(seconds) => Ok(Duration::from_secs(*seconds)),
+            DurationValue::Text(text) => {
+                parse_duration(text).map_err(|error| anyhow::anyhow!("{key}: {error}"))
+            }
+        }
+    }
+}
+
+/// Reads `30`, `30s`, `500ms`, `10m` or `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (write 30, 30s, 500ms, 10m or 1h)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => number,
+        "ms" => number / 1000.0,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+}
+
+/// A `tool_choice` as the API takes it: the words `auto`, `none` and `required` as
+/// they are, any other word as the name of the function to call.
+pub fn tool_choice_value(text: &str) -> Value {
+    match text {
+        "auto" | "none" | "required" => Value::String(text.to_owned()),
+        name => serde_json::json!({"type": "function", "function": {"name": name}}),
+    }
+}
+
+/// A TOML value as JSON (dates become their text).
+fn toml_to_json(value: &toml::Value) -> Value {
+    match value {
+        toml::Value::String(text) => Value::String(text.clone()),
+        toml::Value::Integer(number) => Value::from(*number),
+        toml::Value::Float(number) => Value::from(*number),
+        toml::Value::Boolean(flag) => Value::Bool(*flag),
+        toml::Value::Datetime(date) => Value::String(date.to_string()),
+        toml::Value::Array(items) => Value::Array(items.iter().map(toml_to_json).collect()),
+        toml::Value::Table(table) => Value::Object(
+            table
+                .iter()
+                .map(|(key, value)| (key.clone(), toml_to_json(value)))
+                .collect(),
+        ),
+    }
 }
 
 /// Everything the chat and the run commands need, resolved.
@@ -57,6 +185,16 @@ pub struct Settings {
     pub system_prompt: String,
     /// The most model calls one turn may make.
     pub max_turns: u32,
+    /// `max_tokens`, `temperature`, … for every request.
+    pub generation: Generation,
+    /// Fields sent as they are in every request body.
+    pub extra_body: Map<String, Value>,
+    /// The wait for the first byte of an answer.
+    pub request_timeout: Duration,
+    /// The longest silence inside a streamed answer.
+    pub idle_timeout: Duration,
+    /// The wall-clock budget of one turn (`None`: no budget).
+    pub turn_timeout: Option<Duration>,
     /// Run tool calls without asking.
     pub yes: bool,
     /// The config file that was read, if any.
@@ -175,6 +313,92 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         .or(file.system_prompt)
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
     let api_key = env_nonempty(&api_key_env);
+    let per_model = file
+        .models
+        .as_ref()
+        .and_then(|models| models.get(&model))
+        .cloned()
+        .unwrap_or_default();
+    // Flag, then this model's table, then the top of the file.
+    macro_rules! pick {
+        ($flag:expr, $key:ident) => {
+            $flag.or(per_model.$key.clone()).or(file.$key.clone())
+        };
+    }
+    let duration = |flag: Option<Duration>,
+                    model: &Option<DurationValue>,
+                    top: &Option<DurationValue>,
+                    key: &str|
+     -> Result<Option<Duration>> {
+        if flag.is_some() {
+            return Ok(flag);
+        }
+        match model.as_ref().or(top.as_ref()) {
+            Some(value) => value
+                .resolve(key)
+                .map(Some)
+                .with_context(|| bad_config(config_file.as_deref())),
+            None => Ok(None),
+        }
+    };
+    let max_tokens = match pick!(args.max_tokens, max_tokens) {
+        None => Some(reprise_provider::DEFAULT_MAX_TOKENS),
+        Some(0) => None,
+        Some(limit) => Some(limit),
+    };
+    let tool_choice = match &args.tool_choice {
+        Some(text) => Some(tool_choice_value(text)),
+        None => per_model
+            .tool_choice
+            .as_ref()
+            .or(file.tool_choice.as_ref())
+            .map(|value| match value {
+                toml::Value::String(text) => tool_choice_value(text),
+                other => toml_to_json(other),
+            }),
+    };
+    let generation = Generation {
+        max_tokens,
+        temperature: pick!(args.temperature, temperature),
+        top_p: pick!(args.top_p, top_p),
+        seed: pick!(args.seed, seed),
+        tool_choice,
+        parallel_tool_calls: pick!(args.parallel_tool_calls, parallel_tool_calls),
+    };
+    let mut extra_body = Map::new();
+    for table in [file.extra_body.as_ref(), per_model.extra_body.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        for (key, value) in table {
+            extra_body.insert(key.clone(), toml_to_json(value));
+        }
+    }
+    let request_timeout = duration(
+        args.request_timeout,
+        &per_model.request_timeout,
+        &file.request_timeout,
+        "request_timeout",
+    )?
+    .unwrap_or(reprise_provider::DEFAULT_REQUEST_TIMEOUT);
+    let idle_timeout = duration(
+        args.idle_timeout,
+        &per_model.idle_timeout,
+        &file.idle_timeout,
+        "idle_timeout",
+    )?
+    .unwrap_or(reprise_provider::DEFAULT_IDLE_TIMEOUT);
+    let turn_timeout = match duration(
+        args.turn_timeout,
+        &per_model.turn_timeout,
+        &file.turn_timeout,
+        "turn_timeout",
+    )? {
+        None => Some(reprise_agent::DEFAULT_TURN_TIMEOUT),
+        Some(budget) if budget.is_zero() => None,
+        Some(budget) => Some(budget),
+    };
+    let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     Ok(Settings {
         base_url,
         model,
@@ -182,12 +406,24 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         api_key,
         runs_dir,
         system_prompt,
-        max_turns: file.max_turns.unwrap_or(25),
+        max_turns,
+        generation,
+        extra_body,
+        request_timeout,
+        idle_timeout,
+        turn_timeout,
         yes: args.yes,
         config_file,
         mcp: file.mcp,
         gate: file.gate,
     })
+}
+
+fn bad_config(path: Option<&Path>) -> String {
+    match path {
+        Some(path) => format!("bad config file {}", path.display()),
+        None => "bad setting".to_owned(),
+    }
 }
 
 /// Reads a variable from the process environment.
@@ -261,6 +497,69 @@ mod tests {
             .to_string();
         assert!(error.contains("c.toml:3:"), "{error}");
         assert!(error.contains("modle"), "{error}");
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("45s"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn per_model_settings_win_over_the_top_of_the_file_and_flags_over_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "model = \"qwen2.5:7b\"\nmax_tokens = 100\nturn_timeout = \"5m\"\n\
+             request_timeout = 20\n\n[models.\"qwen2.5:7b\"]\nmax_tokens = 300\n\
+             idle_timeout = \"2m\"\nmax_turns = 7\n",
+        )
+        .unwrap();
+        let args = ChatArgs {
+            config: Some(file.clone()),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        assert_eq!(settings.generation.max_tokens, Some(300));
+        assert_eq!(settings.idle_timeout, Duration::from_secs(120));
+        assert_eq!(settings.request_timeout, Duration::from_secs(20));
+        assert_eq!(settings.turn_timeout, Some(Duration::from_secs(300)));
+        assert_eq!(settings.max_turns, 7);
+        let args = ChatArgs {
+            config: Some(file),
+            max_tokens: Some(0),
+            turn_timeout: Some(Duration::ZERO),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        assert_eq!(settings.generation.max_tokens, None, "0 sends none");
+        assert_eq!(settings.turn_timeout, None, "0 is no budget");
+    }
+
+    #[test]
+    fn the_defaults_bound_a_reply_and_a_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let xdg = dir.path().to_string_lossy().to_string();
+        let settings =
+            resolve(&ChatArgs::default(), &env_of(&[("XDG_CONFIG_HOME", &xdg)])).unwrap();
+        assert_eq!(
+            settings.generation.max_tokens,
+            Some(reprise_provider::DEFAULT_MAX_TOKENS)
+        );
+        assert_eq!(
+            settings.turn_timeout,
+            Some(reprise_agent::DEFAULT_TURN_TIMEOUT)
+        );
+        assert_eq!(
+            settings.request_timeout,
+            reprise_provider::DEFAULT_REQUEST_TIMEOUT
+        );
     }
 
     #[test]

@@ -141,6 +141,7 @@ impl Opener {
             .store(Arc::new(store))
             .session_id(session_id)
             .max_turns(self.settings.max_turns as usize)
+            .turn_timeout(self.settings.turn_timeout)
             .approver(approver)
             .build()
             .await;
@@ -293,6 +294,12 @@ impl ChatSession {
         let end = match result {
             Ok(_) => TurnEnd::Answered,
             Err(AgentError::Cancelled) => TurnEnd::Cancelled,
+            // The cut-off note was shown when the reply ended; this says what it meant.
+            Err(AgentError::ReplyCutOff { .. }) => TurnEnd::Failed(
+                "the turn ended: the reply was cut off before any of its tool calls was \
+                 complete, so none ran"
+                    .to_owned(),
+            ),
             Err(error) => {
                 let (base_url, model) = &self.settings_summary;
                 TurnEnd::Failed(describe_agent_error(&error, base_url, model))
@@ -390,6 +397,13 @@ fn record_event(
             write(log, &format!("(retrying, attempt {attempt}: {reason})\n"));
             *at_line_start = true;
         }
+        AgentEvent::ReplyCutOff { max_tokens, .. } => {
+            if !*at_line_start {
+                write(log, "\n");
+            }
+            write(log, &format!("! {}\n", cut_off_note(*max_tokens)));
+            *at_line_start = true;
+        }
         _ => {}
     }
 }
@@ -400,6 +414,12 @@ fn warn_on_error(result: Result<(), reprise_session::runs::RunError>) {
     if let Err(error) = result {
         tracing::warn!("session.log: {}", with_causes(&error));
     }
+}
+
+/// What the person is told when a reply reached `max_tokens`.
+pub fn cut_off_note(max_tokens: Option<u32>) -> String {
+    let limit = max_tokens.map(|n| format!(" ({n})")).unwrap_or_default();
+    format!("the reply was cut off at max_tokens{limit}; ask again or raise max_tokens")
 }
 
 /// `[name] ` for a subagent, nothing for the main agent.

@@ -121,7 +121,11 @@ async fn chat(settings: Settings, args: crate::cli::ChatArgs) -> Result<i32> {
 
 fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
     let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
-        .base_url(settings.base_url.clone());
+        .base_url(settings.base_url.clone())
+        .generation(settings.generation.clone())
+        .request_timeout(settings.request_timeout)
+        .stream_idle_timeout(settings.idle_timeout);
+    config.extra_body = settings.extra_body.clone();
     if let Some(key) = &settings.api_key {
         config = config.api_key(key.clone());
     }

@@ -116,6 +116,12 @@ impl Printer {
                     first_clause(reason)
                 ));
             }
+            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+                if !self.at_line_start {
+                    self.print("\n");
+                }
+                eprint_line(&format!("! {}", crate::driver::cut_off_note(*max_tokens)));
+            }
             _ => {}
         }
     }
@@ -326,6 +332,19 @@ impl ShownSession {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
             UiEvent::Mcp(notice) => eprint_line(&notice.to_string()),
+            UiEvent::Ask(ask) if !printer.interactive => {
+                // The lines on stdin are prompts, not answers: never take one as
+                // a yes or a no.
+                let who = subagent_prefix(&ask.agent);
+                printer.line(&format!("✗ {who}{} not run", ask.tool));
+                eprint_line(&format!(
+                    "! {who}{tool} was not run: stdin is not a terminal, so the gate cannot \
+                     ask. Allow tools with --yes, or with [gate] allow = [\"{tool}\"] in the \
+                     config.",
+                    tool = ask.tool
+                ));
+                let _ = ask.reply.send(Answer::No);
+            }
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
                 printer.line(&format!(

@@ -244,7 +244,7 @@ pub async fn rm(
 /// Warns about what opening a run repaired (a rebuilt `session.json`).
 fn print_repairs(run: &RunFolder) {
     for warning in &run.warnings {
-        eprintln!("warning: {warning}");
+        crate::terminal_text::eprint_line(&format!("warning: {warning}"));
     }
 }
 

@@ -1,7 +1,7 @@
 //! Turning a failed model call into one message a person can act on.
 
 use reprise_agent::AgentError;
-use reprise_provider::{ProviderError, error_chain};
+use reprise_provider::{ProviderError, TimeoutPhase, error_chain};
 
 use crate::config::DEFAULT_BASE_URL;
 
@@ -9,6 +9,10 @@ use crate::config::DEFAULT_BASE_URL;
 pub fn describe_agent_error(error: &AgentError, base_url: &str, model: &str) -> String {
     match error {
         AgentError::Provider(provider) => describe_provider_error(provider, base_url, model),
+        AgentError::TurnTimeout { .. } => format!(
+            "{error}.\nRaise the budget with --turn-timeout DURATION or turn_timeout in the \
+             config (0 for none)."
+        ),
         other => crate::error_text::with_causes(other),
     }
 }
@@ -22,12 +26,17 @@ fn innermost(error: &ProviderError) -> &ProviderError {
 
 /// What to show when the model server could not be used.
 pub fn describe_provider_error(error: &ProviderError, base_url: &str, model: &str) -> String {
+    let ollama = if is_ollama(base_url, error) {
+        format!("\nWith Ollama: `ollama serve`, then `ollama pull {model}`.")
+    } else {
+        String::new()
+    };
     let how_to = format!(
         "reprise talks to any OpenAI-compatible server. Point it at one with\n  \
          --base-url URL  (now {base_url}; default {DEFAULT_BASE_URL}, Ollama's)\n  \
          --model NAME    (now {model})\n\
-         or set REPRISE_BASE_URL / REPRISE_MODEL, or base_url / model in the config file.\n\
-         With Ollama: `ollama serve`, then `ollama pull {model}`."
+         or set REPRISE_BASE_URL / REPRISE_MODEL, or base_url / model in the config file.\
+         {ollama}"
     );
     match innermost(error) {
         ProviderError::Connect {
@@ -45,8 +54,39 @@ pub fn describe_provider_error(error: &ProviderError, base_url: &str, model: &st
                 error_chain(source)
             )
         }
-        ProviderError::Timeout(after) => {
-            format!("the model server at {base_url} did not answer within {after:?}.\n{how_to}")
+        ProviderError::Timeout { after, phase } => {
+            let (what, flag, key) = match phase {
+                TimeoutPhase::Connect => {
+                    ("could not be reached", "(the connect timeout is fixed)", "")
+                }
+                TimeoutPhase::FirstByte => (
+                    "did not start answering",
+                    "--request-timeout DURATION",
+                    "request_timeout",
+                ),
+                TimeoutPhase::Idle => (
+                    "stopped sending in the middle of its answer",
+                    "--idle-timeout DURATION",
+                    "idle_timeout",
+                ),
+            };
+            let raise = if key.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\nA slow server (a big model on a CPU, a long prompt) may need longer: \
+                     raise {key} with {flag} or {key} in the config."
+                )
+            };
+            format!(
+                "the model server at {base_url} {what} within {} ({}).{raise}",
+                humanize(*after),
+                if key.is_empty() {
+                    "connect timeout"
+                } else {
+                    key
+                }
+            )
         }
         ProviderError::Status {
             url,
@@ -66,6 +106,31 @@ pub fn describe_provider_error(error: &ProviderError, base_url: &str, model: &st
              --api-key-env names (OPENAI_API_KEY by default)."
         ),
         _ => format!("model call failed: {}", error_chain(error)),
+    }
+}
+
+/// Whether the server is Ollama: its port, or its own words in the error.
+fn is_ollama(base_url: &str, error: &ProviderError) -> bool {
+    let authority = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or("");
+    let port_11434 = authority.rsplit_once(':').map(|(_, port)| port) == Some("11434");
+    port_11434 || error_chain(error).to_ascii_lowercase().contains("ollama")
+}
+
+/// `30s`, `2m`, `1m30s`, `500ms`.
+fn humanize(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    if seconds == 0 {
+        return format!("{}ms", duration.as_millis());
+    }
+    match (seconds / 60, seconds % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
     }
 }
 
@@ -108,6 +173,22 @@ mod tests {
         assert!(text.contains("--base-url"), "{text}");
         assert!(text.contains("--model"), "{text}");
         assert!(text.contains("ollama"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_ollama_hint_is_only_for_ollama() {
+        let error = refused_call(1).await;
+        let other = describe_provider_error(&error, "http://127.0.0.1:8080/v1", "gemma");
+        assert!(!other.contains("ollama"), "{other}");
+        let ollama = describe_provider_error(&error, "http://gpu-box:11434/v1", "gemma");
+        assert!(ollama.contains("ollama pull gemma"), "{ollama}");
+        let said_so = ProviderError::Status {
+            url: "http://x/v1/chat/completions".into(),
+            status: 503,
+            message: "ollama: model is loading".into(),
+        };
+        let text = describe_provider_error(&said_so, "http://x/v1", "gemma");
+        assert!(!text.contains("ollama serve"), "only with a how-to: {text}");
     }
 
     #[test]

@@ -5,8 +5,16 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::generation::Generation;
+
 /// Ollama's OpenAI-compatible endpoint, the default base URL.
 pub const DEFAULT_BASE_URL: &str = "http://localhost:11434/v1";
+
+/// The default wait for the first byte of an answer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default longest silence inside a streamed answer.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach an OpenAI-compatible server and how hard to try.
 ///
@@ -23,14 +31,20 @@ pub struct OpenAiConfig {
     pub api_key: Option<String>,
     /// Extra request headers (an organisation id, a proxy token, …).
     pub extra_headers: Vec<(String, String)>,
-    /// Extra top-level fields merged into every request body (`temperature`, …).
+    /// How replies are generated (`max_tokens`, `temperature`, …).
+    pub generation: Generation,
+    /// Extra top-level fields merged into every request body as they are, after the
+    /// generation fields (a field set in both is sent with this value).
     pub extra_body: Map<String, Value>,
     /// How long to wait for a TCP (and TLS) connection.
     pub connect_timeout: Duration,
-    /// How long to wait for the response headers, and for the whole body of a
-    /// non-streaming answer.
+    /// How long to wait for the answer to start (its headers, then the first piece
+    /// of a stream), and for the whole body of a non-streaming answer. A server that stays silent this long is
+    /// not asked again: on a busy single-slot server the retry would queue behind the
+    /// request that is still running.
     pub request_timeout: Duration,
-    /// How long a stream may stay silent between two pieces before it is given up.
+    /// How long a stream may stay silent between two pieces before it is given up
+    /// (not retried either, for the same reason).
     pub stream_idle_timeout: Duration,
     /// How many times a request is sent at most (the first try included).
     pub max_attempts: u32,
@@ -47,18 +61,22 @@ pub struct OpenAiConfig {
 
 impl OpenAiConfig {
     /// A configuration for `model` on the default base URL with default limits:
-    /// connect 10 s, request 120 s, stream idle 120 s, 4 attempts, backoff from
-    /// 500 ms to 30 s, `Retry-After` honoured up to 60 s, streaming on.
+    /// connect 10 s, first byte 30 s, stream idle 30 s (a hung server fails within
+    /// half a minute), 4 attempts, backoff from 500 ms to 30 s, `Retry-After`
+    /// honoured up to 60 s, streaming on, `max_tokens` [`DEFAULT_MAX_TOKENS`].
+    ///
+    /// [`DEFAULT_MAX_TOKENS`]: crate::generation::DEFAULT_MAX_TOKENS
     pub fn new(model: impl Into<String>) -> Self {
         OpenAiConfig {
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: model.into(),
             api_key: None,
             extra_headers: Vec::new(),
+            generation: Generation::default(),
             extra_body: Map::new(),
             connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(120),
-            stream_idle_timeout: Duration::from_secs(120),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            stream_idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_attempts: 4,
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
@@ -88,6 +106,18 @@ impl OpenAiConfig {
     /// Adds a top-level field to every request body (`temperature`, `seed`, …).
     pub fn body_field(mut self, name: impl Into<String>, value: Value) -> Self {
         self.extra_body.insert(name.into(), value);
+        self
+    }
+
+    /// Sets the generation settings.
+    pub fn generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
+        self
+    }
+
+    /// Sets `max_tokens` (`None`: not sent, the server's default applies).
+    pub fn max_tokens(mut self, max_tokens: Option<u32>) -> Self {
+        self.generation.max_tokens = max_tokens;
         self
     }
 
@@ -148,6 +178,8 @@ impl fmt::Debug for OpenAiConfig {
                     .map(|(name, _)| (name.as_str(), "<redacted>"))
                     .collect::<Vec<_>>(),
             )
+            .field("generation", &self.generation)
+            .field("extra_body", &self.extra_body.keys().collect::<Vec<_>>())
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("stream_idle_timeout", &self.stream_idle_timeout)

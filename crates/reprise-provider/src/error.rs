@@ -43,9 +43,14 @@ pub enum ProviderError {
         #[source]
         last: Box<ProviderError>,
     },
-    /// No response, or no new chunk, within the configured time.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
+    /// No connection, no answer, or no new chunk within the configured time.
+    #[error("timed out after {after:?} {}", phase.waiting_for())]
+    Timeout {
+        /// The limit that ran out.
+        after: Duration,
+        /// What was being waited for.
+        phase: TimeoutPhase,
+    },
     /// The stream ended before the response was complete.
     #[error("the response stream was cut off: {reason}")]
     StreamCut {
@@ -76,6 +81,29 @@ pub enum ProviderError {
         #[source]
         source: Option<Cause>,
     },
+}
+
+/// What a request was waiting for when it timed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutPhase {
+    /// The TCP (and TLS) connection (`connect_timeout`).
+    Connect,
+    /// The first byte of the answer, or a whole non-streamed answer
+    /// (`request_timeout`).
+    FirstByte,
+    /// The next piece of a streamed answer (`stream_idle_timeout`).
+    Idle,
+}
+
+impl TimeoutPhase {
+    /// What was being waited for, as words after "timed out after N".
+    pub fn waiting_for(self) -> &'static str {
+        match self {
+            TimeoutPhase::Connect => "waiting for the connection",
+            TimeoutPhase::FirstByte => "waiting for the server to start answering",
+            TimeoutPhase::Idle => "waiting for the next piece of the streamed answer",
+        }
+    }
 }
 
 impl ProviderError {

@@ -21,6 +21,7 @@
 pub mod accumulate;
 pub mod config;
 pub mod error;
+pub mod generation;
 pub mod openai;
 pub mod provider;
 pub mod retry;
@@ -28,8 +29,9 @@ pub mod sse;
 pub mod wire;
 
 pub use accumulate::Accumulator;
-pub use config::{DEFAULT_BASE_URL, OpenAiConfig};
-pub use error::{Cause, ProviderError, error_chain};
+pub use config::{DEFAULT_BASE_URL, DEFAULT_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, OpenAiConfig};
+pub use error::{Cause, ProviderError, TimeoutPhase, error_chain};
+pub use generation::{DEFAULT_MAX_TOKENS, Generation};
 pub use openai::{OpenAiProvider, parse_completion};
 pub use provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec, Usage};
 pub use sse::decode_sse;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::accumulate::normalize_message;
 use crate::config::OpenAiConfig;
-use crate::error::{ProviderError, error_chain};
+use crate::error::{ProviderError, TimeoutPhase, error_chain};
 use crate::provider::{ChatRequest, Completion, Provider, StreamEvent, Usage};
 use crate::retry::{backoff_delay, retry_after};
 use crate::sse::decode_sse;
@@ -27,6 +27,9 @@ enum Failure {
     },
     /// The server refused `stream_options`; send again without it.
     StreamOptionsRejected(ProviderError),
+    /// The server refused `max_tokens` and asked for `max_completion_tokens`
+    /// (OpenAI's reasoning models); send again with that name.
+    MaxTokensRejected(ProviderError),
     /// Retrying cannot help.
     Fatal(ProviderError),
 }
@@ -46,6 +49,8 @@ pub struct OpenAiProvider {
     headers: HeaderMap,
     /// Set once a server rejected `stream_options`, so later calls leave it out.
     no_stream_options: AtomicBool,
+    /// Set once a server asked for `max_completion_tokens` instead of `max_tokens`.
+    max_completion_tokens: AtomicBool,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -105,6 +110,7 @@ impl OpenAiProvider {
             client,
             headers,
             no_stream_options: AtomicBool::new(false),
+            max_completion_tokens: AtomicBool::new(false),
         })
     }
 
@@ -121,6 +127,21 @@ impl OpenAiProvider {
     /// The JSON body sent for `request` (as the next attempt would send it).
     pub fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, ProviderError> {
         let include_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
+        let mut extra = self
+            .config
+            .generation
+            .body_fields(!request.tools.is_empty());
+        if self.max_completion_tokens.load(Ordering::Relaxed)
+            && let Some(limit) = extra.remove("max_tokens")
+        {
+            extra.insert("max_completion_tokens".to_owned(), limit);
+        }
+        extra.extend(
+            self.config
+                .extra_body
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        );
         let body = RequestWire {
             model: &self.config.model,
             messages: &request.messages,
@@ -136,7 +157,7 @@ impl OpenAiProvider {
             stream_options: include_usage.then_some(StreamOptionsWire {
                 include_usage: true,
             }),
-            extra: &self.config.extra_body,
+            extra: &extra,
         };
         serde_json::to_vec(&body).map_err(|error| ProviderError::Config {
             reason: "cannot encode the request".to_owned(),
@@ -158,11 +179,7 @@ impl OpenAiProvider {
             .body(body)
             .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
-            Err(_) => {
-                return Err(Failure::retry(ProviderError::Timeout(
-                    self.config.request_timeout,
-                )));
-            }
+            Err(_) => return Err(Failure::Fatal(self.first_byte_timeout())),
             Ok(Err(error)) => return Err(Failure::retry(self.send_error(error))),
             Ok(Ok(response)) => response,
         };
@@ -180,16 +197,22 @@ impl OpenAiProvider {
                 message: error_message(&text),
             };
             let code = status.as_u16();
-            return Err(if code == 429 || code == 408 || status.is_server_error() {
-                Failure::Retry { error, wait }
-            } else if code == 400
-                && asked_usage
-                && text.to_ascii_lowercase().contains("stream_options")
-            {
-                Failure::StreamOptionsRejected(error)
-            } else {
-                Failure::Fatal(error)
-            });
+            let lower = text.to_ascii_lowercase();
+            return Err(
+                if matches!(code, 408 | 409 | 429) || status.is_server_error() {
+                    Failure::Retry { error, wait }
+                } else if code == 400 && asked_usage && lower.contains("stream_options") {
+                    Failure::StreamOptionsRejected(error)
+                } else if code == 400
+                    && lower.contains("max_completion_tokens")
+                    && !self.max_completion_tokens.load(Ordering::Relaxed)
+                    && self.config.generation.max_tokens.is_some()
+                {
+                    Failure::MaxTokensRejected(error)
+                } else {
+                    Failure::Fatal(error)
+                },
+            );
         }
         let is_json = response
             .headers()
@@ -197,7 +220,11 @@ impl OpenAiProvider {
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("application/json"));
         if self.config.stream && !is_json {
-            let bytes = idle_limited(response.bytes_stream(), self.config.stream_idle_timeout);
+            let bytes = idle_limited(
+                response.bytes_stream(),
+                self.config.request_timeout,
+                self.config.stream_idle_timeout,
+            );
             decode_sse(bytes, events)
                 .await
                 .map_err(classify_decode_error)
@@ -205,11 +232,7 @@ impl OpenAiProvider {
             // Asked not to stream, or the server ignored `stream: true`.
             let body =
                 match tokio::time::timeout(self.config.request_timeout, response.bytes()).await {
-                    Err(_) => {
-                        return Err(Failure::retry(ProviderError::Timeout(
-                            self.config.request_timeout,
-                        )));
-                    }
+                    Err(_) => return Err(Failure::Fatal(self.first_byte_timeout())),
                     Ok(Err(error)) => return Err(Failure::retry(body_failed(error))),
                     Ok(Ok(body)) => body,
                 };
@@ -219,9 +242,19 @@ impl OpenAiProvider {
         }
     }
 
+    fn first_byte_timeout(&self) -> ProviderError {
+        ProviderError::Timeout {
+            after: self.config.request_timeout,
+            phase: TimeoutPhase::FirstByte,
+        }
+    }
+
     fn send_error(&self, error: reqwest::Error) -> ProviderError {
         if error.is_timeout() {
-            ProviderError::Timeout(self.config.connect_timeout)
+            ProviderError::Timeout {
+                after: self.config.connect_timeout,
+                phase: TimeoutPhase::Connect,
+            }
         } else {
             ProviderError::Connect {
                 url: self.url.clone(),
@@ -232,12 +265,12 @@ impl OpenAiProvider {
     }
 }
 
-/// A cut, a stall or a garbled chunk may be a passing fault: try again.
+/// A cut or a garbled chunk may be a passing fault: try again. A stall is not
+/// retried: the server may still be working on the request (see
+/// [`OpenAiConfig::stream_idle_timeout`]).
 fn classify_decode_error(error: ProviderError) -> Failure {
     match error {
-        ProviderError::StreamCut { .. }
-        | ProviderError::Timeout(_)
-        | ProviderError::Malformed { .. } => Failure::retry(error),
+        ProviderError::StreamCut { .. } | ProviderError::Malformed { .. } => Failure::retry(error),
         other => Failure::Fatal(other),
     }
 }
@@ -250,19 +283,33 @@ fn body_failed(error: reqwest::Error) -> ProviderError {
     }
 }
 
-/// Turns the response body into pieces, failing a piece that takes longer than
-/// `idle` with [`ProviderError::Timeout`] and a transport error with
-/// [`ProviderError::StreamCut`]. Ends after the first failure.
+/// Turns the response body into pieces, failing with [`ProviderError::Timeout`]
+/// when the first piece takes longer than `first` (some servers send the headers at
+/// once and the first piece after reading the prompt) or a later one longer than
+/// `idle`, and with [`ProviderError::StreamCut`] on a transport error. Ends after
+/// the first failure.
 fn idle_limited(
     stream: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    first: Duration,
     idle: Duration,
 ) -> impl Stream<Item = Result<Bytes, ProviderError>> {
-    futures::stream::unfold(Some(Box::pin(stream)), move |state| async move {
-        let mut stream = state?;
-        match tokio::time::timeout(idle, stream.next()).await {
-            Err(_) => Some((Err(ProviderError::Timeout(idle)), None)),
+    futures::stream::unfold(Some((Box::pin(stream), true)), move |state| async move {
+        let (mut stream, is_first) = state?;
+        let (limit, phase) = if is_first {
+            (first, TimeoutPhase::FirstByte)
+        } else {
+            (idle, TimeoutPhase::Idle)
+        };
+        match tokio::time::timeout(limit, stream.next()).await {
+            Err(_) => Some((
+                Err(ProviderError::Timeout {
+                    after: limit,
+                    phase,
+                }),
+                None,
+            )),
             Ok(None) => None,
-            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(stream))),
+            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some((stream, false)))),
             Ok(Some(Err(error))) => Some((Err(body_failed(error)), None)),
         }
     })
@@ -342,6 +389,11 @@ impl Provider for OpenAiProvider {
         let mut attempt: u32 = 1;
         let mut dropped_stream_options = false;
         let mut only_connect_failures = true;
+        let mut renamed_max_tokens = false;
+        // The last server error's status and message: the same 5xx twice in a row is
+        // the server refusing this request (a history it cannot parse), not a fault
+        // that passes.
+        let mut last_server_error: Option<(u16, String)> = None;
         loop {
             if cancel.is_cancelled() {
                 return Err(ProviderError::Cancelled);
@@ -364,8 +416,33 @@ impl Provider for OpenAiProvider {
                     dropped_stream_options = true;
                     continue;
                 }
+                Err(Failure::MaxTokensRejected(error)) => {
+                    if renamed_max_tokens {
+                        return Err(error);
+                    }
+                    tracing::info!(url = %self.url, "server asked for max_completion_tokens; sending that from now on");
+                    self.max_completion_tokens.store(true, Ordering::Relaxed);
+                    renamed_max_tokens = true;
+                    continue;
+                }
                 Err(Failure::Retry { error, wait }) => (error, wait),
             };
+            if let ProviderError::Status {
+                status, message, ..
+            } = &error
+                && *status >= 500
+            {
+                let seen = (*status, message.clone());
+                if last_server_error.as_ref() == Some(&seen) {
+                    return Err(ProviderError::RetriesExhausted {
+                        attempts: attempt,
+                        last: Box::new(error),
+                    });
+                }
+                last_server_error = Some(seen);
+            } else {
+                last_server_error = None;
+            }
             if !matches!(error, ProviderError::Connect { .. }) {
                 only_connect_failures = false;
             }
@@ -397,6 +474,16 @@ impl Provider for OpenAiProvider {
     fn model(&self) -> &str {
         &self.config.model
     }
+
+    fn max_tokens(&self) -> Option<u32> {
+        self.config
+            .extra_body
+            .get("max_tokens")
+            .or_else(|| self.config.extra_body.get("max_completion_tokens"))
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|limit| u32::try_from(limit).ok())
+            .or(self.config.generation.max_tokens)
+    }
 }
 
 /// The error returned once the attempts are used up: the connect error itself when
@@ -411,7 +498,6 @@ fn final_error(error: ProviderError, attempts: u32, only_connect_failures: bool)
                 source,
             }
         }
-        ProviderError::Timeout(after) => ProviderError::Timeout(after),
         last => ProviderError::RetriesExhausted {
             attempts,
             last: Box::new(last),

@@ -96,4 +96,10 @@ pub trait Provider: Send + Sync {
 
     /// The model name, for display.
     fn model(&self) -> &str;
+
+    /// The `max_tokens` sent with each request, when one is: what a reply that
+    /// ended with `finish_reason: "length"` ran into.
+    fn max_tokens(&self) -> Option<u32> {
+        None
+    }
 }

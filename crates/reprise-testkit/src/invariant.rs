@@ -7,8 +7,9 @@ use serde_json::Value;
 /// Checks the rule servers enforce on a chat-completions request body (or a bare
 /// array of messages): every tool call of an assistant message is answered by
 /// exactly one `tool` message (matching `tool_call_id`) before the next non-tool
-/// message or the end of the list, and no tool message answers a call that is not
-/// pending (a missing call, or a second answer to the same call).
+/// message or the end of the list, no tool message answers a call that is not
+/// pending (a missing call, or a second answer to the same call), and every call's
+/// `arguments` is a JSON object.
 ///
 /// Returns a description of the first violation.
 ///
@@ -72,6 +73,20 @@ pub fn check_tool_call_pairing(body: &Value) -> Result<(), String> {
                 };
                 if !seen.insert(id.to_owned()) {
                     return Err(format!("message {index}: the call id {id:?} appears twice"));
+                }
+                // llama.cpp parses every replayed call's arguments and answers 500
+                // when one is not JSON ("Failed to parse tool call arguments").
+                let arguments = call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or("{}");
+                if !matches!(
+                    serde_json::from_str::<Value>(arguments),
+                    Ok(Value::Object(_))
+                ) {
+                    return Err(format!(
+                        "message {index}: the arguments of call {id:?} are not a JSON object: {arguments:?}"
+                    ));
                 }
                 pending.push(id.to_owned());
             }
@@ -143,6 +158,15 @@ mod tests {
         assert!(check_tool_call_pairing(&orphan).is_err());
         let twice = json!([user(), assistant(&["a"]), tool("a"), tool("a")]);
         assert!(check_tool_call_pairing(&twice).is_err());
+    }
+
+    #[test]
+    fn arguments_that_are_not_a_json_object_fail() {
+        let mut call = assistant(&["a"]);
+        call["tool_calls"][0]["function"]["arguments"] = json!("{");
+        let cut = json!([user(), call, tool("a")]);
+        let error = check_tool_call_pairing(&cut).unwrap_err();
+        assert!(error.contains("not a JSON object"), "{error}");
     }
 
     #[test]

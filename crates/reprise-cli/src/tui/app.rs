@@ -438,6 +438,14 @@ impl App {
             } => self.view.items.push(Item::Notice(format!(
                 "(retrying, attempt {attempt}: {reason})"
             ))),
+            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+                if main {
+                    self.view.finish_stream();
+                }
+                self.view
+                    .items
+                    .push(Item::Warning(crate::driver::cut_off_note(max_tokens)));
+            }
             _ => {}
         }
     }

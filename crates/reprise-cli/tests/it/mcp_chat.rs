@@ -56,27 +56,33 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
         echo("c4", "four"),
         Reply::text("Echoed four without asking."),
     ]);
-    let out = sandbox
-        .chat(
-            &server.base_url(),
-            &[],
-            "say one\ny\nsay two\nn\nsay three\na\nsay four\n",
-        )
-        .await;
-    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(
-        out.stdout.matches("run ev__echo").count(),
-        3,
-        "{}",
-        out.stdout
-    );
-    assert_contains!(out.stdout, "↳ Echo: one");
-    assert_contains!(out.stdout, "↳ Echo: four");
+    // The gate asks only when stdin is a terminal: type into one.
+    let base_url = server.base_url();
+    let args = ["--plain", "--base-url", &base_url, "--model", "test-model"];
+    let mut pty = sandbox.pty(&args);
+    pty.wait_text("MCP server \"ev\": started").await;
+    let steps = [
+        ("say one", Some("one"), "y", "Echoed one."),
+        ("say two", Some("two"), "n", "Not echoed."),
+        ("say three", Some("three"), "a", "Echoed three."),
+        ("say four", None, "", "Echoed four without asking."),
+    ];
+    for (prompt, asked, answer, reply) in steps {
+        pty.line(prompt);
+        if let Some(message) = asked {
+            pty.wait_text(&format!(r#"run ev__echo {{"message":"{message}"}}?"#))
+                .await;
+            pty.line(answer);
+        }
+        pty.wait_text(reply).await;
+    }
     assert!(
-        out.stderr.contains("MCP server \"ev\": started"),
+        !pty.contents().contains(r#"{"message":"four"}?"#),
         "{}",
-        out.stderr
+        pty.contents()
     );
+    pty.line("/exit");
+    assert!(pty.wait_exit().await, "{}", pty.contents());
 
     let bodies = server.request_bodies();
     // The tool was offered under its server's prefix, with its schema.
@@ -111,16 +117,16 @@ async fn the_gate_asks_about_mcp_tools_and_always_lasts_one_run() {
 
     // A new start on the same run: new servers, a new gate, which asks again.
     server.push_all([echo("c5", "five"), Reply::text("Echoed five.")]);
-    let out = sandbox
-        .chat(&server.base_url(), &["--continue"], "say five\ny\n")
-        .await;
-    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(
-        out.stdout.matches("run ev__echo").count(),
-        1,
-        "{}",
-        out.stdout
-    );
+    let mut args = args.to_vec();
+    args.push("--continue");
+    let mut pty = sandbox.pty(&args);
+    pty.wait_text("MCP server \"ev\": started").await;
+    pty.line("say five");
+    pty.wait_text(r#"run ev__echo {"message":"five"}?"#).await;
+    pty.line("y");
+    pty.wait_text("Echoed five.").await;
+    pty.line("/exit");
+    assert!(pty.wait_exit().await, "{}", pty.contents());
     assert_eq!(result_of(&server.request_bodies()[9]), "Echo: five");
 }
 

@@ -257,33 +257,57 @@ async fn resume_with_a_bad_number_asks_again_and_empty_cancels() {
 }
 
 #[tokio::test]
-async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
+async fn with_piped_input_the_gate_reads_no_line_and_says_how_to_allow() {
     let sandbox = Sandbox::new();
     write_notes(&sandbox);
     let server = ScriptedServer::start().await;
     server.push_all([
         Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
         Reply::text("I was not allowed."),
-        Reply::tool_call("call_2", "read_file", r#"{"path":"notes.txt"}"#),
-        Reply::text("Read it."),
+        Reply::tool_call("call_2", "fly", r#"{"to":"moon"}"#),
+        Reply::text("No such tool."),
     ]);
+    // "y" would have been taken as the gate's answer: it is the next prompt.
     let out = sandbox
-        .chat(&server.base_url(), &[], "read it\nn\nplease\ny\n")
+        .chat(
+            &server.base_url(),
+            &[],
+            "read it
+y
+",
+        )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "run read_file");
+    assert!(!out.stdout.contains("[y]es"), "{}", out.stdout);
+    assert_contains!(out.stderr, "--yes");
+    assert_contains!(out.stderr, "[gate] allow = [\"read_file\"]");
     let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 4);
     let denied = &bodies[1]["messages"][3];
     assert_eq!(denied["role"], "tool");
     assert!(
         denied["content"].as_str().unwrap().contains("not allowed"),
         "{denied}"
     );
-    let allowed = &bodies[3]["messages"][7];
+    let second_prompt = &bodies[2]["messages"][5];
+    assert_eq!(second_prompt["role"], "user");
+    assert_eq!(second_prompt["content"], "y", "the line reached the model");
+    // A tool that does not exist is answered without a question or a denial.
+    let unknown = &bodies[3]["messages"][7];
     assert!(
-        allowed["content"].as_str().unwrap().contains("buy milk"),
-        "{allowed}"
+        unknown["content"]
+            .as_str()
+            .unwrap()
+            .contains("no such tool"),
+        "{unknown}"
     );
+    assert_eq!(
+        out.stderr.matches("was not run").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    server.assert_tool_call_pairing();
 
     let run = sandbox.conversations().remove(0);
     let transcript = jsonl(&run.join("transcript.jsonl"));
@@ -291,7 +315,7 @@ async fn the_gate_asks_on_a_line_and_no_sends_a_denial() {
         .iter()
         .filter_map(|r| r["decision"].as_str())
         .collect();
-    assert_eq!(decisions, ["ask-no", "ask-yes"]);
+    assert_eq!(decisions, ["ask-no"]);
 }
 
 #[tokio::test]

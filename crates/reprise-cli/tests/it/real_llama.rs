@@ -20,7 +20,12 @@ async fn chat(sandbox: &Sandbox, extra: &[&str], input: &str) -> Output {
 fn one_model_call_per_turn(sandbox: &Sandbox) {
     let config = sandbox.path().join("xdg/reprise");
     std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("config.toml"), "max_turns = 1\n").unwrap();
+    // The machine may be busy: give a server reading a prompt on a CPU its time.
+    std::fs::write(
+        config.join("config.toml"),
+        "max_turns = 1\nmax_tokens = 32\nrequest_timeout = 300\nidle_timeout = 300\n",
+    )
+    .unwrap();
 }
 
 /// The messages of a run's conversation.jsonl.
@@ -87,6 +92,17 @@ async fn continue_of_a_run_with_tool_calls_is_accepted_and_keeps_the_servers_ids
         .filter_map(|message| message["tool_call_id"].as_str())
         .collect();
     assert_eq!(answered, ids, "every call has its result");
+    // transcript.jsonl names the calls and results by the same ids, unredacted.
+    let transcript = jsonl(&run.join("transcript.jsonl"));
+    let recorded = |kind: &str| -> Vec<String> {
+        transcript
+            .iter()
+            .filter(|record| record["type"] == kind)
+            .map(|record| record["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(recorded("tool_call"), ids, "{transcript:#?}");
+    assert_eq!(recorded("tool_result"), ids, "{transcript:#?}");
 
     let resumed = chat(&sandbox, &["--continue"], "And what else?\n").await;
     assert_ended_normally(&resumed);
@@ -98,5 +114,78 @@ async fn continue_of_a_run_with_tool_calls_is_accepted_and_keeps_the_servers_ids
         after[messages.len() + 1]["role"],
         "assistant",
         "the server answered the resumed history"
+    );
+}
+
+/// A reply cut by the server's token limit right after `{` of a tool call's
+/// arguments leaves a session that the same server accepts on `--continue`.
+#[tokio::test]
+async fn a_tool_call_cut_by_max_tokens_leaves_a_session_that_continue_resumes() {
+    // 13 tokens: `<tool_call>{"name": "read_file", "arguments": {` and no more.
+    let server = tokio::task::spawn_blocking(|| LlamaServer::start_with_reply_cap(4096, 13))
+        .await
+        .unwrap()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let sandbox = Sandbox::new();
+    one_model_call_per_turn(&sandbox);
+    let base_url = server.base_url();
+    // The request's max_tokens, not only the server's cap, cuts the reply.
+    let args = [
+        "--plain",
+        "--yes",
+        "--base-url",
+        &base_url,
+        "--model",
+        server.model(),
+        "--max-tokens",
+        "13",
+    ];
+    let first = sandbox.run(&args, "What is in the file notes.txt?\n").await;
+    let run = sandbox.conversations().remove(0);
+    let messages = conversation(&run);
+    let cut: Vec<&Value> = messages
+        .iter()
+        .flat_map(|message| message["tool_calls"].as_array().into_iter().flatten())
+        .filter(|call| call["function"]["arguments"] == "{")
+        .collect();
+    assert_eq!(cut.len(), 1, "the server cut a call at `{{`: {messages:#?}");
+    assert!(
+        first
+            .stderr
+            .contains("the reply was cut off at max_tokens (13); ask again or raise max_tokens"),
+        "{}",
+        first.stderr
+    );
+    let results: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1, "{messages:#?}");
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not run"),
+        "{messages:#?}"
+    );
+
+    let mut resumed_args = args.to_vec();
+    resumed_args.push("--continue");
+    let resumed = sandbox.run(&resumed_args, "Try again.\n").await;
+    let printed = format!("{}{}", resumed.stdout, resumed.stderr);
+    for refusal in ["500", "Failed to parse", "retrying"] {
+        assert!(
+            !printed.contains(refusal),
+            "{refusal:?} (server log: {}):\n{printed}",
+            server.log().display()
+        );
+    }
+    let after = conversation(&run);
+    assert_eq!(after[..messages.len()], messages[..], "the history is kept");
+    assert_eq!(after[messages.len()]["content"], "Try again.");
+    assert_eq!(
+        after[messages.len() + 1]["role"],
+        "assistant",
+        "the server answered the resumed history (200)"
     );
 }

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use reprise_provider::{
-    ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
-    ToolSpec, Usage,
+    ChatRequest, Completion, Generation, OpenAiConfig, OpenAiProvider, Provider, ProviderError,
+    StreamEvent, TimeoutPhase, ToolSpec, Usage,
 };
 use reprise_session::{Message, ToolCall};
 use reprise_testkit::{Reply, ScriptedCall, ScriptedServer, unreachable_base_url};
@@ -159,9 +159,91 @@ async fn streams_text_and_sends_a_well_formed_request() {
             }}],
             "stream": true,
             "stream_options": {"include_usage": true},
+            "max_tokens": reprise_provider::DEFAULT_MAX_TOKENS,
             "temperature": 0.2,
         })
     );
+}
+
+#[tokio::test]
+async fn generation_settings_are_sent_and_extra_body_is_passed_as_is() {
+    let server = ScriptedServer::start_with([Reply::text("a"), Reply::text("b")]).await;
+    let generation = Generation {
+        max_tokens: Some(64),
+        temperature: Some(0.0),
+        top_p: Some(0.9),
+        seed: Some(42),
+        tool_choice: Some(json!("required")),
+        parallel_tool_calls: Some(false),
+    };
+    let provider = provider(
+        config(&server.base_url())
+            .generation(generation)
+            .body_field("top_k", json!(20))
+            .body_field("chat_template_kwargs", json!({"enable_thinking": false}))
+            .body_field("seed", json!(7)),
+    );
+    assert_eq!(provider.max_tokens(), Some(64));
+    run(&provider).await.0.unwrap();
+    let no_tools = ChatRequest {
+        messages: vec![Message::user("hi")],
+        tools: Vec::new(),
+    };
+    provider
+        .complete(&no_tools, None, &CancellationToken::new())
+        .await
+        .unwrap();
+    let bodies = server.request_bodies();
+    let with_tools = &bodies[0];
+    assert_eq!(with_tools["max_tokens"], 64);
+    assert_eq!(with_tools["temperature"], 0.0);
+    assert_eq!(with_tools["top_p"], 0.9);
+    assert_eq!(with_tools["seed"], 7, "extra_body wins over a setting");
+    assert_eq!(with_tools["tool_choice"], "required");
+    assert_eq!(with_tools["parallel_tool_calls"], false);
+    assert_eq!(with_tools["top_k"], 20);
+    assert_eq!(
+        with_tools["chat_template_kwargs"],
+        json!({"enable_thinking": false})
+    );
+    // Servers refuse tool_choice without tools: it is left out then.
+    assert!(bodies[1].get("tool_choice").is_none(), "{}", bodies[1]);
+    assert!(bodies[1].get("parallel_tool_calls").is_none());
+    assert_eq!(bodies[1]["max_tokens"], 64);
+}
+
+#[tokio::test]
+async fn no_max_tokens_sends_none() {
+    let server = ScriptedServer::start_with([Reply::text("a")]).await;
+    let provider = provider(config(&server.base_url()).max_tokens(None));
+    assert_eq!(provider.max_tokens(), None);
+    run(&provider).await.0.unwrap();
+    assert!(server.request_bodies()[0].get("max_tokens").is_none());
+}
+
+#[tokio::test]
+async fn a_server_asking_for_max_completion_tokens_gets_it_from_then_on() {
+    let server = ScriptedServer::start_with([
+        Reply::error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. \
+             Use 'max_completion_tokens' instead.",
+        ),
+        Reply::text("first"),
+        Reply::text("second"),
+    ])
+    .await;
+    let provider = provider(config(&server.base_url()).max_tokens(Some(100)));
+    let (result, events) = run(&provider).await;
+    assert_eq!(result.unwrap().message.text(), "first");
+    assert!(retries(&events).is_empty());
+    run(&provider).await.0.unwrap();
+    let bodies = server.request_bodies();
+    assert_eq!(bodies[0]["max_tokens"], 100);
+    for body in &bodies[1..] {
+        assert!(body.get("max_tokens").is_none(), "{body}");
+        assert_eq!(body["max_completion_tokens"], 100);
+    }
 }
 
 #[tokio::test]
@@ -359,6 +441,45 @@ async fn server_error_is_retried_then_succeeds() {
 }
 
 #[tokio::test]
+async fn the_same_server_error_twice_is_not_sent_a_third_time() {
+    // llama.cpp's answer to a history holding cut-off arguments.
+    let refusal = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101]";
+    let server = ScriptedServer::start_with([
+        Reply::error(500, refusal),
+        Reply::error(500, refusal),
+        Reply::text("must not be asked for"),
+    ])
+    .await;
+    let (result, events) = run(&provider(config(&server.base_url()))).await;
+    match result.unwrap_err() {
+        ProviderError::RetriesExhausted { attempts, last } => {
+            assert_eq!(attempts, 2);
+            assert!(
+                matches!(*last, ProviderError::Status { status: 500, ref message, .. } if message == refusal),
+                "{last}"
+            );
+        }
+        other => panic!("expected RetriesExhausted, got {other}"),
+    }
+    assert_eq!(retries(&events).len(), 1);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn conflict_and_timeout_statuses_are_retried() {
+    for status in [408u16, 409] {
+        let server = ScriptedServer::start_with([
+            Reply::error(status, "try later"),
+            Reply::text("fine now"),
+        ])
+        .await;
+        let (result, events) = run(&provider(config(&server.base_url()))).await;
+        assert_eq!(result.unwrap().message.text(), "fine now", "{status}");
+        assert_eq!(retries(&events).len(), 1, "{status}");
+    }
+}
+
+#[tokio::test]
 async fn server_errors_every_time_end_in_retries_exhausted_with_the_last_error() {
     let server =
         ScriptedServer::start_with((0..4).map(|n| Reply::error(502, format!("bad gateway {n}"))))
@@ -438,54 +559,69 @@ async fn a_stream_that_ends_cleanly_before_any_finish_reason_counts_as_cut() {
 }
 
 #[tokio::test]
-async fn an_idle_stream_times_out_and_is_retried() {
+async fn an_idle_stream_times_out_once_and_is_not_sent_again() {
     let server = ScriptedServer::start_with([
         Reply::text("stalls after two chunks").stall_after(2, Duration::from_secs(20)),
-        Reply::text("prompt answer"),
+        Reply::text("must not be asked for"),
     ])
     .await;
     let provider = provider(config(&server.base_url()).stream_idle_timeout(Duration::from_secs(1)));
     let (result, events) = run(&provider).await;
-    assert_eq!(result.unwrap().message.text(), "prompt answer");
-    let retries = retries(&events);
-    assert_eq!(retries.len(), 1);
-    assert!(retries[0].1.contains("timed out"), "{}", retries[0].1);
-}
-
-#[tokio::test]
-async fn idle_every_time_ends_in_a_timeout_error() {
-    let server = ScriptedServer::start_with(
-        (0..2).map(|_| Reply::text("stalls").stall_after(1, Duration::from_secs(20))),
-    )
-    .await;
-    let provider = provider(
-        config(&server.base_url())
-            .stream_idle_timeout(Duration::from_secs(1))
-            .max_attempts(2),
-    );
-    let (result, _) = run(&provider).await;
+    let error = result.unwrap_err();
     assert!(
-        matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_secs(1)),
-        "{result:?}"
+        matches!(error, ProviderError::Timeout { after, phase: TimeoutPhase::Idle } if after == Duration::from_secs(1)),
+        "{error:?}"
     );
-    assert_eq!(server.request_count(), 2);
+    assert!(error.to_string().contains("next piece"), "{error}");
+    assert!(retries(&events).is_empty());
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
-async fn a_slow_response_hits_the_request_timeout() {
+async fn a_silent_server_hits_the_request_timeout_once() {
+    let server = ScriptedServer::start_with([
+        Reply::text("too late").delayed(Duration::from_secs(20)),
+        Reply::text("must not be asked for"),
+    ])
+    .await;
+    let provider = provider(config(&server.base_url()).request_timeout(Duration::from_secs(1)));
+    let (result, events) = run(&provider).await;
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, ProviderError::Timeout { after, phase: TimeoutPhase::FirstByte } if after == Duration::from_secs(1)),
+        "{error:?}"
+    );
+    assert!(retries(&events).is_empty());
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_whose_first_piece_never_comes_hits_the_request_timeout() {
+    // Headers at once, then nothing: the wait for the first piece is the request
+    // timeout's, not the (longer, here) idle timeout's.
     let server =
-        ScriptedServer::start_with([Reply::text("too late").delayed(Duration::from_secs(20))])
+        ScriptedServer::start_with([Reply::text("never").stall_after(0, Duration::from_secs(20))])
             .await;
     let provider = provider(
         config(&server.base_url())
             .request_timeout(Duration::from_secs(1))
-            .max_attempts(1),
+            .stream_idle_timeout(Duration::from_secs(15)),
     );
     let (result, _) = run(&provider).await;
+    let error = result.unwrap_err();
     assert!(
-        matches!(result, Err(ProviderError::Timeout(after)) if after == Duration::from_secs(1)),
-        "{result:?}"
+        matches!(error, ProviderError::Timeout { after, phase: TimeoutPhase::FirstByte } if after == Duration::from_secs(1)),
+        "{error:?}"
     );
+}
+
+#[test]
+fn the_default_timeouts_fail_a_hung_server_within_a_minute() {
+    // A hung server costs one request timeout (timeouts are not retried); the
+    // stream's idle limit is of the same order.
+    let defaults = OpenAiConfig::new("m");
+    assert!(defaults.request_timeout < Duration::from_secs(60));
+    assert!(defaults.stream_idle_timeout < Duration::from_secs(60));
 }
 
 #[tokio::test]
@@ -553,7 +689,7 @@ async fn unauthorized_fails_at_once_with_the_servers_message() {
 
 #[tokio::test]
 async fn other_unfixable_client_errors_fail_at_once_with_the_body_text() {
-    for status in [400u16, 403, 404, 422] {
+    for status in [400u16, 403, 404, 405, 410, 413, 422] {
         let server = ScriptedServer::start_with([
             Reply::status(status, format!("plain refusal {status}")),
             Reply::text("no"),

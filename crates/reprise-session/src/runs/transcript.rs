@@ -184,7 +184,8 @@ impl Transcript {
     /// Redacts a record and appends it; returns the line as written (without `\n`).
     pub fn record(&self, record: &TranscriptRecord) -> Result<String, RunError> {
         let ts = format!("{:.3}", now_millis());
-        let object = redact_value(&self.redactor, Value::Object(record.to_json(&ts)));
+        let mut object = redact_value(&self.redactor, Value::Object(record.to_json(&ts)));
+        keep_ids(&mut object, record);
         let mut line = serde_json::to_string(&object).map_err(|source| RunError::Encode {
             path: self.path.clone(),
             source,
@@ -204,6 +205,19 @@ impl Transcript {
         append_line(file, &self.path, line.as_bytes(), true)?;
         line.pop();
         Ok(line)
+    }
+}
+
+/// Puts the call id back as it was: ids are the server's (llama.cpp's are 32
+/// random letters and digits, which look like a secret to the redactor), and a
+/// transcript whose ids are masked can no longer match results to calls.
+fn keep_ids(object: &mut Value, record: &TranscriptRecord) {
+    let Value::Object(fields) = object else {
+        return;
+    };
+    fields.insert("id".to_owned(), Value::String(record.id.clone()));
+    if let Some(id @ Value::String(_)) = record.extra.get("tool_call_id") {
+        fields.insert("tool_call_id".to_owned(), id.clone());
     }
 }
 

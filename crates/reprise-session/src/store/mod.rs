@@ -27,8 +27,9 @@ pub use jsonl_writer::JsonlWriter;
 pub use memory::MemoryStore;
 pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 pub use repair::{
-    ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, inspect, inspect_messages,
-    interrupted_result, model_view, model_view_messages, repair_entries, repair_messages,
+    ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, inspect,
+    inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
+    repair_messages, request_message,
 };
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,

@@ -31,6 +31,14 @@
 //! before any call with its id is an orphan.
 //!
 //! Entries that are not messages (`kind` set) are not part of the view.
+//!
+//! Arguments: servers parse the `arguments` of every replayed call as JSON and
+//! refuse the whole request when one is not (llama.cpp answers 500 "Failed to parse
+//! tool call arguments as JSON"). A reply cut off at `max_tokens` in the middle of
+//! a call leaves arguments such as `{`, and a model can write broken ones. The view
+//! sends `{}` in place of arguments that are not a JSON object ([`request_message`]);
+//! the stored message keeps what the model sent, and the call's result says why it
+//! did not run.
 
 use std::collections::{HashMap, HashSet};
 
@@ -56,6 +64,33 @@ pub fn interrupted_result(call: &ToolCall) -> Message {
             call.function.name
         ),
     )
+}
+
+/// Whether `arguments` can be sent back to a server as they are: a JSON object.
+/// Empty arguments (sent by some servers for a tool without parameters) are not.
+pub fn arguments_are_an_object(arguments: &str) -> bool {
+    matches!(
+        serde_json::from_str::<Value>(arguments),
+        Ok(Value::Object(_))
+    )
+}
+
+/// `message` as it is sent to a model: calls whose arguments are not a JSON object
+/// carry `{}` instead (see the module docs). Other messages are unchanged.
+pub fn request_message(message: &Message) -> Message {
+    let mut message = message.clone();
+    // `tool_calls: []` is refused by OpenAI ("too short"); no calls means none.
+    if message.tool_calls.as_ref().is_some_and(Vec::is_empty) {
+        message.tool_calls = None;
+    }
+    if let Some(calls) = message.tool_calls.as_mut() {
+        for call in calls {
+            if !arguments_are_an_object(&call.function.arguments) {
+                call.function.arguments = "{}".to_owned();
+            }
+        }
+    }
+    message
 }
 
 /// A tool call without a result.
@@ -289,12 +324,7 @@ fn view(items: &[Item<'_>]) -> Vec<Message> {
         if item.message.role == Role::Tool {
             continue;
         }
-        let mut message = item.message.clone();
-        // `tool_calls: []` is refused by OpenAI ("too short"); no calls means none.
-        if message.tool_calls.as_ref().is_some_and(Vec::is_empty) {
-            message.tool_calls = None;
-        }
-        out.push(message);
+        out.push(request_message(item.message));
         if let Some(range) = pairing.slots_of.get(&position) {
             for slot in &pairing.slots[range.clone()] {
                 out.push(match slot.result {
@@ -530,6 +560,49 @@ mod tests {
         let view = model_view(&history);
         assert_eq!(view.len(), 2);
         assert_eq!(view[1].tool_calls, None);
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_sent_as_an_empty_object() {
+        let cut = Message::assistant_tool_calls(
+            Some("Let me look.".to_owned()),
+            vec![
+                ToolCall::function("a", "read_file", r#"{"path": "x"}"#),
+                ToolCall::function("b", "read_file", "{"),
+                ToolCall::function("c", "read_file", "[1]"),
+                ToolCall::function("d", "list", ""),
+            ],
+        );
+        let history = entries(vec![
+            Message::user("hi"),
+            cut.clone(),
+            Message::tool("a", "A"),
+            Message::tool("b", "error: cut off"),
+        ]);
+        let view = model_view(&history);
+        let sent: Vec<&str> = view[1]
+            .calls()
+            .iter()
+            .map(|call| call.function.arguments.as_str())
+            .collect();
+        assert_eq!(sent, [r#"{"path": "x"}"#, "{}", "{}", "{}"]);
+        assert_eq!(view[1].text(), "Let me look.");
+        assert_eq!(
+            shape(&view),
+            [
+                "user:hi",
+                "assistant:a,b,c,d",
+                "tool:a:real",
+                "tool:b:real",
+                "tool:c:interrupted",
+                "tool:d:interrupted"
+            ]
+        );
+        // The stored message is untouched.
+        assert_eq!(history[1].as_message(), Some(&cut));
+        assert!(arguments_are_an_object("{ }"));
+        assert!(!arguments_are_an_object("{\"a\":"));
+        assert!(!arguments_are_an_object("null"));
     }
 
     #[test]

@@ -259,3 +259,30 @@ fn the_file_appears_with_the_first_record_and_is_private() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn call_ids_are_kept_as_the_server_sent_them() {
+    // llama.cpp's ids are 32 random letters and digits: the default redactor takes
+    // such a string for a secret anywhere else.
+    let id = "xAFl2kRTqZbbEnQaKuDQuXKqVh5PGaMw";
+    let redactor = Redactor::new();
+    let mut premise = json!({"id": id});
+    redactor.redact_json(&mut premise);
+    assert_eq!(premise["id"], "[REDACTED]", "the premise");
+    let tmp = tempfile::tempdir().unwrap();
+    let run = create_run_folder(tmp.path()).unwrap();
+    let transcript = Transcript::open(&run.dir, redactor).unwrap();
+    transcript
+        .record(&TranscriptRecord::tool_call("main", id, "read_file", "{}"))
+        .unwrap();
+    transcript
+        .record(
+            &TranscriptRecord::tool_result("main", id, "read_file", "buy milk", false)
+                .with_field("tool_call_id", Value::String(id.to_owned())),
+        )
+        .unwrap();
+    let records = lines(&run.dir.join("transcript.jsonl"));
+    assert_eq!(records[0]["id"], id);
+    assert_eq!(records[1]["id"], id);
+    assert_eq!(records[1]["tool_call_id"], id);
+}
