@@ -185,9 +185,20 @@ pub async fn run(
             }
             None => {
                 printer.prompt();
-                let next = tokio::select! {
-                    line = lines.next() => line,
-                    _ = interrupts.next() => None,
+                // An MCP server may finish starting while the prompt waits: say so
+                // then, not only at the next turn.
+                let next = loop {
+                    tokio::select! {
+                        line = lines.next() => break line,
+                        _ = interrupts.next() => break None,
+                        Some(UiEvent::Mcp(notice)) = ui.recv() => {
+                            if interactive {
+                                printer.print("\n");
+                            }
+                            eprint_line(&notice.to_string());
+                            printer.prompt();
+                        }
+                    }
                 };
                 match next {
                     Some(line) => {
