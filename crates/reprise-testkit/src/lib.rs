@@ -42,10 +42,12 @@ pub mod paths;
 #[cfg(feature = "pty")]
 pub mod pty;
 mod reply;
+mod request;
 pub mod secret_corpus;
 mod server;
 
 pub use invariant::check_tool_call_pairing;
 pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};
 pub use reply::{Reply, ScriptedCall};
+pub use request::{request_messages, tool_calls_of};
 pub use server::{RecordedRequest, ScriptedServer, unreachable_base_url};

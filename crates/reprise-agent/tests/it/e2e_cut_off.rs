@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::http::{file_roles, jsonl_lines, messages_of, talk_to};
+use crate::support::http::{file_roles, jsonl_lines, talk_to};
 
 const MAX_TOKENS: u32 = 13;
 
@@ -73,14 +73,8 @@ fn results(path: &Path) -> Vec<(String, String)> {
 
 /// The arguments of every call in a request body, in order.
 fn sent_arguments(body: &Value) -> Vec<String> {
-    messages_of(body)
+    reprise_testkit::tool_calls_of(&reprise_testkit::request_messages(body))
         .iter()
-        .flat_map(|message| {
-            message["tool_calls"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
         .map(|call| call["function"]["arguments"].as_str().unwrap().to_owned())
         .collect()
 }

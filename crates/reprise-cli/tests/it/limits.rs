@@ -16,14 +16,8 @@ fn write_config(sandbox: &Sandbox, text: &str) {
 
 /// Every tool call's arguments in a request body.
 fn sent_arguments(body: &serde_json::Value) -> Vec<String> {
-    crate::support::messages(body)
+    reprise_testkit::tool_calls_of(&reprise_testkit::request_messages(body))
         .iter()
-        .flat_map(|message| {
-            message["tool_calls"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
         .map(|call| call["function"]["arguments"].as_str().unwrap().to_owned())
         .collect()
 }

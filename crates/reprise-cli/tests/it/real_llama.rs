@@ -37,14 +37,8 @@ fn conversation(run: &std::path::Path) -> Vec<Value> {
 }
 
 fn tool_call_ids(messages: &[Value]) -> Vec<String> {
-    messages
+    reprise_testkit::tool_calls_of(messages)
         .iter()
-        .flat_map(|message| {
-            message["tool_calls"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
         .map(|call| call["id"].as_str().unwrap_or_default().to_owned())
         .collect()
 }

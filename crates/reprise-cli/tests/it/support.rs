@@ -119,10 +119,7 @@ impl Sandbox {
     }
 }
 
-/// The messages of a request body.
-pub fn messages(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().cloned().unwrap_or_default()
-}
+pub use reprise_testkit::request_messages as messages;
 
 /// `(role, text)` of each message of a request body.
 pub fn roles_and_texts(body: &Value) -> Vec<(String, String)> {

@@ -58,10 +58,7 @@ pub fn buy() -> Arc<dyn Tool> {
     ))
 }
 
-/// The messages of a request body.
-pub fn messages_of(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().cloned().unwrap_or_default()
-}
+pub use reprise_testkit::request_messages as messages_of;
 
 /// Every line of a JSONL file, each of which must be complete JSON.
 pub fn jsonl_lines(path: &Path) -> Vec<Value> {
