@@ -9,7 +9,7 @@ use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use serde_json::Value;
 
 /// A run with a conversation of `turns` question/answer pairs; returns its folder.
-async fn make_run(runs_dir: &Path, topic: &str, turns: usize) -> PathBuf {
+pub(crate) async fn make_run(runs_dir: &Path, topic: &str, turns: usize) -> PathBuf {
     let folder = create_run_folder(runs_dir).unwrap();
     let store = create_run_store(&folder.dir);
     let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
@@ -28,7 +28,7 @@ async fn make_run(runs_dir: &Path, topic: &str, turns: usize) -> PathBuf {
     folder.dir
 }
 
-fn name(dir: &Path) -> String {
+pub(crate) fn name(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
 

@@ -58,7 +58,21 @@ impl Sandbox {
     }
 
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_reprise"));
+        self.command_through(&[], args)
+    }
+
+    /// The binary run by `wrapper` (a program and its arguments, the binary's path and
+    /// `args` appended), with the same environment as [`Sandbox::command`].
+    pub fn command_through(&self, wrapper: &[&str], args: &[&str]) -> tokio::process::Command {
+        let binary = env!("CARGO_BIN_EXE_reprise");
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(wrapper_args).arg(binary);
+                command
+            }
+            None => tokio::process::Command::new(binary),
+        };
         command
             .args(args)
             .current_dir(self.path())
@@ -99,7 +113,12 @@ impl Sandbox {
 
     /// Runs the binary with `args`, feeding `input` on stdin (then closing it).
     pub async fn run(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self.command(args).spawn().unwrap();
+        self.run_through(&[], args, input).await
+    }
+
+    /// [`Sandbox::run`] with the binary run by `wrapper` (see [`Sandbox::command_through`]).
+    pub async fn run_through(&self, wrapper: &[&str], args: &[&str], input: &str) -> Output {
+        let mut child = self.command_through(wrapper, args).spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(input.as_bytes()).await.unwrap();
         drop(stdin);
