@@ -49,12 +49,24 @@ impl StartWith {
 pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFolder>> {
     match start {
         StartWith::New | StartWith::Pick => Ok(None),
+        // Opened, not taken from the listing as it is: opening rebuilds a damaged
+        // `session.json` (with a warning the chat shows) instead of failing on it.
         StartWith::Latest => match list_runs(runs_dir)?.runs.first() {
-            Some(run) => Ok(Some(run.folder())),
+            Some(run) => Ok(Some(RunFolder::open(&run.dir)?)),
             None => Ok(None),
         },
         StartWith::Named(spec) => Ok(Some(find_run(runs_dir, spec)?)),
     }
+}
+
+/// Passes `started` on, removing `fresh` (the run folder made at this start) when the
+/// start failed and nothing was written in it: a chat that could not start leaves no
+/// empty run folder behind.
+pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
+    if started.is_err() {
+        let _ = reprise_session::runs::remove_unused_run_folder(fresh);
+    }
+    started
 }
 
 /// When a run's conversation was last added to (as listings show it, else the

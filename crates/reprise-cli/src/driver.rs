@@ -236,12 +236,12 @@ impl ChatSession {
         self.folder.name()
     }
 
-    /// Problems met loading the session (torn tail cut, corrupt lines skipped).
+    /// Problems met opening the run and loading the session (a damaged `session.json`
+    /// rebuilt, torn tail cut, corrupt lines skipped).
     pub fn load_warnings(&self) -> Vec<String> {
-        self.agent
-            .load_warnings()
-            .iter()
-            .map(ToString::to_string)
+        let repairs = self.folder.warnings.iter().map(ToString::to_string);
+        repairs
+            .chain(self.agent.load_warnings().iter().map(ToString::to_string))
             .collect()
     }
 

@@ -144,18 +144,21 @@ pub async fn run(
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
     let start = StartWith::from_args(args);
-    let target = match &start {
-        StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
-        other => {
-            let target = chat::start_target(&opener.settings.runs_dir, other)?;
-            if target.is_none() && *other == StartWith::Latest {
-                printer.line("(no earlier conversation: starting a new one)");
+    let started = async {
+        let target = match &start {
+            StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
+            other => {
+                let target = chat::start_target(&opener.settings.runs_dir, other)?;
+                if target.is_none() && *other == StartWith::Latest {
+                    printer.line("(no earlier conversation: starting a new one)");
+                }
+                target
             }
-            target
-        }
-    };
-    let (mut session, resumed) =
-        chat::open_start(&opener, fresh, target, args.fork_session).await?;
+        };
+        chat::open_start(&opener, fresh.clone(), target, args.fork_session).await
+    }
+    .await;
+    let (mut session, resumed) = chat::unless_started(started, &fresh)?;
     if resumed {
         show_resumed(&mut session, &mut printer)?;
         if session.run_name() != fresh_name {

@@ -63,12 +63,16 @@ pub async fn run(
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
     let start = StartWith::from_args(args);
-    let target = chat::start_target(&opener.settings.runs_dir, &start)?;
     let mut notices = Vec::new();
-    if target.is_none() && start == StartWith::Latest {
-        notices.push("(no earlier conversation: starting a new one)".to_owned());
+    let started = async {
+        let target = chat::start_target(&opener.settings.runs_dir, &start)?;
+        if target.is_none() && start == StartWith::Latest {
+            notices.push("(no earlier conversation: starting a new one)".to_owned());
+        }
+        chat::open_start(&opener, fresh.clone(), target, args.fork_session).await
     }
-    let (session, resumed) = chat::open_start(&opener, fresh, target, args.fork_session).await?;
+    .await;
+    let (session, resumed) = chat::unless_started(started, &fresh)?;
     let history = read_history(&opener.history_path())
         .map(|h| h.prompts().into_iter().map(str::to_owned).collect())
         .unwrap_or_default();
