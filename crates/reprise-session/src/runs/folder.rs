@@ -80,7 +80,8 @@ impl RunFolder {
     /// A `session.json` that is missing while the folder holds a conversation, or
     /// that cannot be parsed, is rebuilt from `conversation.jsonl`, with a warning
     /// naming it in [`RunFolder::warnings`]. A folder that is a symbolic link is
-    /// refused.
+    /// refused. Temporary files that a killed process left in the folder (a
+    /// `session.json` replacement cut short) are removed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<RunFolder, RunError> {
         let dir = dir.into();
         match fs::symlink_metadata(&dir) {
@@ -97,6 +98,7 @@ impl RunFolder {
             }
             Err(source) => return Err(RunError::Io(IoError::new("open", &dir, source))),
         }
+        crate::runs::leftovers::remove_dead_leftovers(&dir);
         let path = dir.join(SESSION_JSON);
         let mut warnings = Vec::new();
         let read = match crate::fs::read_beneath(crate::fs::parent_of(&dir), &path) {

@@ -2,8 +2,8 @@
 //! forks (`.<run>.fork-<pid>-<n>`) and temporary files of atomic writes
 //! (`.<file>.tmp-<pid>-<n>`, `.list-cache.json.<pid>.<n>.tmp`). Each name carries
 //! the pid of the process that made it; once that process is gone, the next listing
-//! or run start removes it. A live process's leftovers (a fork in progress) are
-//! never touched.
+//! or run start removes it (and opening a run folder, those inside it). A live
+//! process's leftovers (a fork in progress) are never touched.
 
 use std::fs;
 use std::path::Path;

@@ -155,6 +155,24 @@ async fn staging_folders_of_dead_forks_are_removed_by_listings_and_starts() {
 }
 
 #[tokio::test]
+async fn temporary_files_of_dead_writers_in_a_run_folder_are_removed_on_open() {
+    let runs = tempfile::tempdir().unwrap();
+    let run = run_with_messages(runs.path(), 1).await;
+    let dead = run.join(format!(".session.json.tmp-{}-0", dead_pid()));
+    fs::write(&dead, "{").unwrap();
+    let live = run.join(format!(".session.json.tmp-{}-7", std::process::id()));
+    fs::write(&live, "{").unwrap();
+    let folder = RunFolder::open(&run).unwrap();
+    assert!(!dead.exists());
+    assert!(
+        live.exists(),
+        "a live writer's temporary file is left alone"
+    );
+    assert_eq!(folder.session_id.as_deref(), Some("sess-1"));
+    assert!(folder.warnings.is_empty(), "{:?}", folder.warnings);
+}
+
+#[tokio::test]
 async fn only_an_unused_run_folder_is_removed() {
     let runs = tempfile::tempdir().unwrap();
     let fresh = create_run_folder(runs.path()).unwrap();
