@@ -11,6 +11,12 @@
 //! `\u{9b}`. A carriage return right before a newline (a CRLF line end) is dropped,
 //! since it cannot hide anything.
 //!
+//! The Unicode bidirectional embedding, override and isolate controls (`U+202A`–`U+202E`,
+//! `U+2066`–`U+2069`) are escaped the same way (`\u{202e}`): they reorder what the
+//! terminal shows, so a command or a path could read differently from what it is.
+//! Joiners and marks that text needs (the zero-width joiner of emoji, `U+200E`/`U+200F`)
+//! are kept.
+//!
 //! `session.log` is different: it strips escape sequences instead
 //! (`reprise_session::runs::EscapeStripper`), since it is a record of what was shown.
 
@@ -19,7 +25,19 @@ use std::fmt::Write as _;
 
 /// Whether `c` must not reach the terminal as it is.
 fn is_unsafe(c: char) -> bool {
-    (c < '\u{20}' && c != '\n' && c != '\t') || ('\u{7f}'..='\u{9f}').contains(&c)
+    (c < '\u{20}' && c != '\n' && c != '\t')
+        || ('\u{7f}'..='\u{9f}').contains(&c)
+        || is_bidi_control(c)
+}
+
+/// The bidirectional embedding, override and isolate controls.
+fn is_bidi_control(c: char) -> bool {
+    ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// Whether `c` is written as it is by serde but must not reach the terminal.
+fn is_unsafe_in_json(c: char) -> bool {
+    ('\u{7f}'..='\u{9f}').contains(&c) || is_bidi_control(c)
 }
 
 /// `text` with every control character other than newline and tab shown as a
@@ -50,15 +68,16 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 }
 
 /// JSON text made safe for a terminal: serde already escapes C0 controls inside
-/// strings; DEL and the C1 controls, which it writes as they are, become `\u00XX`
-/// escapes too (they can only occur inside strings, so the JSON means the same).
+/// strings; DEL, the C1 controls and the bidirectional controls, which it writes as
+/// they are, become `\uXXXX` escapes too (they can only occur inside strings, so the
+/// JSON means the same).
 pub fn visible_json(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(|c| ('\u{7f}'..='\u{9f}').contains(&c)) {
+    if !json.chars().any(is_unsafe_in_json) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if ('\u{7f}'..='\u{9f}').contains(&c) {
+        if is_unsafe_in_json(c) {
             let _ = write!(out, "\\u{:04x}", u32::from(c));
         } else {
             out.push(c);
@@ -92,11 +111,21 @@ mod tests {
         assert_eq!(visible("line\r\nnext"), "line\nnext");
         assert_eq!(visible("ab\x08c\x7f"), "ab\\x08c\\x7f");
         assert_eq!(visible("é日本 ✓"), "é日本 ✓");
+        assert_eq!(
+            visible("rm -rf \u{202e}txt.exe\u{202c} ok"),
+            "rm -rf \\u{202e}txt.exe\\u{202c} ok"
+        );
+        assert_eq!(visible("a\u{2067}b\u{2069}"), "a\\u{2067}b\\u{2069}");
+        // Emoji joiners and the directional marks of right-to-left text stay.
+        assert_eq!(
+            visible("👩\u{200d}💻 שלום\u{200f}"),
+            "👩\u{200d}💻 שלום\u{200f}"
+        );
     }
 
     #[test]
     fn json_keeps_its_meaning_without_raw_c1_controls() {
-        let value = serde_json::json!({"t": "x\u{9b}2J\u{1b}]52;c;aGk=\u{7}"});
+        let value = serde_json::json!({"t": "x\u{9b}2J\u{1b}]52;c;aGk=\u{7}\u{202e}"});
         let text = serde_json::to_string(&value).unwrap();
         let safe = visible_json(&text);
         assert!(!safe.chars().any(is_unsafe), "{safe}");
