@@ -1,6 +1,7 @@
 //! Redaction throughput on ~1 MB of mixed tool output (code, logs, JSON, prose, with
-//! a secret every ~2 KB), and on the same amount of text without secrets.
-//! Run: `cargo bench -p reprise-redact --bench redact`. Prints MB/s; asserts nothing.
+//! a secret every ~2 KB), and on the same amount of text without secrets; then the
+//! cost of one call on short texts (a typed prompt, distinct prompts, the secret corpus).
+//! Run: `cargo bench -p reprise-redact --bench redact`. Prints MB/s and µs per call; asserts nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
@@ -91,4 +92,67 @@ fn main() {
     );
     println!("redact, same mixed text, 2 known values too: {known_mbs:.1} MB/s");
     println!("mixed / plain ratio: {:.2}", mixed_mbs / plain_mbs);
+
+    // A typed prompt: what the run store redacts on every append of a user message.
+    let prompt: String = plain.chars().take(1024).collect();
+    println!(
+        "redact, one 1 KiB prompt without secrets: {:.1} µs per call",
+        per_call_micros(&redactor, &prompt)
+    );
+    // Distinct prompts: each new text can make the patterns' automata build new
+    // states, which a single repeated text never shows.
+    let windows: Vec<&str> = (0..2000)
+        .map(|i| {
+            let start = floor_char_boundary(&mixed, i * 509);
+            let end = floor_char_boundary(&mixed, start + 1024);
+            &mixed[start..end]
+        })
+        .collect();
+    let start = Instant::now();
+    for window in &windows {
+        black_box(redactor.redact(black_box(window)));
+    }
+    println!(
+        "redact, 2,000 distinct 1 KiB prompts (some with secrets): {:.1} µs per call",
+        start.elapsed().as_secs_f64() * 1e6 / windows.len() as f64
+    );
+    let cases = reprise_testkit::secret_corpus::corpus_cases();
+    let start = Instant::now();
+    for case in &cases {
+        black_box(redactor.redact(black_box(&case.text)));
+    }
+    println!(
+        "redact, the {} cases of the secret corpus, once each: {:.1} µs per call",
+        cases.len(),
+        start.elapsed().as_secs_f64() * 1e6 / cases.len() as f64
+    );
+    let short: String = plain.chars().take(100).collect();
+    println!(
+        "redact, one 100-byte prompt without secrets: {:.1} µs per call",
+        per_call_micros(&redactor, &short)
+    );
+}
+
+/// The largest char boundary of `text` at or before `index`.
+fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// Median µs per call of redacting `text`, over batches of 1,000 calls.
+fn per_call_micros(redactor: &Redactor, text: &str) -> f64 {
+    let mut batches: Vec<f64> = (0..15)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..1000 {
+                black_box(redactor.redact(black_box(text)));
+            }
+            start.elapsed().as_secs_f64() * 1e6 / 1000.0
+        })
+        .collect();
+    batches.sort_by(f64::total_cmp);
+    batches[batches.len() / 2]
 }
