@@ -237,11 +237,17 @@ mod tests {
             matches!(cli.command, Some(Command::Import { ref paths, dry_run: true }) if paths.len() == 2)
         );
         assert!(Cli::try_parse_from(["reprise", "import"]).is_err());
-        let cli =
-            Cli::try_parse_from(["reprise", "export", "last", "--format", "html", "-o", "x.html"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "reprise", "export", "last", "--format", "html", "-o", "x.html",
+        ])
+        .unwrap();
         assert!(matches!(
             cli.command,
-            Some(Command::Export { format: ExportFormat::Html, no_redact: false, .. })
+            Some(Command::Export {
+                format: ExportFormat::Html,
+                no_redact: false,
+                ..
+            })
         ));
         assert!(Cli::try_parse_from(["reprise", "export", "last", "--format", "pdf"]).is_err());
     }

@@ -99,16 +99,25 @@ pub async fn import(
             totals.would_create, totals.messages
         )
     } else {
-        format!("imported {} sessions ({} messages)", totals.created, totals.messages)
+        format!(
+            "imported {} sessions ({} messages)",
+            totals.created, totals.messages
+        )
     };
     if totals.already > 0 {
         summary.push_str(&format!("; {} already imported", totals.already));
     }
     if totals.not_transcripts > 0 {
-        summary.push_str(&format!("; {} files are not transcripts", totals.not_transcripts));
+        summary.push_str(&format!(
+            "; {} files are not transcripts",
+            totals.not_transcripts
+        ));
     }
     if totals.empty > 0 {
-        summary.push_str(&format!("; {} transcripts hold no conversation", totals.empty));
+        summary.push_str(&format!(
+            "; {} transcripts hold no conversation",
+            totals.empty
+        ));
     }
     if totals.failed > 0 {
         summary.push_str(&format!("; {} failed", totals.failed));

@@ -14,36 +14,98 @@ struct Syntax {
 }
 
 const C_LIKE: &[&str] = &[
-    "as", "async", "await", "break", "case", "catch", "class", "const", "continue", "default",
-    "do", "else", "enum", "export", "extends", "false", "fn", "for", "func", "function", "go",
-    "if", "impl", "import", "in", "interface", "let", "loop", "match", "mod", "mut", "new",
-    "null", "package", "pub", "return", "self", "static", "struct", "super", "switch", "this",
-    "throw", "trait", "true", "try", "type", "typeof", "use", "var", "void", "where", "while",
-    "yield", "nil", "int", "char", "bool", "string", "u8", "u32", "u64", "i32", "i64", "usize",
+    "as",
+    "async",
+    "await",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "fn",
+    "for",
+    "func",
+    "function",
+    "go",
+    "if",
+    "impl",
+    "import",
+    "in",
+    "interface",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "mut",
+    "new",
+    "null",
+    "package",
+    "pub",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "use",
+    "var",
+    "void",
+    "where",
+    "while",
+    "yield",
+    "nil",
+    "int",
+    "char",
+    "bool",
+    "string",
+    "u8",
+    "u32",
+    "u64",
+    "i32",
+    "i64",
+    "usize",
 ];
 const SCRIPT: &[&str] = &[
     "and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def", "del",
     "do", "done", "elif", "else", "esac", "except", "export", "false", "fi", "finally", "for",
-    "from", "function", "if", "import", "in", "is", "lambda", "local", "None", "not", "or",
-    "pass", "raise", "return", "then", "True", "False", "true", "try", "while", "with", "yield",
+    "from", "function", "if", "import", "in", "is", "lambda", "local", "None", "not", "or", "pass",
+    "raise", "return", "then", "True", "False", "true", "try", "while", "with", "yield",
 ];
 const JSON: &[&str] = &["true", "false", "null"];
 
 fn syntax_of(language: &str) -> Option<Syntax> {
     let language = language.trim().to_ascii_lowercase();
-    let (line_comment, block_comment, keywords): (&'static [&'static str], bool, &'static [&'static str]) =
-        match language.as_str() {
-            "rust" | "rs" | "c" | "h" | "cpp" | "c++" | "cc" | "go" | "java" | "kotlin" | "js"
-            | "javascript" | "jsx" | "ts" | "typescript" | "tsx" | "swift" | "scala" | "cs"
-            | "csharp" | "dart" | "zig" => (&["//"], true, C_LIKE),
-            "python" | "py" | "sh" | "bash" | "shell" | "zsh" | "console" | "ruby" | "rb"
-            | "toml" | "yaml" | "yml" | "perl" | "r" | "make" | "makefile" | "dockerfile" => {
-                (&["#"], false, SCRIPT)
-            }
-            "sql" => (&["--"], true, SCRIPT),
-            "json" | "jsonc" | "json5" => (&["//"], true, JSON),
-            _ => return None,
-        };
+    let (line_comment, block_comment, keywords): (
+        &'static [&'static str],
+        bool,
+        &'static [&'static str],
+    ) = match language.as_str() {
+        "rust" | "rs" | "c" | "h" | "cpp" | "c++" | "cc" | "go" | "java" | "kotlin" | "js"
+        | "javascript" | "jsx" | "ts" | "typescript" | "tsx" | "swift" | "scala" | "cs"
+        | "csharp" | "dart" | "zig" => (&["//"], true, C_LIKE),
+        "python" | "py" | "sh" | "bash" | "shell" | "zsh" | "console" | "ruby" | "rb" | "toml"
+        | "yaml" | "yml" | "perl" | "r" | "make" | "makefile" | "dockerfile" => {
+            (&["#"], false, SCRIPT)
+        }
+        "sql" => (&["--"], true, SCRIPT),
+        "json" | "jsonc" | "json5" => (&["//"], true, JSON),
+        _ => return None,
+    };
     Some(Syntax {
         line_comment,
         block_comment,
@@ -106,7 +168,9 @@ pub fn highlight(code: &str, language: &str) -> String {
         }
         if c.is_ascii_digit() {
             let mut j = i;
-            while j < chars.len() && (chars[j].1.is_ascii_alphanumeric() || chars[j].1 == '.' || chars[j].1 == '_') {
+            while j < chars.len()
+                && (chars[j].1.is_ascii_alphanumeric() || chars[j].1 == '.' || chars[j].1 == '_')
+            {
                 j += 1;
             }
             span(&mut out, "n", &code[at..end_of(j)]);
@@ -141,8 +205,14 @@ mod tests {
     fn keywords_strings_comments_and_numbers_get_classes_and_everything_is_escaped() {
         let html = highlight("fn main() { let s = \"<b>\"; // 1 < 2\n x = 42; }", "rust");
         assert!(html.contains(r#"<span class="k">fn</span>"#), "{html}");
-        assert!(html.contains(r#"<span class="s">&quot;&lt;b&gt;&quot;</span>"#), "{html}");
-        assert!(html.contains(r#"<span class="c">// 1 &lt; 2</span>"#), "{html}");
+        assert!(
+            html.contains(r#"<span class="s">&quot;&lt;b&gt;&quot;</span>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<span class="c">// 1 &lt; 2</span>"#),
+            "{html}"
+        );
         assert!(html.contains(r#"<span class="n">42</span>"#), "{html}");
         assert!(!html.contains("<b>"));
     }
@@ -155,6 +225,9 @@ mod tests {
     #[test]
     fn an_unterminated_string_ends_the_code_without_losing_text() {
         let html = highlight("print('oops", "python");
-        assert!(html.ends_with(r#"<span class="s">&#39;oops</span>"#), "{html}");
+        assert!(
+            html.ends_with(r#"<span class="s">&#39;oops</span>"#),
+            "{html}"
+        );
     }
 }

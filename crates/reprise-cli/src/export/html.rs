@@ -112,9 +112,11 @@ pub fn markdown_to_html(markdown: &str) -> String {
                     Tag::BlockQuote(_) => ("<blockquote>".into(), "</blockquote>\n"),
                     Tag::CodeBlock(kind) => {
                         let language = match kind {
-                            CodeBlockKind::Fenced(info) => {
-                                info.split_whitespace().next().unwrap_or_default().to_owned()
-                            }
+                            CodeBlockKind::Fenced(info) => info
+                                .split_whitespace()
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
                             CodeBlockKind::Indented => String::new(),
                         };
                         code = Some((language, String::new()));
@@ -178,7 +180,10 @@ pub fn markdown_to_html(markdown: &str) -> String {
     }
     // A code block the text never closed.
     if let Some((language, text)) = code.take() {
-        out.push_str(&format!("<pre><code>{}</code></pre>\n", highlight(&text, &language)));
+        out.push_str(&format!(
+            "<pre><code>{}</code></pre>\n",
+            highlight(&text, &language)
+        ));
     }
     while let Some(close) = closing.pop() {
         out.push_str(close);
@@ -199,7 +204,11 @@ fn who(out: &mut String, label: &str, ts: jiff::Timestamp) {
 }
 
 fn call(out: &mut String, view: &CallView) {
-    let language = if view.arguments.trim_start().starts_with('{') { "json" } else { "" };
+    let language = if view.arguments.trim_start().starts_with('{') {
+        "json"
+    } else {
+        ""
+    };
     out.push_str(&format!(
         "<details class=\"tool\"><summary>Tool call: <code>{}</code>{}</summary>\n<div class=\"label\">Arguments</div>\n{}",
         escape_html(&view.name),
@@ -216,9 +225,16 @@ fn call(out: &mut String, view: &CallView) {
 fn items(out: &mut String, items: &[Item]) {
     for item in items {
         match item {
-            Item::User { ts, text, images, meta } => {
+            Item::User {
+                ts,
+                text,
+                images,
+                meta,
+            } => {
                 if *meta {
-                    out.push_str("<details class=\"msg meta\"><summary>Program text sent as the user <time>");
+                    out.push_str(
+                        "<details class=\"msg meta\"><summary>Program text sent as the user <time>",
+                    );
                     out.push_str(&escape_html(&show_ts(*ts)));
                     out.push_str("</time></summary>\n");
                     out.push_str(&pre(text, ""));
@@ -231,13 +247,20 @@ fn items(out: &mut String, items: &[Item]) {
                 out.push_str(&markdown_to_html(text));
                 for url in images {
                     match safe_image(url) {
-                        Some(src) => out.push_str(&format!("<p><img src=\"{src}\" alt=\"image\"></p>\n")),
+                        Some(src) => {
+                            out.push_str(&format!("<p><img src=\"{src}\" alt=\"image\"></p>\n"))
+                        }
                         None => out.push_str(&format!("<p>[image: {}]</p>\n", escape_html(url))),
                     }
                 }
                 out.push_str("</div>\n</section>\n");
             }
-            Item::Assistant { ts, reasoning, text, calls } => {
+            Item::Assistant {
+                ts,
+                reasoning,
+                text,
+                calls,
+            } => {
                 out.push_str("<section class=\"msg assistant\">\n");
                 who(out, "Assistant", *ts);
                 out.push_str("<div class=\"body\">\n");
@@ -266,14 +289,23 @@ fn items(out: &mut String, items: &[Item]) {
                 out.push_str(&pre(text, ""));
                 out.push_str("</section>\n");
             }
-            Item::Compaction { ts, summary, tokens_before, tokens_after } => {
+            Item::Compaction {
+                ts,
+                summary,
+                tokens_before,
+                tokens_after,
+            } => {
                 let tokens = match (tokens_before, tokens_after) {
                     (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
                     (Some(before), None) => format!(" ({before} tokens before)"),
                     _ => String::new(),
                 };
                 out.push_str("<section class=\"compaction\">\n");
-                who(out, &format!("Compacted{tokens}: the conversation above was summarised"), *ts);
+                who(
+                    out,
+                    &format!("Compacted{tokens}: the conversation above was summarised"),
+                    *ts,
+                );
                 out.push_str(&markdown_to_html(summary));
                 out.push_str("</section>\n");
             }
@@ -298,8 +330,13 @@ pub fn render(view: &RunView) -> String {
     );
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str(&format!("<title>{}</title>\n", escape_html(&view.title)));
-    out.push_str(&format!("<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"));
-    out.push_str(&format!("<h1>{}</h1>\n<table class=\"facts\">\n", escape_html(&view.title)));
+    out.push_str(&format!(
+        "<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
+    ));
+    out.push_str(&format!(
+        "<h1>{}</h1>\n<table class=\"facts\">\n",
+        escape_html(&view.title)
+    ));
     for (name, value) in &view.facts {
         out.push_str(&format!(
             "<tr><th>{}</th><td>{}</td></tr>\n",

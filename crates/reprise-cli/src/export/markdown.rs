@@ -80,11 +80,18 @@ fn one_line(text: &str) -> String {
 }
 
 fn details(summary: &str, body: &str) -> String {
-    format!("<details>\n<summary>{summary}</summary>\n\n{body}\n</details>\n\n")
+    format!(
+        "<details>\n<summary>{summary}</summary>\n\n{}\n\n</details>\n\n",
+        body.trim_end()
+    )
 }
 
 fn call(view: &CallView) -> String {
-    let language = if view.arguments.trim_start().starts_with('{') { "json" } else { "" };
+    let language = if view.arguments.trim_start().starts_with('{') {
+        "json"
+    } else {
+        ""
+    };
     let mut body = format!("**Arguments**\n\n{}", fenced(&view.arguments, language));
     match &view.result {
         Some(result) => body.push_str(&format!("\n**Result**\n\n{}", fenced(result, ""))),
@@ -100,7 +107,11 @@ fn image(url: &str) -> String {
     match url.strip_prefix("data:") {
         Some(rest) => {
             let kind = rest.split([';', ',']).next().unwrap_or("image");
-            format!("*(image: {}, {} bytes encoded)*\n\n", escape_html(kind), rest.len())
+            format!(
+                "*(image: {}, {} bytes encoded)*\n\n",
+                escape_html(kind),
+                rest.len()
+            )
         }
         None => format!("*(image: <{}>)*\n\n", url.replace('>', "%3E")),
     }
@@ -110,7 +121,12 @@ fn items(out: &mut String, items: &[Item], level: usize) {
     let hashes = "#".repeat(level);
     for item in items {
         match item {
-            Item::User { ts, text, images, meta } => {
+            Item::User {
+                ts,
+                text,
+                images,
+                meta,
+            } => {
                 if *meta {
                     out.push_str(&details(
                         &format!("Program text sent as the user · {}", show_ts(*ts)),
@@ -127,10 +143,18 @@ fn items(out: &mut String, items: &[Item], level: usize) {
                     out.push_str(&image(url));
                 }
             }
-            Item::Assistant { ts, reasoning, text, calls } => {
+            Item::Assistant {
+                ts,
+                reasoning,
+                text,
+                calls,
+            } => {
                 out.push_str(&format!("{hashes} Assistant · {}\n\n", show_ts(*ts)));
                 if let Some(reasoning) = reasoning {
-                    out.push_str(&details("Reasoning", &neutralize_html(reasoning.trim_end())));
+                    out.push_str(&details(
+                        "Reasoning",
+                        &neutralize_html(reasoning.trim_end()),
+                    ));
                 }
                 if !text.trim().is_empty() {
                     out.push_str(&neutralize_html(text.trim_end()));
@@ -152,7 +176,12 @@ fn items(out: &mut String, items: &[Item], level: usize) {
                 &format!("System · {}", show_ts(*ts)),
                 &fenced(text, ""),
             )),
-            Item::Compaction { ts, summary, tokens_before, tokens_after } => {
+            Item::Compaction {
+                ts,
+                summary,
+                tokens_before,
+                tokens_after,
+            } => {
                 let tokens = match (tokens_before, tokens_after) {
                     (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
                     (Some(before), None) => format!(" ({before} tokens before)"),
@@ -190,7 +219,10 @@ fn items(out: &mut String, items: &[Item], level: usize) {
 /// The run as Markdown.
 pub fn render(view: &RunView) -> String {
     let mut out = String::new();
-    out.push_str(&format!("# {}\n\n", neutralize_html(&one_line(&view.title))));
+    out.push_str(&format!(
+        "# {}\n\n",
+        neutralize_html(&one_line(&view.title))
+    ));
     out.push_str("| | |\n|---|---|\n");
     for (name, value) in &view.facts {
         out.push_str(&format!(

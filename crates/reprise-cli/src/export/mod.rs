@@ -161,7 +161,8 @@ pub struct LoadedRun {
 }
 
 fn load_entries(path: &Path, session: &str) -> Result<Vec<Entry>> {
-    let loaded = load_file(path, session).with_context(|| format!("cannot read {}", path.display()))?;
+    let loaded =
+        load_file(path, session).with_context(|| format!("cannot read {}", path.display()))?;
     let Some(loaded) = loaded else {
         return Ok(Vec::new());
     };
@@ -179,7 +180,8 @@ pub fn load_run(dir: &Path) -> Result<LoadedRun> {
         .unwrap_or_default();
     let meta_path = dir.join(SESSION_JSON);
     let session: Value = serde_json::from_slice(
-        &std::fs::read(&meta_path).with_context(|| format!("cannot read {}", meta_path.display()))?,
+        &std::fs::read(&meta_path)
+            .with_context(|| format!("cannot read {}", meta_path.display()))?,
     )
     .with_context(|| format!("{} is not JSON", meta_path.display()))?;
     let id = session["sessionId"].as_str().unwrap_or_default().to_owned();
@@ -233,6 +235,18 @@ fn images_of(message: &Message) -> Vec<String> {
     }
 }
 
+/// The text of a message, its text parts one paragraph each.
+fn text_of(message: &Message) -> String {
+    match &message.content {
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .filter_map(|part| part.text.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => message.text(),
+    }
+}
+
 fn is_meta(entry: &Entry) -> bool {
     entry.extra.get("isMeta") == Some(&Value::Bool(true))
         || entry
@@ -264,7 +278,7 @@ pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Item> {
             items.push(other_item(entry, mask));
             continue;
         };
-        let text = mask.text(&message.text()).into_owned();
+        let text = mask.text(&text_of(message)).into_owned();
         match message.role {
             Role::User => items.push(Item::User {
                 ts,
@@ -291,7 +305,9 @@ pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Item> {
                     });
                     calls.push(CallView {
                         name: mask.text(&call.function.name).into_owned(),
-                        arguments: mask.text(&pretty_arguments(&call.function.arguments)).into_owned(),
+                        arguments: mask
+                            .text(&pretty_arguments(&call.function.arguments))
+                            .into_owned(),
                         result,
                     });
                 }
@@ -322,7 +338,13 @@ pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Item> {
 
 fn other_item(entry: &Entry, mask: &Masker) -> Item {
     let kind = entry.kind.clone().unwrap_or_default();
-    let field = |name: &str| entry.extra.get(name).and_then(Value::as_str).unwrap_or_default();
+    let field = |name: &str| {
+        entry
+            .extra
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     if kind == "compaction" {
         return Item::Compaction {
             ts: entry.ts,
@@ -333,12 +355,19 @@ fn other_item(entry: &Entry, mask: &Masker) -> Item {
     }
     let (label, text) = if kind == "note" {
         let from = field("from");
-        let label = if from.is_empty() { "note".to_owned() } else { format!("note: {from}") };
+        let label = if from.is_empty() {
+            "note".to_owned()
+        } else {
+            format!("note: {from}")
+        };
         (label, field("text").to_owned())
     } else {
         let mut extra = entry.extra.clone();
         extra.remove("uuid");
-        (kind, serde_json::to_string_pretty(&extra).unwrap_or_default())
+        (
+            kind,
+            serde_json::to_string_pretty(&extra).unwrap_or_default(),
+        )
     };
     Item::Note {
         ts: entry.ts,
@@ -358,14 +387,20 @@ fn title_of(session: &Value, items: &[Item], run: &str) -> String {
         return title.trim().to_owned();
     }
     let first = items.iter().find_map(|item| match item {
-        Item::User { text, meta: false, .. } if !text.trim().is_empty() => Some(text.trim()),
+        Item::User {
+            text, meta: false, ..
+        } if !text.trim().is_empty() => Some(text.trim()),
         _ => None,
     });
     match first {
         Some(text) => {
             let line = text.lines().next().unwrap_or_default();
             let cut: String = line.chars().take(TITLE_CHARS).collect();
-            if cut.len() < text.len() { format!("{cut}…") } else { cut }
+            if cut.len() < text.len() {
+                format!("{cut}…")
+            } else {
+                cut
+            }
         }
         None => format!("Run {run}"),
     }
@@ -379,7 +414,9 @@ pub fn view_of(run: &LoadedRun, mask: &Masker) -> RunView {
         .iter()
         .map(|(name, entries)| (name.clone(), items_of(entries, mask)))
         .collect();
-    let title = mask.text(&title_of(&run.session, &items, &run.name)).into_owned();
+    let title = mask
+        .text(&title_of(&run.session, &items, &run.name))
+        .into_owned();
     let mut facts = vec![("Run".to_owned(), run.name.clone())];
     if let Some(id) = run.session["sessionId"].as_str() {
         facts.push(("Session".to_owned(), id.to_owned()));
@@ -387,7 +424,10 @@ pub fn view_of(run: &LoadedRun, mask: &Masker) -> RunView {
     let from = &run.session["importedFrom"];
     if let Some(tool) = from["tool"].as_str() {
         let path = from["path"].as_str().unwrap_or_default();
-        facts.push(("Imported from".to_owned(), mask.text(&format!("{tool}: {path}")).into_owned()));
+        facts.push((
+            "Imported from".to_owned(),
+            mask.text(&format!("{tool}: {path}")).into_owned(),
+        ));
     }
     if let Some(forked) = run.session["forkedFrom"]["session"].as_str() {
         facts.push(("Forked from".to_owned(), forked.to_owned()));

@@ -5,7 +5,9 @@
 //! one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
+mod export;
 mod full_screen;
+mod import;
 mod limits;
 mod mcp_chat;
 mod plain_mode;
