@@ -15,7 +15,7 @@ const TARGET_BYTES: usize = 100 * 1024 * 1024;
 /// id), and a tool result whose output is repeated in `toolUseResult`, as the real
 /// files do.
 fn transcript() -> (String, usize) {
-    let mut out = String::with_capacity(TARGET_BYTES + 1 << 20);
+    let mut out = String::with_capacity(TARGET_BYTES + (1 << 20));
     let mut parent: Option<String> = None;
     let mut n = 0usize;
     let mut turns = 0usize;

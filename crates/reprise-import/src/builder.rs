@@ -8,7 +8,9 @@
 //! a call without a result answered "interrupted", a result without a call kept as a
 //! note.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use jiff::Timestamp;
 use reprise_session::{
@@ -290,7 +292,7 @@ impl Builder {
     pub fn finish(mut self) -> (Vec<Entry>, Report) {
         self.flush();
         let entries = std::mem::take(&mut self.entries);
-        let mut results: HashMap<String, VecDeque<usize>> = HashMap::new();
+        let mut results: HashMap<String, VecDeque<usize>> = HashMap::default();
         for (index, entry) in entries.iter().enumerate() {
             if let Some(message) = entry.as_message()
                 && message.role == Role::Tool

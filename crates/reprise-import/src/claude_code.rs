@@ -6,7 +6,7 @@
 //! in the file, so the conversation is the chain from the last line back to the root
 //! (crossing a compaction through `logicalParentUuid`), not the file's order.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::Path;
 
 use jiff::Timestamp;
@@ -78,13 +78,59 @@ pub(crate) fn sniff(head: &[u8]) -> bool {
     })
 }
 
-fn parse_records(bytes: &[u8], report: &mut Report) -> Vec<Record> {
-    let mut records = Vec::new();
-    for line in split_lines(bytes) {
+/// Parses `lines`; returns the records and how many lines were not records.
+fn parse_lines(lines: &[&[u8]]) -> (Vec<Record>, u64) {
+    let mut records = Vec::with_capacity(lines.len());
+    let mut bad = 0;
+    for line in lines {
         match serde_json::from_slice::<Record>(line) {
             Ok(record) => records.push(record),
-            Err(_) => report.skip("lines that are not JSON records", 1),
+            Err(_) => bad += 1,
         }
+    }
+    (records, bad)
+}
+
+/// Below this many lines, one thread parses them all.
+const PARALLEL_LINES: usize = 4096;
+
+/// Parses every line, on as many threads as there are cores for a long file: a
+/// 100 MB transcript spends most of its import here.
+fn parse_records(bytes: &[u8], report: &mut Report) -> Vec<Record> {
+    let lines: Vec<&[u8]> = split_lines(bytes).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || lines.len() < PARALLEL_LINES {
+        let (records, bad) = parse_lines(&lines);
+        report.skip("lines that are not JSON records", bad);
+        return records;
+    }
+    let chunk = lines.len().div_ceil(threads);
+    let parts: Vec<(Vec<Record>, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(chunk)
+            .map(|part| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || parse_lines(part))
+                    .map_err(|_| part)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle {
+                // A thread that panicked or could not start: parse its part here.
+                Ok(handle) => handle.join().ok(),
+                Err(part) => Some(parse_lines(part)),
+            })
+            .zip(lines.chunks(chunk))
+            .map(|(done, part)| done.unwrap_or_else(|| parse_lines(part)))
+            .collect()
+    });
+    let mut records = Vec::with_capacity(lines.len());
+    for (part, bad) in parts {
+        records.extend(part);
+        report.skip("lines that are not JSON records", bad);
     }
     records
 }
@@ -92,7 +138,8 @@ fn parse_records(bytes: &[u8], report: &mut Report) -> Vec<Record> {
 /// The live branch of `members` (indices into `records`): from the last member with
 /// a uuid back to its root, in conversation order.
 fn live_branch(records: &[Record], members: &[usize]) -> Vec<usize> {
-    let mut by_uuid: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+    let mut by_uuid: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(members.len(), Default::default());
     for &index in members {
         if let Some(uuid) = records[index].uuid.as_deref() {
             by_uuid.insert(uuid, index);
@@ -106,7 +153,7 @@ fn live_branch(records: &[Record], members: &[usize]) -> Vec<usize> {
         return Vec::new();
     };
     let mut chain = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut current = Some(leaf);
     while let Some(index) = current {
         if !seen.insert(index) {
@@ -150,8 +197,8 @@ fn live_records(records: &[Record], members: &[usize]) -> Vec<usize> {
         .filter(|&&i| records[i].kind == "assistant")
         .filter_map(|&i| records[i].message.as_ref()?.id.as_deref())
         .collect();
-    let mut included: HashSet<&str> = HashSet::new();
-    let mut calls: HashSet<String> = HashSet::new();
+    let mut included: HashSet<&str> = HashSet::default();
+    let mut calls: HashSet<String> = HashSet::default();
     let mut live = Vec::new();
     for &index in members {
         let record = &records[index];
@@ -192,8 +239,9 @@ fn live_records(records: &[Record], members: &[usize]) -> Vec<usize> {
     live
 }
 
-/// Converts the records of one conversation (its live branch) into `builder`.
-fn convert_branch(records: &[Record], members: &[usize], builder: &mut Builder) {
+/// Converts the records of one conversation (its live branch) into `builder`;
+/// returns the live records.
+fn convert_branch(records: &[Record], members: &[usize], builder: &mut Builder) -> Vec<usize> {
     let chain = live_records(records, members);
     let on_chain: HashSet<usize> = chain.iter().copied().collect();
     let mut abandoned_messages = 0u64;
@@ -289,6 +337,7 @@ fn convert_branch(records: &[Record], members: &[usize], builder: &mut Builder) 
     if let Some((at, text, tokens)) = compaction {
         builder.compaction(at, text, tokens);
     }
+    chain
 }
 
 /// The text of a `content` value: a string, or the text of its blocks.
@@ -449,8 +498,7 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
         .collect();
     let mut builder = Builder::new(format!("claude-code:{session_id}:main"));
     builder.report = report;
-    convert_branch(&records, &main, &mut builder);
-    let on_main: HashSet<&str> = live_records(&records, &main)
+    let on_main: HashSet<&str> = convert_branch(&records, &main, &mut builder)
         .into_iter()
         .filter_map(|i| records[i].uuid.as_deref())
         .collect();
@@ -525,9 +573,9 @@ fn sidechains(records: &[Record]) -> Vec<Vec<usize>> {
         .filter(|(_, record)| record.sidechain)
         .filter_map(|(i, record)| record.uuid.as_deref().map(|uuid| (uuid, i)))
         .collect();
-    let mut root_of: HashMap<usize, usize> = HashMap::new();
+    let mut root_of: HashMap<usize, usize> = HashMap::default();
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut group_of_root: HashMap<usize, usize> = HashMap::new();
+    let mut group_of_root: HashMap<usize, usize> = HashMap::default();
     for (index, record) in records.iter().enumerate() {
         if !record.sidechain {
             continue;

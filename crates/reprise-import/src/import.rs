@@ -166,8 +166,17 @@ impl Importer {
         dry_run: bool,
     ) -> Result<ImportedFile, ImportError> {
         let bytes = read_file(path)?;
-        let converted = convert(path, &bytes)?;
-        let hash = content_hash(&bytes);
+        // The hash is computed beside the conversion.
+        let (converted, hash) = std::thread::scope(|scope| {
+            let hashing = std::thread::Builder::new().spawn_scoped(scope, || content_hash(&bytes));
+            let converted = convert(path, &bytes);
+            let hash = match hashing {
+                Ok(handle) => handle.join().unwrap_or_else(|_| content_hash(&bytes)),
+                Err(_) => content_hash(&bytes),
+            };
+            (converted, hash)
+        });
+        let converted = converted?;
         drop(bytes);
         let key = (
             converted.tool.as_str().to_owned(),
