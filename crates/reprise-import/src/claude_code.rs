@@ -445,12 +445,13 @@ fn assistant(record: &Record, ts: Option<Timestamp>, builder: &mut Builder) {
                     "text" => {
                         builder.assistant_text(ts, block["text"].as_str().unwrap_or_default())
                     }
-                    "thinking" => {
-                        builder.assistant_reasoning(
-                            ts,
-                            block["thinking"].as_str().unwrap_or_default(),
-                        );
-                    }
+                    "thinking" => match block["thinking"].as_str() {
+                        Some(text) if !text.is_empty() => builder.assistant_reasoning(ts, text),
+                        // Newer versions keep only the signature of the thinking.
+                        _ => builder
+                            .report
+                            .skip("thinking blocks holding only a signature", 1),
+                    },
                     "redacted_thinking" => builder.report.skip("redacted thinking (encrypted)", 1),
                     "tool_use" => {
                         let input = &block["input"];

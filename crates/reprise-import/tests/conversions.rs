@@ -138,12 +138,34 @@ fn claude_code_parallel_calls_are_one_message_with_every_result_after_it() {
         .map(|e| e.as_message().unwrap().tool_call_id.as_deref().unwrap())
         .collect();
     assert_eq!(answered, ids);
-    // Thinking became reasoning.
-    assert!(
-        entries
-            .iter()
-            .filter_map(|e| e.as_message())
-            .any(|m| m.extra.contains_key("reasoning_content"))
+    // This version keeps only the signature of its thinking: counted, not converted.
+    assert_eq!(
+        converted.report.skipped["thinking blocks holding only a signature"],
+        14
+    );
+}
+
+#[test]
+fn claude_code_thinking_becomes_reasoning_content() {
+    let converted = convert_file(&testdata(
+        "claude_code/cc-2.0.42_7acd37a8_thinking_queue-ops.jsonl",
+    ))
+    .unwrap();
+    let with_reasoning = converted
+        .main
+        .iter()
+        .filter_map(|e| e.as_message())
+        .filter(|m| {
+            m.extra
+                .get("reasoning_content")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        })
+        .count();
+    assert!(with_reasoning > 10, "{with_reasoning}");
+    assert_eq!(
+        converted.report.skipped["queue-operation lines (Claude Code state)"],
+        12
     );
 }
 
