@@ -81,6 +81,16 @@ fn transcript() -> (String, usize) {
     (out, n)
 }
 
+/// The CPU time this process has used (user and system, every thread), from
+/// `/proc/self/stat`; `None` where there is no such file.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // The kernel's USER_HZ is 100 on every Linux that ships.
+    Some(ticks / 100.0)
+}
+
 fn main() {
     let (text, lines) = transcript();
     let dir = tempfile::tempdir().unwrap();
@@ -92,35 +102,46 @@ fn main() {
     drop(text);
     // Warm the page cache, as a person's disk would be after Claude Code wrote it.
     let _ = std::fs::read(&file).unwrap();
-
-    let started = Instant::now();
-    let converted = reprise_import::convert_file(&file).unwrap();
-    let convert_secs = started.elapsed().as_secs_f64();
-    let messages = converted.report.messages;
-    drop(converted);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("import: Claude Code transcript {mb:.1} MB, {lines} lines, {cores} cores");
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let runs = dir.path().join("runs");
-    let started = Instant::now();
-    let imported = runtime.block_on(async {
-        let mut importer = reprise_import::Importer::new(&runs).unwrap();
-        importer.import_file(&file, false).await.unwrap()
-    });
-    let import_secs = started.elapsed().as_secs_f64();
-    assert!(matches!(
-        imported.outcome,
-        reprise_import::Outcome::Created { .. }
-    ));
-    println!("import: Claude Code transcript {mb:.1} MB, {lines} lines -> {messages} messages");
+    let mut best_convert = f64::MAX;
+    let mut best_import = f64::MAX;
+    for round in 1..=3 {
+        let started = Instant::now();
+        let converted = reprise_import::convert_file(&file).unwrap();
+        let convert_secs = started.elapsed().as_secs_f64();
+        let messages = converted.report.messages;
+        drop(converted);
+
+        let runs = dir.path().join(format!("runs-{round}"));
+        let cpu_before = cpu_seconds();
+        let started = Instant::now();
+        let imported = runtime.block_on(async {
+            let mut importer = reprise_import::Importer::new(&runs).unwrap();
+            importer.import_file(&file, false).await.unwrap()
+        });
+        let import_secs = started.elapsed().as_secs_f64();
+        let cpu = cpu_before.zip(cpu_seconds()).map(|(a, b)| b - a);
+        assert!(matches!(
+            imported.outcome,
+            reprise_import::Outcome::Created { .. }
+        ));
+        println!(
+            "import: round {round}: convert only {convert_secs:.3} s; convert + write run (synced) {import_secs:.3} s, {} CPU s; {messages} messages",
+            cpu.map_or("?".to_owned(), |cpu| format!("{cpu:.2}"))
+        );
+        best_convert = best_convert.min(convert_secs);
+        best_import = best_import.min(import_secs);
+        std::fs::remove_dir_all(&runs).unwrap();
+    }
     println!(
-        "import: convert only        {convert_secs:.3} s ({:.0} MB/s)",
-        mb / convert_secs
-    );
-    println!(
-        "import: convert + write run {import_secs:.3} s ({:.0} MB/s), synced (target: under 2 s)",
-        mb / import_secs
+        "import: best of 3: convert only {best_convert:.3} s ({:.0} MB/s); convert + write run {best_import:.3} s ({:.0} MB/s) (target: under 2 s)",
+        mb / best_convert,
+        mb / best_import
     );
 }
