@@ -93,7 +93,10 @@ fn cpu_seconds() -> Option<f64> {
 
 fn main() {
     let (text, lines) = transcript();
-    let dir = tempfile::tempdir().unwrap();
+    // On the disk the runs live on (target/), not a tmpfs /tmp.
+    let parent = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-tmp");
+    std::fs::create_dir_all(&parent).unwrap();
+    let dir = tempfile::tempdir_in(&parent).unwrap();
     let file = dir
         .path()
         .join("11111111-2222-4333-8444-555555555555.jsonl");
