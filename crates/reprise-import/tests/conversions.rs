@@ -426,3 +426,75 @@ fn files_that_are_no_transcript_or_hold_no_conversation_are_refused_by_name() {
         Err(ImportError::Empty { .. })
     ));
 }
+
+fn claude(kind: &str, uuid: &str, parent: Option<&str>, message: Value) -> Value {
+    json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s-img", "isSidechain": false,
+           "timestamp": "2026-02-03T04:05:06.000Z", "message": message})
+}
+
+#[test]
+fn claude_code_images_become_data_urls_and_what_a_tool_result_cannot_hold_is_counted() {
+    let png = "iVBORw0KGgo=";
+    let bytes = lines(&[
+        json!({"type": "summary", "summary": "Looking at a picture", "leafUuid": "a2"}),
+        claude(
+            "user",
+            "u1",
+            None,
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+            ]}),
+        ),
+        claude(
+            "assistant",
+            "a1",
+            Some("u1"),
+            json!({"id": "m1", "role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Screenshot", "input": {}},
+            ]}),
+        ),
+        claude(
+            "user",
+            "r1",
+            Some("a1"),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "text", "text": "captured"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                ]},
+            ]}),
+        ),
+        json!({"type": "system", "uuid": "s1", "parentUuid": "r1", "sessionId": "s-img", "content": "hook ran",
+               "timestamp": "2026-02-03T04:05:07.000Z"}),
+        claude(
+            "assistant",
+            "a2",
+            Some("s1"),
+            json!({"id": "m2", "role": "assistant", "content": [
+                {"type": "text", "text": "A cat."},
+            ]}),
+        ),
+    ]);
+    let converted = convert(Path::new("s-img.jsonl"), &bytes).unwrap();
+    assert_eq!(converted.title.as_deref(), Some("Looking at a picture"));
+    let first = serde_json::to_value(converted.main[0].as_message().unwrap()).unwrap();
+    assert_eq!(
+        first["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+    let result = converted
+        .main
+        .iter()
+        .filter_map(|e| e.as_message())
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert_eq!(result.text(), "captured\n[image not converted]");
+    assert_eq!(converted.report.skipped["image blocks in tool results"], 1);
+    assert_eq!(converted.report.notes["system lines"], 1);
+    let roles: Vec<String> = messages(&converted.main)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+}
