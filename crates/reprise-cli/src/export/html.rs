@@ -66,7 +66,7 @@ pub fn markdown_to_html(markdown: &str) -> String {
     let mut closing: Vec<&'static str> = Vec::new();
     let mut code: Option<(String, String)> = None;
     let mut in_head = false;
-    for event in Parser::new_ext(markdown, Options::all()) {
+    for event in Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION) {
         if let Some((_, text)) = code.as_mut() {
             match event {
                 Event::Text(piece) => {
@@ -356,4 +356,44 @@ pub fn render(view: &RunView) -> String {
     }
     out.push_str("</main>\n</body>\n</html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_html_and_unsafe_links_from_a_message_stay_text() {
+        let html = markdown_to_html(
+            "<b onclick=x>hi</b> [a](javascript:alert(1)) [b](https://example.com/?q=\"x\") \
+             ![logo](https://example.com/logo.png) \"quoted\"\n\n<script>alert(1)</script>",
+        );
+        assert!(!html.contains("<b "), "{html}");
+        assert!(html.contains("&lt;b onclick=x&gt;"), "{html}");
+        assert!(!html.contains("javascript"), "{html}");
+        assert!(
+            html.contains(r#"<a href="https://example.com/?q=&quot;x&quot;""#),
+            "{html}"
+        );
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("[image: logo]"), "{html}");
+        assert!(html.contains("&quot;quoted&quot;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn every_element_opened_is_closed_even_in_broken_markdown() {
+        let html = markdown_to_html("> quote\n> - item *open\n\n```rust\nfn unclosed() {");
+        for tag in ["blockquote", "ul", "li", "p", "pre", "code"] {
+            assert_eq!(
+                html.matches(&format!("<{tag}>")).count()
+                    + html.matches(&format!("<{tag} ")).count(),
+                html.matches(&format!("</{tag}>")).count(),
+                "{tag} in {html}"
+            );
+        }
+    }
 }

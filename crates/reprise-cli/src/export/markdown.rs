@@ -28,7 +28,10 @@ pub fn escape_html(text: &str) -> String {
 /// text; the rest, code included, is left as written.
 pub fn neutralize_html(markdown: &str) -> String {
     let mut ranges = Vec::new();
-    for (event, range) in Parser::new_ext(markdown, Options::all()).into_offset_iter() {
+    for (event, range) in
+        Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION)
+            .into_offset_iter()
+    {
         if matches!(event, Event::Html(_) | Event::InlineHtml(_)) {
             ranges.push(range);
         }
@@ -238,4 +241,26 @@ pub fn render(view: &RunView) -> String {
         items(&mut out, subagent, 3);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_html_is_escaped_and_code_is_left_as_written() {
+        let text =
+            "Close it: </details> and <script>x</script>\n\n`<b>` stays\n\n```\n<div>\n```\n";
+        let out = neutralize_html(text);
+        assert!(out.contains("&lt;/details&gt;"), "{out}");
+        assert!(out.contains("&lt;script&gt;"), "{out}");
+        assert!(out.contains("`<b>` stays"), "{out}");
+        assert!(out.contains("```\n<div>\n```"), "{out}");
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_backticks_inside() {
+        assert_eq!(fenced("a ```` b", ""), "`````\na ```` b\n`````\n");
+        assert_eq!(fenced("plain", "json"), "```json\nplain\n```\n");
+    }
 }
