@@ -5,14 +5,15 @@
 #   scripts/install-test-deps.sh mcp      only the reference MCP server (npm)
 #   scripts/install-test-deps.sh llama    only llama.cpp's server and the Gemma 3 270M weights
 #   scripts/install-test-deps.sh postgres only the PostgreSQL server (reprise-postgres)
+#   scripts/install-test-deps.sh chromium only the headless browser (the HTML export test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what="${1:-all}"
 case "$what" in
-    all | mcp | llama | postgres) ;;
+    all | mcp | llama | postgres | chromium) ;;
     *)
-        echo "usage: $0 [all|mcp|llama|postgres]" >&2
+        echo "usage: $0 [all|mcp|llama|postgres|chromium]" >&2
         exit 2
         ;;
 esac
@@ -167,13 +168,30 @@ install_postgres() {
     echo "install-test-deps: installed the PostgreSQL server in $dir"
 }
 
+# --- reprise-cli: a real browser opens the exported HTML -----------------------
+# Debian's chromium, run headless by the export test (a screenshot and the DOM).
+install_chromium() {
+    if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+        echo "install-test-deps: chromium already installed"
+        return 0
+    fi
+    apt_install chromium
+    if ! command -v chromium >/dev/null; then
+        echo "install-test-deps: chromium is needed for the HTML export test (apt-get install chromium)" >&2
+        exit 1
+    fi
+    echo "install-test-deps: installed chromium"
+}
+
 case "$what" in
     all)
         install_mcp
         install_llama
         install_postgres
+        install_chromium
         ;;
     mcp) install_mcp ;;
     llama) install_llama ;;
     postgres) install_postgres ;;
+    chromium) install_chromium ;;
 esac

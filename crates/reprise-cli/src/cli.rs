@@ -156,12 +156,50 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Bring in sessions of Claude Code, Codex or opencode as new runs that resume
+    /// against any OpenAI-compatible server. Importing the same file again creates
+    /// nothing new.
+    Import {
+        /// Transcripts, `opencode export` files, or folders to walk (~/.claude,
+        /// ~/.codex).
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Print what would be created; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Write a run's conversation, subagents included, as Markdown, HTML or JSON.
+    /// Secrets are masked unless --no-redact.
+    Export {
+        /// A run folder name, a unique prefix of one, or `last`.
+        run: String,
+        /// What to write.
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: ExportFormat,
+        /// The file to write [default: standard output].
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Keep secrets as they are instead of masking them.
+        #[arg(long)]
+        no_redact: bool,
+    },
     /// MCP servers from the config.
     Mcp {
         /// What to do.
         #[command(subcommand)]
         action: McpAction,
     },
+}
+
+/// What `reprise export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Markdown that reads well on GitHub.
+    Markdown,
+    /// One self-contained HTML file: no network, no scripts.
+    Html,
+    /// Every entry, as JSON.
+    Json,
 }
 
 /// `reprise mcp …`
@@ -190,6 +228,28 @@ mod tests {
         let cli = Cli::try_parse_from(["reprise", "hello there"]).unwrap();
         assert_eq!(cli.chat.resume, None);
         assert_eq!(cli.chat.prompt.as_deref(), Some("hello there"));
+    }
+
+    #[test]
+    fn import_and_export_parse() {
+        let cli = Cli::try_parse_from(["reprise", "import", "--dry-run", "a.jsonl", "b"]).unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Import { ref paths, dry_run: true }) if paths.len() == 2)
+        );
+        assert!(Cli::try_parse_from(["reprise", "import"]).is_err());
+        let cli = Cli::try_parse_from([
+            "reprise", "export", "last", "--format", "html", "-o", "x.html",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Export {
+                format: ExportFormat::Html,
+                no_redact: false,
+                ..
+            })
+        ));
+        assert!(Cli::try_parse_from(["reprise", "export", "last", "--format", "pdf"]).is_err());
     }
 
     #[test]

@@ -53,6 +53,22 @@ async fn run(cli: Cli) -> Result<i32> {
             let mut input = std::io::stdin().lock();
             done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout).await)
         }
+        Some(Command::Import { paths, dry_run }) => {
+            crate::import_cmd::import(&runs_dir, &paths, dry_run, &mut stdout).await
+        }
+        Some(Command::Export {
+            run,
+            format,
+            output,
+            no_redact,
+        }) => done(crate::export_cmd::export(
+            &runs_dir,
+            &run,
+            format,
+            output.as_deref(),
+            !no_redact,
+            &mut stdout,
+        )),
         Some(Command::Mcp {
             action: McpAction::List,
         }) => {

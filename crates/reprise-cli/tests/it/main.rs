@@ -6,8 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 mod damaged_runs;
+mod export;
 mod fs_errors;
 mod full_screen;
+mod import;
 mod limits;
 mod mcp_chat;
 mod plain_mode;

@@ -1,0 +1,399 @@
+//! One self-contained HTML file: styles inline, images as `data:` URLs, no script,
+//! and a Content-Security-Policy that forbids loading anything, so that a page
+//! opened from disk never reaches the network even if a message tries.
+//!
+//! Every string from the run is escaped. Messages are Markdown rendered here, event
+//! by event: raw HTML in them is written as text, links keep only `http`, `https`
+//! and `mailto` targets, and images from the web are shown as their alt text.
+
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag};
+
+use super::highlight::highlight;
+use super::markdown::escape_html;
+use super::{CallView, Item, RunView, show_ts};
+
+const STYLE: &str = r#"
+:root { color-scheme: light; }
+body { margin: 0; background: #f6f7f9; color: #1f2328; font: 15px/1.55 system-ui, -apple-system, "Segoe UI", sans-serif; }
+main { max-width: 920px; margin: 0 auto; padding: 24px 16px 64px; }
+h1 { font-size: 1.6em; margin: 0 0 12px; overflow-wrap: anywhere; }
+table.facts { border-collapse: collapse; margin-bottom: 24px; font-size: 0.9em; }
+table.facts th { text-align: left; padding: 2px 12px 2px 0; color: #59636e; font-weight: 600; }
+table.facts td { padding: 2px 0; overflow-wrap: anywhere; }
+.msg { background: #fff; border: 1px solid #d1d9e0; border-radius: 8px; padding: 10px 16px; margin: 12px 0; }
+.msg.user { border-left: 4px solid #0969da; }
+.msg.assistant { border-left: 4px solid #1a7f37; }
+.msg.meta, .msg.system, .note { background: #f6f8fa; }
+.who { font-weight: 600; font-size: 0.85em; color: #59636e; margin-bottom: 4px; }
+.who time { font-weight: 400; margin-left: 8px; }
+.body { overflow-wrap: anywhere; }
+pre { background: #f6f8fa; border: 1px solid #d1d9e0; border-radius: 6px; padding: 8px 10px; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
+code { font: 0.9em ui-monospace, SFMono-Regular, Menlo, monospace; background: #eff1f3; padding: 1px 4px; border-radius: 4px; }
+pre code { background: none; padding: 0; }
+details { margin: 8px 0; border: 1px solid #d1d9e0; border-radius: 6px; padding: 4px 10px; background: #fbfcfd; }
+details > summary { cursor: pointer; font-size: 0.9em; color: #59636e; }
+details.tool > summary { color: #8250df; }
+.label { font-size: 0.8em; font-weight: 600; color: #59636e; margin: 6px 0 2px; }
+.compaction { border: 1px dashed #bf8700; background: #fff8c5; border-radius: 8px; padding: 8px 16px; margin: 16px 0; }
+.note { border: 1px solid #d1d9e0; border-radius: 6px; padding: 4px 10px; margin: 8px 0; font-size: 0.85em; color: #59636e; }
+.subagent { border-top: 2px solid #d1d9e0; margin-top: 32px; padding-top: 8px; }
+img { max-width: 100%; border: 1px solid #d1d9e0; border-radius: 4px; }
+blockquote { margin: 0; padding-left: 12px; border-left: 3px solid #d1d9e0; color: #59636e; }
+table { border-collapse: collapse; } td, th { border: 1px solid #d1d9e0; padding: 2px 6px; }
+.k { color: #cf222e; } .s { color: #0a3069; } .c { color: #6e7781; font-style: italic; } .n { color: #0550ae; }
+"#;
+
+/// A link target kept in the page: web and mail addresses only.
+fn safe_href(url: &str) -> Option<String> {
+    let lower = url.trim().to_ascii_lowercase();
+    (lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:"))
+        .then(|| escape_html(url.trim()))
+}
+
+/// An image kept in the page: one held in the file itself, never fetched.
+fn safe_image(url: &str) -> Option<String> {
+    let lower = url.trim_start().to_ascii_lowercase();
+    let raster = ["png", "jpeg", "jpg", "gif", "webp"]
+        .iter()
+        .any(|kind| lower.starts_with(&format!("data:image/{kind};base64,")));
+    raster.then(|| escape_html(url.trim()))
+}
+
+/// Markdown as HTML, everything from the text escaped.
+pub fn markdown_to_html(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len() * 2);
+    // The closing tag of each open element, so every end matches its start.
+    let mut closing: Vec<&'static str> = Vec::new();
+    let mut code: Option<(String, String)> = None;
+    let mut in_head = false;
+    for event in Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION) {
+        if let Some((_, text)) = code.as_mut() {
+            match event {
+                Event::Text(piece) => {
+                    text.push_str(&piece);
+                    continue;
+                }
+                Event::End(_) => {
+                    if let Some((language, text)) = code.take() {
+                        out.push_str(&format!(
+                            "<pre><code class=\"language-{}\">{}</code></pre>\n",
+                            escape_html(&language),
+                            highlight(&text, &language)
+                        ));
+                    }
+                    closing.pop();
+                    continue;
+                }
+                _ => continue,
+            }
+        }
+        match event {
+            Event::Start(tag) => {
+                let (open, close): (String, &'static str) = match tag {
+                    Tag::Paragraph => ("<p>".into(), "</p>\n"),
+                    Tag::Heading { level, .. } => {
+                        let n = match level {
+                            HeadingLevel::H1 => 1,
+                            HeadingLevel::H2 => 2,
+                            HeadingLevel::H3 => 3,
+                            HeadingLevel::H4 => 4,
+                            HeadingLevel::H5 => 5,
+                            HeadingLevel::H6 => 6,
+                        };
+                        // Headings inside a message stay below the page's own.
+                        let (open, close) = match n.max(3) {
+                            3 => ("<h3>", "</h3>\n"),
+                            4 => ("<h4>", "</h4>\n"),
+                            5 => ("<h5>", "</h5>\n"),
+                            _ => ("<h6>", "</h6>\n"),
+                        };
+                        (open.into(), close)
+                    }
+                    Tag::BlockQuote(_) => ("<blockquote>".into(), "</blockquote>\n"),
+                    Tag::CodeBlock(kind) => {
+                        let language = match kind {
+                            CodeBlockKind::Fenced(info) => info
+                                .split_whitespace()
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
+                            CodeBlockKind::Indented => String::new(),
+                        };
+                        code = Some((language, String::new()));
+                        (String::new(), "")
+                    }
+                    Tag::List(Some(start)) => (format!("<ol start=\"{start}\">"), "</ol>\n"),
+                    Tag::List(None) => ("<ul>".into(), "</ul>\n"),
+                    Tag::Item => ("<li>".into(), "</li>\n"),
+                    Tag::Emphasis => ("<em>".into(), "</em>"),
+                    Tag::Strong => ("<strong>".into(), "</strong>"),
+                    Tag::Strikethrough => ("<del>".into(), "</del>"),
+                    Tag::Link { dest_url, .. } => match safe_href(&dest_url) {
+                        Some(href) => (
+                            format!("<a href=\"{href}\" rel=\"noopener noreferrer nofollow\">"),
+                            "</a>",
+                        ),
+                        None => ("<span class=\"link\">".into(), "</span>"),
+                    },
+                    Tag::Image { dest_url, .. } => match safe_image(&dest_url) {
+                        Some(src) => (format!("<img src=\"{src}\" alt=\""), "\">"),
+                        None => ("<span class=\"image\">[image: ".into(), "]</span>"),
+                    },
+                    Tag::Table(_) => ("<table>".into(), "</table>\n"),
+                    Tag::TableHead => {
+                        in_head = true;
+                        ("<thead><tr>".into(), "</tr></thead>\n")
+                    }
+                    Tag::TableRow => ("<tr>".into(), "</tr>\n"),
+                    Tag::TableCell => {
+                        if in_head {
+                            ("<th>".into(), "</th>")
+                        } else {
+                            ("<td>".into(), "</td>")
+                        }
+                    }
+                    _ => (String::new(), ""),
+                };
+                out.push_str(&open);
+                closing.push(close);
+            }
+            Event::End(end) => {
+                if matches!(end, pulldown_cmark::TagEnd::TableHead) {
+                    in_head = false;
+                }
+                if let Some(close) = closing.pop() {
+                    out.push_str(close);
+                }
+            }
+            Event::Text(text) | Event::Html(text) | Event::InlineHtml(text) => {
+                out.push_str(&escape_html(&text));
+            }
+            Event::Code(text) | Event::InlineMath(text) | Event::DisplayMath(text) => {
+                out.push_str(&format!("<code>{}</code>", escape_html(&text)));
+            }
+            Event::FootnoteReference(text) => out.push_str(&format!("[{}]", escape_html(&text))),
+            Event::SoftBreak => out.push('\n'),
+            Event::HardBreak => out.push_str("<br>\n"),
+            Event::Rule => out.push_str("<hr>\n"),
+            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
+        }
+    }
+    // A code block the text never closed.
+    if let Some((language, text)) = code.take() {
+        out.push_str(&format!(
+            "<pre><code>{}</code></pre>\n",
+            highlight(&text, &language)
+        ));
+    }
+    while let Some(close) = closing.pop() {
+        out.push_str(close);
+    }
+    out
+}
+
+fn pre(text: &str, language: &str) -> String {
+    format!("<pre><code>{}</code></pre>\n", highlight(text, language))
+}
+
+fn who(out: &mut String, label: &str, ts: jiff::Timestamp) {
+    out.push_str(&format!(
+        "<div class=\"who\">{}<time>{}</time></div>\n",
+        escape_html(label),
+        escape_html(&show_ts(ts))
+    ));
+}
+
+fn call(out: &mut String, view: &CallView) {
+    let language = if view.arguments.trim_start().starts_with('{') {
+        "json"
+    } else {
+        ""
+    };
+    out.push_str(&format!(
+        "<details class=\"tool\"><summary>Tool call: <code>{}</code>{}</summary>\n<div class=\"label\">Arguments</div>\n{}",
+        escape_html(&view.name),
+        if view.result.is_none() { " (no result)" } else { "" },
+        pre(&view.arguments, language)
+    ));
+    if let Some(result) = &view.result {
+        out.push_str("<div class=\"label\">Result</div>\n");
+        out.push_str(&pre(result, ""));
+    }
+    out.push_str("</details>\n");
+}
+
+fn items(out: &mut String, items: &[Item]) {
+    for item in items {
+        match item {
+            Item::User {
+                ts,
+                text,
+                images,
+                meta,
+            } => {
+                if *meta {
+                    out.push_str(
+                        "<details class=\"msg meta\"><summary>Program text sent as the user <time>",
+                    );
+                    out.push_str(&escape_html(&show_ts(*ts)));
+                    out.push_str("</time></summary>\n");
+                    out.push_str(&pre(text, ""));
+                    out.push_str("</details>\n");
+                    continue;
+                }
+                out.push_str("<section class=\"msg user\">\n");
+                who(out, "User", *ts);
+                out.push_str("<div class=\"body\">\n");
+                out.push_str(&markdown_to_html(text));
+                for url in images {
+                    match safe_image(url) {
+                        Some(src) => {
+                            out.push_str(&format!("<p><img src=\"{src}\" alt=\"image\"></p>\n"))
+                        }
+                        None => out.push_str(&format!("<p>[image: {}]</p>\n", escape_html(url))),
+                    }
+                }
+                out.push_str("</div>\n</section>\n");
+            }
+            Item::Assistant {
+                ts,
+                reasoning,
+                text,
+                calls,
+            } => {
+                out.push_str("<section class=\"msg assistant\">\n");
+                who(out, "Assistant", *ts);
+                out.push_str("<div class=\"body\">\n");
+                if let Some(reasoning) = reasoning {
+                    out.push_str("<details class=\"reasoning\"><summary>Reasoning</summary>\n");
+                    out.push_str(&markdown_to_html(reasoning));
+                    out.push_str("</details>\n");
+                }
+                out.push_str(&markdown_to_html(text));
+                for view in calls {
+                    call(out, view);
+                }
+                out.push_str("</div>\n</section>\n");
+            }
+            Item::Result { ts, call_id, text } => {
+                out.push_str(&format!(
+                    "<details class=\"tool\"><summary>Tool result for <code>{}</code> <time>{}</time></summary>\n{}</details>\n",
+                    escape_html(call_id),
+                    escape_html(&show_ts(*ts)),
+                    pre(text, "")
+                ));
+            }
+            Item::System { ts, text } => {
+                out.push_str("<section class=\"msg system\">\n");
+                who(out, "System", *ts);
+                out.push_str(&pre(text, ""));
+                out.push_str("</section>\n");
+            }
+            Item::Compaction {
+                ts,
+                summary,
+                tokens_before,
+                tokens_after,
+            } => {
+                let tokens = match (tokens_before, tokens_after) {
+                    (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
+                    (Some(before), None) => format!(" ({before} tokens before)"),
+                    _ => String::new(),
+                };
+                out.push_str("<section class=\"compaction\">\n");
+                who(
+                    out,
+                    &format!("Compacted{tokens}: the conversation above was summarised"),
+                    *ts,
+                );
+                out.push_str(&markdown_to_html(summary));
+                out.push_str("</section>\n");
+            }
+            Item::Note { ts, label, text } => {
+                out.push_str(&format!(
+                    "<details class=\"note\"><summary>{} <time>{}</time></summary>\n{}</details>\n",
+                    escape_html(label),
+                    escape_html(&show_ts(*ts)),
+                    pre(text, "")
+                ));
+            }
+        }
+    }
+}
+
+/// The run as one HTML page.
+pub fn render(view: &RunView) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n",
+    );
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    out.push_str(&format!("<title>{}</title>\n", escape_html(&view.title)));
+    out.push_str(&format!(
+        "<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
+    ));
+    out.push_str(&format!(
+        "<h1>{}</h1>\n<table class=\"facts\">\n",
+        escape_html(&view.title)
+    ));
+    for (name, value) in &view.facts {
+        out.push_str(&format!(
+            "<tr><th>{}</th><td>{}</td></tr>\n",
+            escape_html(name),
+            escape_html(value)
+        ));
+    }
+    out.push_str("</table>\n");
+    items(&mut out, &view.items);
+    for (name, subagent) in &view.subagents {
+        out.push_str(&format!(
+            "<section class=\"subagent\">\n<h2>Subagent <code>{}</code></h2>\n",
+            escape_html(name)
+        ));
+        items(&mut out, subagent);
+        out.push_str("</section>\n");
+    }
+    out.push_str("</main>\n</body>\n</html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_html_and_unsafe_links_from_a_message_stay_text() {
+        let html = markdown_to_html(
+            "<b onclick=x>hi</b> [a](javascript:alert(1)) [b](https://example.com/?q=\"x\") \
+             ![logo](https://example.com/logo.png) \"quoted\"\n\n<script>alert(1)</script>",
+        );
+        assert!(!html.contains("<b "), "{html}");
+        assert!(html.contains("&lt;b onclick=x&gt;"), "{html}");
+        assert!(!html.contains("javascript"), "{html}");
+        assert!(
+            html.contains(r#"<a href="https://example.com/?q=&quot;x&quot;""#),
+            "{html}"
+        );
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("[image: logo]"), "{html}");
+        assert!(html.contains("&quot;quoted&quot;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn every_element_opened_is_closed_even_in_broken_markdown() {
+        let html = markdown_to_html("> quote\n> - item *open\n\n```rust\nfn unclosed() {");
+        for tag in ["blockquote", "ul", "li", "p", "pre", "code"] {
+            assert_eq!(
+                html.matches(&format!("<{tag}>")).count()
+                    + html.matches(&format!("<{tag} ")).count(),
+                html.matches(&format!("</{tag}>")).count(),
+                "{tag} in {html}"
+            );
+        }
+    }
+}

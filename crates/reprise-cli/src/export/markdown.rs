@@ -1,0 +1,266 @@
+//! Markdown that reads well on GitHub: a heading per message, tool calls and
+//! reasoning folded in `<details>`, code in fences.
+//!
+//! Messages are Markdown already and stay so, but any raw HTML in them is written
+//! as text: a message holding `</details>` or `<script>` cannot change the page.
+
+use pulldown_cmark::{Event, Options, Parser};
+
+use super::{CallView, Item, RunView, show_ts};
+
+/// `text` as HTML text: `&`, `<`, `>` and quotes escaped.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Markdown with its raw HTML (blocks and inline tags) escaped, so that it shows as
+/// text; the rest, code included, is left as written.
+pub fn neutralize_html(markdown: &str) -> String {
+    let mut ranges = Vec::new();
+    for (event, range) in
+        Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION)
+            .into_offset_iter()
+    {
+        if matches!(event, Event::Html(_) | Event::InlineHtml(_)) {
+            ranges.push(range);
+        }
+    }
+    if ranges.is_empty() {
+        return markdown.to_owned();
+    }
+    let mut out = String::with_capacity(markdown.len() + 16);
+    let mut at = 0;
+    for range in ranges {
+        if range.start < at {
+            continue;
+        }
+        out.push_str(&markdown[at..range.start]);
+        for c in markdown[range.clone()].chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                c => out.push(c),
+            }
+        }
+        at = range.end;
+    }
+    out.push_str(&markdown[at..]);
+    out
+}
+
+/// A fenced block holding `text` exactly: the fence is longer than any run of
+/// backticks inside.
+fn fenced(text: &str, language: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest.max(2) + 1);
+    let body = text.trim_end_matches('\n');
+    format!("{fence}{language}\n{body}\n{fence}\n")
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn details(summary: &str, body: &str) -> String {
+    format!(
+        "<details>\n<summary>{summary}</summary>\n\n{}\n\n</details>\n\n",
+        body.trim_end()
+    )
+}
+
+fn call(view: &CallView) -> String {
+    let language = if view.arguments.trim_start().starts_with('{') {
+        "json"
+    } else {
+        ""
+    };
+    let mut body = format!("**Arguments**\n\n{}", fenced(&view.arguments, language));
+    match &view.result {
+        Some(result) => body.push_str(&format!("\n**Result**\n\n{}", fenced(result, ""))),
+        None => body.push_str("\n*No result recorded.*\n"),
+    }
+    details(
+        &format!("Tool call: <code>{}</code>", escape_html(&view.name)),
+        &body,
+    )
+}
+
+fn image(url: &str) -> String {
+    match url.strip_prefix("data:") {
+        Some(rest) => {
+            let kind = rest.split([';', ',']).next().unwrap_or("image");
+            format!(
+                "*(image: {}, {} bytes encoded)*\n\n",
+                escape_html(kind),
+                rest.len()
+            )
+        }
+        None => format!("*(image: <{}>)*\n\n", url.replace('>', "%3E")),
+    }
+}
+
+fn items(out: &mut String, items: &[Item], level: usize) {
+    let hashes = "#".repeat(level);
+    for item in items {
+        match item {
+            Item::User {
+                ts,
+                text,
+                images,
+                meta,
+            } => {
+                if *meta {
+                    out.push_str(&details(
+                        &format!("Program text sent as the user · {}", show_ts(*ts)),
+                        &fenced(text, ""),
+                    ));
+                    continue;
+                }
+                out.push_str(&format!("{hashes} User · {}\n\n", show_ts(*ts)));
+                if !text.trim().is_empty() {
+                    out.push_str(&neutralize_html(text.trim_end()));
+                    out.push_str("\n\n");
+                }
+                for url in images {
+                    out.push_str(&image(url));
+                }
+            }
+            Item::Assistant {
+                ts,
+                reasoning,
+                text,
+                calls,
+            } => {
+                out.push_str(&format!("{hashes} Assistant · {}\n\n", show_ts(*ts)));
+                if let Some(reasoning) = reasoning {
+                    out.push_str(&details(
+                        "Reasoning",
+                        &neutralize_html(reasoning.trim_end()),
+                    ));
+                }
+                if !text.trim().is_empty() {
+                    out.push_str(&neutralize_html(text.trim_end()));
+                    out.push_str("\n\n");
+                }
+                for view in calls {
+                    out.push_str(&call(view));
+                }
+            }
+            Item::Result { ts, call_id, text } => out.push_str(&details(
+                &format!(
+                    "Tool result for <code>{}</code> · {}",
+                    escape_html(call_id),
+                    show_ts(*ts)
+                ),
+                &fenced(text, ""),
+            )),
+            Item::System { ts, text } => out.push_str(&details(
+                &format!("System · {}", show_ts(*ts)),
+                &fenced(text, ""),
+            )),
+            Item::Compaction {
+                ts,
+                summary,
+                tokens_before,
+                tokens_after,
+            } => {
+                let tokens = match (tokens_before, tokens_after) {
+                    (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
+                    (Some(before), None) => format!(" ({before} tokens before)"),
+                    _ => String::new(),
+                };
+                out.push_str(&format!(
+                    "> **Compacted** · {}{tokens}: the conversation above was summarised:\n>\n",
+                    show_ts(*ts)
+                ));
+                for line in neutralize_html(summary.trim_end()).lines() {
+                    out.push_str(&format!("> {line}\n"));
+                }
+                out.push('\n');
+            }
+            Item::Note { ts, label, text } => {
+                let text = text.trim_end();
+                if !text.contains('\n') && text.chars().count() <= 200 {
+                    out.push_str(&format!(
+                        "*{} · {}:* {}\n\n",
+                        escape_html(label),
+                        show_ts(*ts),
+                        neutralize_html(&one_line(text)).replace('*', "\\*")
+                    ));
+                } else {
+                    out.push_str(&details(
+                        &format!("{} · {}", escape_html(label), show_ts(*ts)),
+                        &fenced(text, ""),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The run as Markdown.
+pub fn render(view: &RunView) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# {}\n\n",
+        neutralize_html(&one_line(&view.title))
+    ));
+    out.push_str("| | |\n|---|---|\n");
+    for (name, value) in &view.facts {
+        out.push_str(&format!(
+            "| {} | {} |\n",
+            name,
+            escape_html(value).replace('|', "\\|")
+        ));
+    }
+    out.push('\n');
+    items(&mut out, &view.items, 2);
+    for (name, subagent) in &view.subagents {
+        out.push_str(&format!("## Subagent `{}`\n\n", name.replace('`', "'")));
+        items(&mut out, subagent, 3);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_html_is_escaped_and_code_is_left_as_written() {
+        let text =
+            "Close it: </details> and <script>x</script>\n\n`<b>` stays\n\n```\n<div>\n```\n";
+        let out = neutralize_html(text);
+        assert!(out.contains("&lt;/details&gt;"), "{out}");
+        assert!(out.contains("&lt;script&gt;"), "{out}");
+        assert!(out.contains("`<b>` stays"), "{out}");
+        assert!(out.contains("```\n<div>\n```"), "{out}");
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_backticks_inside() {
+        assert_eq!(fenced("a ```` b", ""), "`````\na ```` b\n`````\n");
+        assert_eq!(fenced("plain", "json"), "```json\nplain\n```\n");
+    }
+}

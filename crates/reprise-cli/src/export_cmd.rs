@@ -1,0 +1,87 @@
+//! `reprise export RUN --format markdown|html|json [-o FILE]`.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use reprise_session::runs::find_run;
+use serde_json::{Map, Value, json};
+
+use crate::cli::ExportFormat;
+use crate::export::{Masker, load_run, markdown, view_of};
+
+/// The run as JSON: `session.json` and every entry of the conversation and of each
+/// subagent, strings masked unless `mask` keeps them.
+pub fn json_export(run: &crate::export::LoadedRun, mask: &Masker) -> Result<String> {
+    let entries = |entries: &[reprise_session::Entry]| -> Result<Value> {
+        Ok(Value::Array(
+            entries
+                .iter()
+                .map(|entry| serde_json::to_value(entry).map(|value| mask.value(value)))
+                .collect::<Result<_, _>>()?,
+        ))
+    };
+    let mut subagents = Map::new();
+    for (name, list) in &run.subagents {
+        subagents.insert(name.clone(), entries(list)?);
+    }
+    let value = json!({
+        "run": run.name,
+        "session": mask.value(run.session.clone()),
+        "entries": entries(&run.main)?,
+        "subagents": subagents,
+    });
+    let mut text = serde_json::to_string_pretty(&value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Renders the run named `spec` in `format`.
+pub fn render(runs_dir: &Path, spec: &str, format: ExportFormat, mask: &Masker) -> Result<String> {
+    let folder = find_run(runs_dir, spec)?;
+    let run = load_run(&folder.dir)?;
+    Ok(match format {
+        ExportFormat::Json => json_export(&run, mask)?,
+        ExportFormat::Markdown => markdown::render(&view_of(&run, mask)),
+        ExportFormat::Html => crate::export::html::render(&view_of(&run, mask)),
+    })
+}
+
+/// `reprise export`: writes the run to `output` (created 0600: with `--no-redact`
+/// it holds secrets) or to `out`.
+pub fn export(
+    runs_dir: &Path,
+    spec: &str,
+    format: ExportFormat,
+    output: Option<&Path>,
+    redact: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let text = render(runs_dir, spec, format, &Masker::new(redact))?;
+    match output {
+        Some(path) => {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            let mut file = options
+                .open(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            file.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        None => {
+            // The terminal would run escape sequences a message holds.
+            let shown = if format == ExportFormat::Json {
+                crate::terminal_text::visible_json(&text)
+            } else {
+                crate::terminal_text::visible(&text)
+            };
+            out.write_all(shown.as_bytes())?;
+        }
+    }
+    Ok(())
+}

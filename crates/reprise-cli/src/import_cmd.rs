@@ -1,0 +1,128 @@
+//! `reprise import PATH…`: sessions of Claude Code, Codex and opencode as new runs.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use reprise_import::{ImportError, ImportedFile, Importer, Outcome, find_transcripts};
+
+use crate::terminal_text::{eprint_line, visible};
+
+/// What a whole `reprise import` did, for its closing line.
+#[derive(Debug, Default)]
+struct Totals {
+    created: usize,
+    would_create: usize,
+    already: usize,
+    messages: u64,
+    not_transcripts: usize,
+    empty: usize,
+    failed: usize,
+}
+
+fn describe(file: &ImportedFile) -> String {
+    let what = match &file.outcome {
+        Outcome::Created { run } => format!("created run {}", name_of(run)),
+        Outcome::WouldCreate { name } => format!("would create run {name}"),
+        Outcome::AlreadyImported { run } => format!("already imported as run {}", name_of(run)),
+    };
+    let mut text = format!(
+        "{what} from {} ({} session {}",
+        file.path.display(),
+        file.tool.as_str(),
+        file.session_id
+    );
+    if !file.subagents.is_empty() {
+        text.push_str(&format!(", {} subagents", file.subagents.len()));
+    }
+    text.push_str(")\n");
+    if !matches!(file.outcome, Outcome::AlreadyImported { .. }) {
+        text.push_str(&format!("  {}\n", file.report));
+        for remark in &file.report.remarks {
+            text.push_str(&format!("  note: {remark}\n"));
+        }
+    }
+    text
+}
+
+fn name_of(run: &Path) -> String {
+    run.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| run.display().to_string())
+}
+
+/// Imports every transcript found in `paths` into `runs_dir` (or, with `dry_run`,
+/// says what it would create). Returns the exit code: 1 when a file named on the
+/// command line could not be imported.
+pub async fn import(
+    runs_dir: &Path,
+    paths: &[PathBuf],
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let mut importer = Importer::new(runs_dir)?;
+    let mut totals = Totals::default();
+    for path in paths {
+        let files = find_transcripts(path)?;
+        // A folder holds other files too (settings, histories): those are counted,
+        // not errors.
+        let walking = path.is_dir();
+        let count = files.len();
+        for (index, file) in files.iter().enumerate() {
+            if walking && count > 1 {
+                eprint_line(&format!("[{}/{count}] {}", index + 1, file.display()));
+            }
+            match importer.import_file(file, dry_run).await {
+                Ok(imported) => {
+                    match imported.outcome {
+                        Outcome::Created { .. } => totals.created += 1,
+                        Outcome::WouldCreate { .. } => totals.would_create += 1,
+                        Outcome::AlreadyImported { .. } => totals.already += 1,
+                    }
+                    if !matches!(imported.outcome, Outcome::AlreadyImported { .. }) {
+                        totals.messages += imported.report.messages;
+                    }
+                    out.write_all(visible(&describe(&imported)).as_bytes())?;
+                }
+                Err(ImportError::Unrecognized { .. }) if walking => totals.not_transcripts += 1,
+                Err(ImportError::Empty { .. }) if walking => totals.empty += 1,
+                Err(error) => {
+                    totals.failed += 1;
+                    eprint_line(&format!("reprise: {error}"));
+                }
+            }
+        }
+    }
+    let mut summary = if dry_run {
+        format!(
+            "dry run: would create {} runs ({} messages); nothing written",
+            totals.would_create, totals.messages
+        )
+    } else {
+        format!(
+            "imported {} sessions ({} messages)",
+            totals.created, totals.messages
+        )
+    };
+    if totals.already > 0 {
+        summary.push_str(&format!("; {} already imported", totals.already));
+    }
+    if totals.not_transcripts > 0 {
+        summary.push_str(&format!(
+            "; {} files are not transcripts",
+            totals.not_transcripts
+        ));
+    }
+    if totals.empty > 0 {
+        summary.push_str(&format!(
+            "; {} transcripts hold no conversation",
+            totals.empty
+        ));
+    }
+    if totals.failed > 0 {
+        summary.push_str(&format!("; {} failed", totals.failed));
+    }
+    summary.push('\n');
+    out.write_all(visible(&summary).as_bytes())?;
+    Ok(if totals.failed > 0 { 1 } else { 0 })
+}

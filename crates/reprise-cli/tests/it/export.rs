@@ -1,0 +1,359 @@
+//! `reprise export`: Markdown (snapshot), JSON with every entry, one HTML file that
+//! a real browser opens without scripts or network; secrets masked unless
+//! `--no-redact`; nothing from a message can inject markup.
+
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_session::{Entry, Message, SessionKey, SessionStore, ToolCall};
+use reprise_testkit::testdata;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::support::Sandbox;
+
+/// A GitHub token in the shape the redactor knows.
+const TOKEN: &str = "ghp_R2d2C3poL8k5Xw9Qv1Zt7Ym4Nb6Jh0Fs3Ea1";
+
+fn at(n: i64, message: Option<Message>, kind: Option<&str>, extra: Value) -> Entry {
+    let extra: Map<String, Value> = extra.as_object().cloned().unwrap_or_default();
+    Entry {
+        uuid: Uuid::from_u128(0x0193_0000_0000_7000_8000_0000_0000_0000 + n as u128),
+        ts: Timestamp::from_second(1_764_495_484 + n * 60).unwrap(),
+        kind: kind.map(str::to_owned),
+        message,
+        extra,
+    }
+}
+
+/// A run that holds everything an export shows: markup and a secret in messages,
+/// reasoning, a code block, a tool call and its result, one call without a result,
+/// a compaction and a subagent.
+async fn hostile_run(runs_dir: &Path) -> PathBuf {
+    let folder = create_run_folder(runs_dir).unwrap();
+    let store = create_run_store(&folder.dir);
+    let session = "0193c0de-7d1a-7c3e-9a51-2f4b8e0c1d2a";
+    let key = SessionKey::session(session).unwrap();
+    let mut answer = Message::assistant_tool_calls(
+        Some("Reading it now.".to_owned()),
+        vec![
+            ToolCall::function(
+                "call_1",
+                "read_file",
+                r#"{"path":"</details><script>alert(2)</script>"}"#,
+            ),
+            ToolCall::function("call_2", "shell", r#"{"cmd":"sleep 100"}"#),
+        ],
+    );
+    answer.extra.insert(
+        "reasoning_content".into(),
+        json!("The file may hold the <b>key</b>."),
+    );
+    let entries = vec![
+        at(
+            0,
+            Some(Message::user(format!(
+                "Find the Silver Key. <script>alert(1)</script> <img src=x onerror=alert(1)> \
+             [click](javascript:alert(3)) my token is {TOKEN}"
+            ))),
+            None,
+            json!({}),
+        ),
+        at(1, Some(answer), None, json!({})),
+        at(
+            2,
+            Some(Message::tool(
+                "call_1",
+                "The key is under the <mat>. ]]> --> </pre>",
+            )),
+            None,
+            json!({}),
+        ),
+        at(
+            3,
+            None,
+            Some("compaction"),
+            json!({
+                "summary": "The person looks for the **Silver Key**; it is under the mat.",
+                "through": "01930000-0000-7000-8000-000000000002", "tokens_before": 4200, "tokens_after": 310,
+            }),
+        ),
+        at(
+            4,
+            Some(Message::assistant(
+                "Here is how to open it:\n\n```rust\nfn open(door: &str) -> bool { door == \"cave\" } // <- checks\n```\n\n| step | what |\n|---|---|\n| 1 | lift the mat |",
+            )),
+            None,
+            json!({}),
+        ),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    let scout = SessionKey::subagent(session, "scout").unwrap();
+    store
+        .append(
+            &scout,
+            &[
+                at(
+                    10,
+                    Some(Message::user("Look under the mat.")),
+                    None,
+                    json!({}),
+                ),
+                at(
+                    11,
+                    Some(Message::assistant("Found a silver key under the mat.")),
+                    None,
+                    json!({}),
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    folder.dir
+}
+
+fn name(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn markdown_of_a_run_reads_as_a_conversation() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let out = sandbox.run(&["export", &name(&run)], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let markdown = out.stdout.replace(&name(&run), "<RUN>");
+    insta::assert_snapshot!("export_markdown_hostile_run", markdown);
+}
+
+#[tokio::test]
+async fn markdown_of_imported_sessions_keeps_compaction_notes_and_tool_calls() {
+    let sandbox = Sandbox::new();
+    for file in [
+        "claude_code/cc-synthetic_compact-boundary_after_rewind.jsonl",
+        "opencode/opencode-export_scripted_tools-image-error-running.json",
+    ] {
+        let path = testdata(file);
+        let out = sandbox.run(&["import", path.to_str().unwrap()], "").await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+    }
+    for (run, snapshot) in [
+        (
+            "2025-07-01T10-00-00-000Z",
+            "export_markdown_imported_claude_code",
+        ),
+        (
+            "2026-01-01T09-00-00-000Z",
+            "export_markdown_imported_opencode",
+        ),
+    ] {
+        let out = sandbox
+            .run(&["export", run, "--format", "markdown"], "")
+            .await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        let meta: Value = serde_json::from_slice(
+            &std::fs::read(sandbox.runs_dir().join(run).join("session.json")).unwrap(),
+        )
+        .unwrap();
+        let markdown = out
+            .stdout
+            .replace(meta["sessionId"].as_str().unwrap(), "<SESSION>")
+            .replace(testdata("").to_str().unwrap(), "<TESTDATA>");
+        insta::assert_snapshot!(snapshot, markdown);
+    }
+}
+
+#[tokio::test]
+async fn secrets_are_masked_in_every_format_unless_no_redact() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    for format in ["markdown", "html", "json"] {
+        let masked = sandbox
+            .run(&["export", "last", "--format", format], "")
+            .await;
+        assert_eq!(masked.status, 0, "{}", masked.stderr);
+        assert!(
+            !masked.stdout.contains(TOKEN),
+            "{format}: the token is shown"
+        );
+        assert!(masked.stdout.contains("[REDACTED]"), "{format}: no mask");
+        let file = sandbox.path().join(format!("out.{format}"));
+        let kept = sandbox
+            .run(
+                &[
+                    "export",
+                    &name(&run),
+                    "--format",
+                    format,
+                    "--no-redact",
+                    "-o",
+                    file.to_str().unwrap(),
+                ],
+                "",
+            )
+            .await;
+        assert_eq!(kept.status, 0, "{}", kept.stderr);
+        assert!(kept.stdout.is_empty());
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(TOKEN), "{format}: --no-redact lost the token");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
+
+#[tokio::test]
+async fn json_holds_every_entry_of_the_conversation_and_its_subagents() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let out = sandbox
+        .run(
+            &["export", &name(&run), "--format", "json", "--no-redact"],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let value: Value = serde_json::from_str(&out.stdout).unwrap();
+    let conversation: Vec<Value> = std::fs::read_to_string(run.join("conversation.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(value["entries"].as_array().unwrap(), &conversation);
+    assert_eq!(value["entries"][3]["kind"], "compaction");
+    assert_eq!(value["subagents"]["scout"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        value["session"]["sessionId"],
+        "0193c0de-7d1a-7c3e-9a51-2f4b8e0c1d2a"
+    );
+}
+
+/// Runs Debian's chromium headless on `file` with `args`; `(status, stdout, stderr)`.
+fn chromium(file: &Path, args: &[&str]) -> (i32, String, String) {
+    let binary = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|name| {
+            std::process::Command::new(name)
+                .arg("--version")
+                .output()
+                .is_ok()
+        })
+        .unwrap_or_else(|| {
+            panic!("chromium is needed for the HTML export test: run scripts/install-test-deps.sh")
+        });
+    let profile = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(binary)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.path().display()),
+        ])
+        .args(args)
+        .arg(format!("file://{}", file.display()))
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn html_escapes_everything_and_a_headless_browser_shows_the_conversation() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let file = sandbox.path().join("run.html");
+    let out = sandbox
+        .run(
+            &[
+                "export",
+                &name(&run),
+                "--format",
+                "html",
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let html = std::fs::read_to_string(&file).unwrap();
+    // Nothing from the run became markup.
+    let lower = html.to_ascii_lowercase();
+    assert!(!lower.contains("<script"), "a script tag got through");
+    assert!(!lower.contains("<img src=x"), "an image tag got through");
+    assert!(
+        !lower.contains("javascript:"),
+        "a javascript link got through"
+    );
+    assert!(!lower.contains("<mat>"));
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(
+        html.contains("default-src 'none'"),
+        "no content security policy"
+    );
+    // Calls fold, code is highlighted without scripts.
+    assert!(html.contains("<details class=\"tool\">"));
+    assert!(html.contains("<span class=\"k\">fn</span>"));
+
+    let (status, dom, stderr) = chromium(&file, &["--dump-dom"]);
+    assert_eq!(status, 0, "chromium failed: {stderr}");
+    for line in stderr.lines() {
+        assert!(
+            !line.contains("Uncaught") && !line.contains("Refused to") && !line.contains("CONSOLE"),
+            "the page logged an error: {line}"
+        );
+    }
+    for text in [
+        "Find the Silver Key.",
+        "Reading it now.",
+        "The key is under the &lt;mat&gt;.",
+        "Found a silver key under the mat.",
+        "Compacted (4200 → 310 tokens)",
+        "lift the mat",
+    ] {
+        assert!(dom.contains(text), "the rendered page lacks {text:?}");
+    }
+    assert!(!dom.to_ascii_lowercase().contains("<script"));
+
+    let shot = sandbox.path().join("shot.png");
+    let (status, _, stderr) = chromium(
+        &file,
+        &[
+            "--window-size=1000,800",
+            &format!("--screenshot={}", shot.display()),
+        ],
+    );
+    assert_eq!(status, 0, "chromium failed: {stderr}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut pixels).unwrap();
+    let bytes = &pixels[..frame.buffer_size()];
+    let channels = frame.color_type.samples();
+    let mut colours = std::collections::HashSet::new();
+    let mut dark = 0usize;
+    for pixel in bytes.chunks(channels) {
+        colours.insert(pixel[..3.min(channels)].to_vec());
+        if pixel[..3.min(channels)].iter().all(|&c| c < 100) {
+            dark += 1;
+        }
+    }
+    assert_eq!((frame.width, frame.height), (1000, 800));
+    // Text in several colours on a light page: not a blank screenshot.
+    assert!(
+        colours.len() > 50,
+        "only {} colours: a blank page",
+        colours.len()
+    );
+    assert!(dark > 1000, "only {dark} dark pixels: no text drawn");
+}

@@ -1,0 +1,52 @@
+//! What can go wrong while bringing a session in.
+
+use std::path::PathBuf;
+
+/// An import that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A file or folder could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a transcript of any tool this crate knows.
+    #[error("{path}: not a Claude Code, Codex or opencode transcript")]
+    Unrecognized {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file looked like a transcript but could not be read as one.
+    #[error("{path}: {message}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The file holds no message to import.
+    #[error("{path}: no conversation in it")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The run folder could not be created or written.
+    #[error("cannot write the imported run: {0}")]
+    Run(#[from] reprise_session::runs::RunError),
+    /// The session could not be written to the run folder.
+    #[error("cannot write the imported session: {0}")]
+    Store(#[from] reprise_session::StoreError),
+    /// A file of the run folder could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+}

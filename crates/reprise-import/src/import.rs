@@ -1,0 +1,308 @@
+//! Writing converted sessions into run folders, once per source.
+//!
+//! A run made by an import records where it came from in its `session.json`:
+//!
+//! ```json
+//! "importedFrom": {"tool": "claude-code", "path": "/home/me/.claude/projects/x/ab.jsonl",
+//!                  "sessionId": "ab…", "contentHash": "sha256:…", "title": "…"}
+//! ```
+//!
+//! `importedFrom` is written last, once every entry is on disk, so an import cut
+//! short leaves a run without it, and the next import of the file makes a whole one.
+//! A file whose tool, session id and content hash an earlier import recorded creates
+//! nothing new.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use reprise_session::runs::{
+    CONVERSATION_JSONL, RunStore, SESSION_JSON, SUBAGENTS_DIR, create_run_folder_at,
+    run_folder_name,
+};
+use reprise_session::{Durability, SessionKey, SessionStore};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::ImportError;
+use crate::report::Report;
+use crate::{Converted, SourceTool, convert, read_file};
+
+/// The `session.json` field naming the source of an imported run.
+pub const IMPORTED_FROM: &str = "importedFrom";
+
+/// What importing one file did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new run folder was written.
+    Created {
+        /// The run folder.
+        run: PathBuf,
+    },
+    /// Dry run: the run folder that would be written (its name may get a `-N` suffix).
+    WouldCreate {
+        /// The folder name.
+        name: String,
+    },
+    /// An earlier import of the same content made this run; nothing was written.
+    AlreadyImported {
+        /// The run folder.
+        run: PathBuf,
+    },
+}
+
+/// One imported file.
+#[derive(Clone, Debug)]
+pub struct ImportedFile {
+    /// The file.
+    pub path: PathBuf,
+    /// The tool that wrote it.
+    pub tool: SourceTool,
+    /// Its session id in that tool.
+    pub session_id: String,
+    /// Its title there, if any.
+    pub title: Option<String>,
+    /// Names of the subagent conversations it brought.
+    pub subagents: Vec<String>,
+    /// What happened.
+    pub outcome: Outcome,
+    /// What was converted and what was not.
+    pub report: Report,
+}
+
+type Key = (String, String, String);
+
+/// Imports files into one runs directory, remembering what is there already.
+#[derive(Debug)]
+pub struct Importer {
+    runs_dir: PathBuf,
+    known: HashMap<Key, PathBuf>,
+    durability: Durability,
+}
+
+fn key_of(value: &Value) -> Option<Key> {
+    let from = value.get(IMPORTED_FROM)?;
+    Some((
+        from["tool"].as_str()?.to_owned(),
+        from["sessionId"].as_str()?.to_owned(),
+        from["contentHash"].as_str()?.to_owned(),
+    ))
+}
+
+fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut text = String::with_capacity(7 + 64);
+    text.push_str("sha256:");
+    for byte in digest {
+        text.push_str(&format!("{byte:02x}"));
+    }
+    text
+}
+
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
+    move |source| ImportError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Importer {
+    /// An importer into `runs_dir` (which need not exist yet). Reads the
+    /// `session.json` of every run there to know what was imported before.
+    pub fn new(runs_dir: &Path) -> Result<Importer, ImportError> {
+        let mut known = HashMap::new();
+        let read = match std::fs::read_dir(runs_dir) {
+            Ok(read) => Some(read),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(ImportError::Read {
+                    path: runs_dir.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        for item in read.into_iter().flatten().flatten() {
+            let name = item.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            // A run folder that is a link is not a run.
+            if !item.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let meta_path = item.path().join(SESSION_JSON);
+            let is_file = std::fs::symlink_metadata(&meta_path).is_ok_and(|m| m.is_file());
+            let Some(bytes) = is_file.then(|| std::fs::read(&meta_path).ok()).flatten() else {
+                continue;
+            };
+            if let Some(key) = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .as_ref()
+                .and_then(key_of)
+            {
+                known.insert(key, item.path());
+            }
+        }
+        Ok(Importer {
+            runs_dir: runs_dir.to_path_buf(),
+            known,
+            durability: Durability::Full,
+        })
+    }
+
+    /// Writes with `durability` instead of [`Durability::Full`] (tests).
+    pub fn with_durability(mut self, durability: Durability) -> Importer {
+        self.durability = durability;
+        self
+    }
+
+    /// Imports the transcript at `path` into a new run folder, named after the
+    /// session's start; with `dry_run`, only converts it and says what it would write.
+    pub async fn import_file(
+        &mut self,
+        path: &Path,
+        dry_run: bool,
+    ) -> Result<ImportedFile, ImportError> {
+        let bytes = read_file(path)?;
+        // The hash is computed beside the conversion.
+        let (converted, hash) = std::thread::scope(|scope| {
+            let hashing = std::thread::Builder::new().spawn_scoped(scope, || content_hash(&bytes));
+            let converted = convert(path, &bytes);
+            let hash = match hashing {
+                Ok(handle) => handle.join().unwrap_or_else(|_| content_hash(&bytes)),
+                Err(_) => content_hash(&bytes),
+            };
+            (converted, hash)
+        });
+        let converted = converted?;
+        drop(bytes);
+        let key = (
+            converted.tool.as_str().to_owned(),
+            converted.session_id.clone(),
+            hash.clone(),
+        );
+        let start = converted.started.unwrap_or_else(Timestamp::now);
+        let outcome = if let Some(run) = self.known.get(&key) {
+            Outcome::AlreadyImported { run: run.clone() }
+        } else if dry_run {
+            Outcome::WouldCreate {
+                name: run_folder_name(start),
+            }
+        } else {
+            let run = self.write_run(path, &converted, &hash, start).await?;
+            self.known.insert(key, run.clone());
+            Outcome::Created { run }
+        };
+        Ok(ImportedFile {
+            path: path.to_path_buf(),
+            tool: converted.tool,
+            session_id: converted.session_id,
+            title: converted.title,
+            subagents: converted
+                .subagents
+                .iter()
+                .map(|(name, _)| name.clone())
+                .collect(),
+            outcome,
+            report: converted.report,
+        })
+    }
+
+    async fn write_run(
+        &self,
+        path: &Path,
+        converted: &Converted,
+        hash: &str,
+        start: Timestamp,
+    ) -> Result<PathBuf, ImportError> {
+        let folder = create_run_folder_at(&self.runs_dir, start)?;
+        let dir = folder.dir.clone();
+        // The run's own session: the source's id stays in importedFrom.
+        let session_id = Uuid::now_v7().to_string();
+        let durability = match self.durability {
+            // Synced once at the end instead of after every append.
+            Durability::Full => Durability::Flush,
+            other => other,
+        };
+        let store = RunStore::with_durability(&dir, durability);
+        let main = SessionKey::session(&session_id).map_err(reprise_session::StoreError::from)?;
+        store.append(&main, &converted.main).await?;
+        for (name, entries) in &converted.subagents {
+            let key = SessionKey::subagent(&session_id, name)
+                .map_err(reprise_session::StoreError::from)?;
+            store.append(&key, entries).await?;
+        }
+        drop(store);
+        let mut written = vec![dir.join(CONVERSATION_JSONL)];
+        for (name, _) in &converted.subagents {
+            written.push(dir.join(SUBAGENTS_DIR).join(format!("{name}.jsonl")));
+        }
+        if self.durability == Durability::Full {
+            for file in &written {
+                let handle = std::fs::File::open(file).map_err(write_error(file))?;
+                handle.sync_data().map_err(write_error(file))?;
+            }
+        }
+        // Last: the mark that this import is complete.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let meta_path = dir.join(SESSION_JSON);
+        let bytes = std::fs::read(&meta_path).map_err(write_error(&meta_path))?;
+        let mut meta: Value =
+            serde_json::from_slice(&bytes).map_err(|error| ImportError::Malformed {
+                path: meta_path.clone(),
+                message: error.to_string(),
+            })?;
+        let mut from = json!({
+            "tool": converted.tool.as_str(),
+            "path": absolute.to_string_lossy(),
+            "sessionId": converted.session_id,
+            "contentHash": hash,
+        });
+        if let Some(title) = &converted.title {
+            from["title"] = Value::String(title.clone());
+        }
+        meta[IMPORTED_FROM] = from;
+        let text = serde_json::to_vec_pretty(&meta).map_err(|error| ImportError::Malformed {
+            path: meta_path.clone(),
+            message: error.to_string(),
+        })?;
+        let temp = dir.join(format!(".{SESSION_JSON}.tmp-{}-0", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode_private()
+            .open(&temp)
+            .map_err(write_error(&temp))?;
+        file.write_all(&text).map_err(write_error(&temp))?;
+        if self.durability == Durability::Full {
+            file.sync_data().map_err(write_error(&temp))?;
+        }
+        drop(file);
+        std::fs::rename(&temp, &meta_path).map_err(write_error(&meta_path))?;
+        if self.durability == Durability::Full {
+            let handle = std::fs::File::open(&dir).map_err(write_error(&dir))?;
+            handle.sync_all().map_err(write_error(&dir))?;
+        }
+        Ok(dir)
+    }
+}
+
+/// Creates files readable by their owner only, as every file of a run folder is.
+trait PrivateMode {
+    fn mode_private(&mut self) -> &mut Self;
+}
+
+impl PrivateMode for std::fs::OpenOptions {
+    #[cfg(unix)]
+    fn mode_private(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+
+    #[cfg(not(unix))]
+    fn mode_private(&mut self) -> &mut Self {
+        self
+    }
+}

@@ -1,0 +1,138 @@
+//! Brings sessions of other coding agents into reprise run folders: Claude Code
+//! transcripts, Codex rollouts and `opencode export` documents.
+//!
+//! Each source is converted into OpenAI chat-completions messages that resume
+//! against any compatible server: tool calls stay tool calls, each paired with one
+//! result (a call whose result never came is answered "interrupted"); what a model
+//! never saw (system lines, attachments, developer instructions) is kept as `note`
+//! entries, which runs show but never send; compactions become `compaction` entries.
+//! Whatever is not converted is counted in a [`Report`], never dropped silently.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), reprise_import::ImportError> {
+//! let mut importer = reprise_import::Importer::new(".run".as_ref())?;
+//! let done = importer.import_file("session.jsonl".as_ref(), false).await?;
+//! println!("{}: {}", done.path.display(), done.report);
+//! # Ok(()) }
+//! ```
+
+mod builder;
+mod claude_code;
+mod codex;
+mod error;
+mod import;
+mod opencode;
+mod report;
+mod walk;
+
+use std::path::Path;
+
+use jiff::Timestamp;
+use reprise_session::Entry;
+
+pub use builder::{COMPACTION_KIND, NOTE_KIND};
+pub use error::ImportError;
+pub use import::{IMPORTED_FROM, ImportedFile, Importer, Outcome};
+pub use report::Report;
+pub use walk::find_transcripts;
+
+/// The tools whose sessions can be imported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourceTool {
+    /// Anthropic's Claude Code.
+    ClaudeCode,
+    /// OpenAI's Codex CLI.
+    Codex,
+    /// opencode.
+    Opencode,
+}
+
+impl SourceTool {
+    /// The name kept in `importedFrom.tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceTool::ClaudeCode => "claude-code",
+            SourceTool::Codex => "codex",
+            SourceTool::Opencode => "opencode",
+        }
+    }
+}
+
+/// A converted session, not yet written anywhere.
+#[derive(Clone, Debug)]
+pub struct Converted {
+    /// Where it came from.
+    pub tool: SourceTool,
+    /// The session id the source tool gave it.
+    pub session_id: String,
+    /// When it started, when the source says.
+    pub started: Option<Timestamp>,
+    /// Its title in the source tool, if it had one.
+    pub title: Option<String>,
+    /// The main conversation's entries.
+    pub main: Vec<Entry>,
+    /// Each subagent's name and entries.
+    pub subagents: Vec<(String, Vec<Entry>)>,
+    /// What was converted and what was not.
+    pub report: Report,
+}
+
+/// The lines of a JSONL text, without their line ends; blank lines left out.
+pub(crate) fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .filter(|line| line.iter().any(|b| !b.is_ascii_whitespace()))
+}
+
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, ImportError> {
+    std::fs::read(path).map_err(|source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Which tool wrote this file, from its first bytes; `None` when it is none of them.
+pub fn detect(bytes: &[u8]) -> Option<SourceTool> {
+    let head = &bytes[..bytes.len().min(256 * 1024)];
+    if codex::sniff(head) {
+        Some(SourceTool::Codex)
+    } else if claude_code::sniff(head) {
+        Some(SourceTool::ClaudeCode)
+    } else if opencode::sniff(head) {
+        Some(SourceTool::Opencode)
+    } else {
+        None
+    }
+}
+
+/// Converts the transcript at `path` (its contents are `bytes`). A Claude Code
+/// transcript brings the subagent files beside it (`<session>/subagents/`).
+pub fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportError> {
+    let converted = match detect(bytes) {
+        Some(SourceTool::ClaudeCode) => claude_code::convert(path, bytes)?,
+        Some(SourceTool::Codex) => codex::convert(path, bytes)?,
+        Some(SourceTool::Opencode) => opencode::convert(path, bytes)?,
+        None => {
+            return Err(ImportError::Unrecognized {
+                path: path.to_path_buf(),
+            });
+        }
+    };
+    if !converted
+        .main
+        .iter()
+        .any(|entry| entry.as_message().is_some())
+    {
+        return Err(ImportError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(converted)
+}
+
+/// Reads and converts the transcript at `path`.
+pub fn convert_file(path: &Path) -> Result<Converted, ImportError> {
+    let bytes = read_file(path)?;
+    convert(path, &bytes)
+}

@@ -1,0 +1,185 @@
+//! Every real transcript in the project's test data, imported into a run folder and
+//! resumed against the scripted server: the request it sends must pair every tool
+//! call with one result, as a server demands.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reprise_agent::Agent;
+use reprise_import::{Importer, Outcome, SourceTool};
+use reprise_provider::{OpenAiConfig, OpenAiProvider};
+use reprise_session::runs::{RunStore, SESSION_JSON};
+use reprise_session::{Durability, Role, SessionKey, SessionStore};
+use reprise_testkit::{Reply, ScriptedServer, request_messages, testdata, tool_calls_of};
+use serde_json::Value;
+
+const MAIN_SESSION: &str = "ef958aa1-0e93-49f0-bb71-150f63befcd1";
+
+/// The Claude Code session with subagents, laid out as Claude Code keeps it:
+/// `<session>.jsonl` beside `<session>/subagents/agent-*.jsonl`.
+fn claude_layout(root: &Path) -> PathBuf {
+    let project = root.join("projects").join("-experiments-worktrees");
+    let subagents = project.join(MAIN_SESSION).join("subagents");
+    std::fs::create_dir_all(&subagents).unwrap();
+    let main = project.join(format!("{MAIN_SESSION}.jsonl"));
+    std::fs::copy(
+        testdata("claude_code/cc-2.1.114_ef958aa1_main_with_subagents.jsonl"),
+        &main,
+    )
+    .unwrap();
+    for ext in ["jsonl", "meta.json"] {
+        std::fs::copy(
+            testdata(&format!(
+                "claude_code/cc-2.1.114_ef958aa1_subagent_agent-a52886dc180afb356.{ext}"
+            )),
+            subagents.join(format!("agent-a52886dc180afb356.{ext}")),
+        )
+        .unwrap();
+    }
+    main
+}
+
+/// Every transcript of the test data, the Claude Code one with subagents in its
+/// real layout.
+fn every_transcript(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![claude_layout(root)];
+    for folder in ["claude_code", "codex", "opencode"] {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(testdata(folder))
+            .unwrap()
+            .map(|item| item.unwrap().path())
+            .filter(|path| {
+                let name = path.file_name().unwrap().to_str().unwrap();
+                !name.contains("ef958aa1") && (name.ends_with(".jsonl") || name.ends_with(".json"))
+            })
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    files
+}
+
+fn session_json(run: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(run.join(SESSION_JSON)).unwrap()).unwrap()
+}
+
+async fn resume(server: &ScriptedServer, run: &Path) -> Value {
+    let session = session_json(run)["sessionId"].as_str().unwrap().to_owned();
+    let config = OpenAiConfig::new("test-model")
+        .base_url(server.base_url())
+        .api_key("sk-test")
+        .max_attempts(1)
+        .request_timeout(Duration::from_secs(5));
+    let provider = Arc::new(OpenAiProvider::new(config).unwrap());
+    let store = Arc::new(RunStore::with_durability(run, Durability::None));
+    let mut agent = Agent::builder(provider)
+        .system("You are a careful assistant.")
+        .store(store)
+        .session_id(&session)
+        .build()
+        .await
+        .unwrap();
+    agent.run("Where were we?").await.unwrap();
+    server.request_bodies().last().cloned().unwrap()
+}
+
+#[tokio::test]
+async fn every_real_transcript_imports_and_resumes_with_every_call_paired() {
+    let source = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let mut importer = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None);
+    let files = every_transcript(source.path());
+    assert_eq!(files.len(), 8, "{files:?}");
+    for file in &files {
+        let imported = importer.import_file(file, false).await.unwrap();
+        println!(
+            "{} [{}] {}: {}",
+            file.file_name().unwrap().to_string_lossy(),
+            imported.tool.as_str(),
+            imported.session_id,
+            imported.report
+        );
+        let Outcome::Created { run } = &imported.outcome else {
+            panic!("{file:?}: {:?}", imported.outcome);
+        };
+        let meta = session_json(run);
+        let from = &meta["importedFrom"];
+        assert_eq!(from["tool"], imported.tool.as_str());
+        assert_eq!(from["sessionId"], imported.session_id.as_str());
+        assert_eq!(
+            from["path"],
+            std::path::absolute(file).unwrap().to_str().unwrap()
+        );
+
+        let server =
+            ScriptedServer::start_with([Reply::text("We were in the middle of it.")]).await;
+        let body = resume(&server, run).await;
+        server.assert_tool_call_pairing();
+        let messages = request_messages(&body);
+        // Every imported message of the main conversation is sent back, plus the
+        // system prompt and the new question.
+        let store = RunStore::with_durability(run, Durability::None);
+        let session = meta["sessionId"].as_str().unwrap();
+        let loaded = store
+            .load(&SessionKey::session(session).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let stored: Vec<_> = loaded
+            .entries
+            .iter()
+            .filter_map(|e| e.as_message())
+            .collect();
+        let calls: usize = stored.iter().map(|m| m.calls().len()).sum();
+        let results = stored.iter().filter(|m| m.role == Role::Tool).count();
+        assert_eq!(calls, results, "{file:?}: one result per call");
+        assert_eq!(tool_calls_of(&messages).len(), calls, "{file:?}");
+        assert_eq!(
+            messages.last().unwrap()["content"],
+            "Where were we?",
+            "{file:?}"
+        );
+        assert!(
+            messages.len() >= stored.len(),
+            "{file:?}: {} sent, {} stored",
+            messages.len(),
+            stored.len()
+        );
+        assert!(
+            calls > 0 || imported.tool == SourceTool::ClaudeCode,
+            "{file:?}: no tool call kept"
+        );
+    }
+}
+
+#[tokio::test]
+async fn importing_the_same_files_twice_creates_nothing_new() {
+    let source = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let files = every_transcript(source.path());
+    let mut first = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None);
+    for file in &files {
+        assert!(matches!(
+            first.import_file(file, false).await.unwrap().outcome,
+            Outcome::Created { .. }
+        ));
+    }
+    let count = || std::fs::read_dir(runs.path()).unwrap().count();
+    let before = count();
+    // A new importer reads what the runs folder already holds.
+    let mut second = Importer::new(runs.path()).unwrap();
+    for file in &files {
+        let outcome = second.import_file(file, false).await.unwrap().outcome;
+        assert!(
+            matches!(outcome, Outcome::AlreadyImported { .. }),
+            "{file:?}: {outcome:?}"
+        );
+    }
+    assert_eq!(count(), before);
+}
