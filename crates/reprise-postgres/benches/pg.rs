@@ -9,11 +9,7 @@
 //! 100,000 sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The tests' cluster helper; the bench uses part of it.
-#[allow(dead_code)]
-#[path = "../tests/it/support/cluster.rs"]
-mod cluster;
-
+use reprise_testkit::postgres::cluster;
 use std::process::Command;
 use std::time::{Duration, Instant};
 

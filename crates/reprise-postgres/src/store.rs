@@ -7,9 +7,11 @@ use std::sync::{Arc, PoisonError};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use jiff::Timestamp;
+use reprise_redact::Redactor;
+use reprise_session::runs::{is_command_expansion, last_message_text};
 use reprise_session::{
-    AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionKey, SessionStore,
-    StoreError, WriterLock, validate_id,
+    AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo, SessionKey,
+    SessionStore, StoreError, WriterLock, validate_id,
 };
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -28,6 +30,8 @@ use crate::options::PgStoreOptions;
 #[derive(Clone)]
 pub struct PgSessionStore {
     inner: Arc<Inner>,
+    /// What the person's last message passes before listings keep it.
+    redactor: Redactor,
 }
 
 struct Inner {
@@ -59,6 +63,50 @@ macro_rules! select_sessions {
             $rest
         )
     };
+}
+
+/// What a listing shows of a session, from its row alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    /// The session, its times and origin.
+    pub info: SessionInfo,
+    /// How many messages its main transcript holds.
+    pub message_count: u64,
+    /// The person's last message, redacted by the writer's redactor and cut to
+    /// [`LAST_MESSAGE_CHARS`](reprise_session::runs::LAST_MESSAGE_CHARS).
+    pub last_message: Option<String>,
+}
+
+/// One row of `reprise_sessions` with the listing fields.
+type SummaryRow = (
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<Uuid>,
+    i64,
+    Option<String>,
+);
+
+/// The columns of a [`SummaryRow`].
+macro_rules! select_summaries {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, (extract(epoch FROM created_at) * 1000000)::int8, ",
+            "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry, ",
+            "message_count, last_message FROM reprise_sessions ",
+            $rest
+        )
+    };
+}
+
+fn session_summary(row: SummaryRow) -> SessionSummary {
+    let (id, created, updated, forked_from, entry, count, last_message) = row;
+    SessionSummary {
+        info: session_info((id, created, updated, forked_from, entry)),
+        message_count: u64::try_from(count).unwrap_or(0),
+        last_message,
+    }
 }
 
 impl PgSessionStore {
@@ -112,7 +160,22 @@ impl PgSessionStore {
                 held: HeldLeases::default(),
                 pending: PendingReleases::default(),
             }),
+            redactor: Redactor::new(),
         }
+    }
+
+    /// Redacts the person's last message, which the session row keeps for listings,
+    /// with `redactor` (by default the built-in patterns only: give the one that knows
+    /// the exact secret values, such as an API key). Entries are kept as they were
+    /// sent.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Where the database is (`host:port/database`), for messages.
+    pub fn server(&self) -> &str {
+        &self.inner.server
     }
 
     /// The connection pool.
@@ -172,6 +235,48 @@ impl PgSessionStore {
         Ok((rows.into_iter().map(session_info).collect(), next))
     }
 
+    /// The sessions with what a listing shows of each, most recently updated first
+    /// (the newest `limit`, or all): read from the session rows alone.
+    pub async fn list_summaries(
+        &self,
+        limit: Option<u32>,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!(
+            "ORDER BY updated_at DESC, id DESC LIMIT $1"
+        ))
+        .bind(limit.map(i64::from))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed("listing sessions", error))?;
+        Ok(rows.into_iter().map(session_summary).collect())
+    }
+
+    /// One session's listing row, `None` when there is no such session.
+    pub async fn summary(&self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        let row: Option<SummaryRow> = sqlx::query_as(select_summaries!("WHERE id = $1"))
+            .bind(session_id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed(&format!("looking up {session_id}"), error))?;
+        Ok(row.map(session_summary))
+    }
+
+    /// The ids of sessions that start with `prefix`, in order, at most `limit`.
+    pub async fn ids_starting_with(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT id FROM reprise_sessions WHERE starts_with(id, $1) ORDER BY id LIMIT $2",
+        )
+        .bind(prefix)
+        .bind(i64::from(limit))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("looking up sessions named {prefix}…"), error))
+    }
+
     fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
         backend(
             format!("{what} on PostgreSQL at {}", self.inner.server),
@@ -206,6 +311,17 @@ fn describe(connect: &PgConnectOptions) -> String {
     }
 }
 
+/// The text of a message the person typed (not a slash-command expansion), as
+/// listings show the last one.
+fn shown_person_message(entry: &Entry) -> Option<String> {
+    let message = entry.as_message()?;
+    if message.role != Role::User || is_command_expansion(entry) {
+        return None;
+    }
+    let text = message.text();
+    (!text.trim().is_empty()).then_some(text)
+}
+
 /// The subagent column of a key: `''` for the main transcript.
 fn subagent(key: &SessionKey) -> &str {
     key.subagent_name().unwrap_or("")
@@ -233,9 +349,15 @@ impl SessionStore for PgSessionStore {
         let mut seen = HashSet::with_capacity(entries.len());
         let mut uuids = Vec::with_capacity(entries.len());
         let mut bodies = Vec::with_capacity(entries.len());
+        let mut messages = Vec::with_capacity(entries.len());
+        let mut last_message = None;
         for entry in entries {
             if !seen.insert(entry.uuid) {
                 continue;
+            }
+            messages.push(entry.as_message().is_some());
+            if let Some(text) = shown_person_message(entry) {
+                last_message = Some(text);
             }
             let body = serde_json::to_string(entry).map_err(|error| StoreError::Format {
                 path: PathBuf::from(key.to_string()),
@@ -251,7 +373,8 @@ impl SessionStore for PgSessionStore {
             None => (None, released_tokens()),
         };
         let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
-            "SELECT written, holder_host, holder_pid FROM reprise_append($1, $2, $3, $4, $5, $6)",
+            "SELECT written, holder_host, holder_pid \
+             FROM reprise_append($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(session)
         .bind(subagent(key))
@@ -259,6 +382,8 @@ impl SessionStore for PgSessionStore {
         .bind(&released)
         .bind(&uuids)
         .bind(&bodies)
+        .bind(&messages)
+        .bind(last_message.map(|text| last_message_text(&self.redactor.redact(&text))))
         .fetch_one(&self.inner.pool)
         .await
         .map_err(|error| self.failed(&format!("appending to {key}"), error))?;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 use sqlx::Connection;
 
-use crate::support::TestDb;
 use crate::support::cluster::Cluster;
+use crate::support::{StoreOn, TestDb};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
