@@ -14,6 +14,7 @@ pub mod error_text;
 pub mod mcp_cmds;
 pub mod plain;
 pub mod run_cmds;
+pub mod run_source;
 pub mod server_error;
 pub mod terminal_text;
 pub mod tools;

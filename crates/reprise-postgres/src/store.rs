@@ -13,8 +13,8 @@ use reprise_session::{
     AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo, SessionKey,
     SessionStore, StoreError, WriterLock, validate_id,
 };
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
 use uuid::Uuid;
 
 use crate::error::{PgStoreError, backend};
@@ -124,6 +124,22 @@ impl PgSessionStore {
         options: PgStoreOptions,
     ) -> Result<Self, PgStoreError> {
         let server = describe(&connect);
+        // One connection first: a pool retries a refused connection until its timeout
+        // and then reports only the timeout, where this says why (refused, no such
+        // host, bad password) at once.
+        let probe = tokio::time::timeout(options.acquire_timeout, connect.connect())
+            .await
+            .unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer in {:?}", options.acquire_timeout),
+                )))
+            })
+            .map_err(|source| PgStoreError::Connect {
+                server: server.clone(),
+                source,
+            })?;
+        let _ = probe.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
