@@ -10,8 +10,8 @@ UPDATE reprise_sessions s SET message_count = (
 );
 
 -- The append of 0001, plus the listing fields, and fewer statements on the common path
--- (a transcript that exists): one lookup of the lease, the insert, one update of the
--- session row.
+-- (a transcript that exists): one lookup of the lease, one of the last seq, the insert,
+-- one update of the session row.
 DROP FUNCTION reprise_append(text, text, bigint, uuid[], uuid[], text[]);
 
 -- Appends entries to a transcript, fenced: a writer with a lease (p_epoch set) writes only
@@ -43,9 +43,12 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The last seq doubles as the check that the transcript exists.
-    SELECT max(e.seq) INTO base
-    FROM reprise_entries e WHERE e.session_id = p_session AND e.subagent = p_subagent;
+    -- The last seq doubles as the check that the transcript exists. Written as an
+    -- ORDER BY … LIMIT 1 so that it is one step down the primary key from its end
+    -- (max() may be planned over the uuid index, reading the whole transcript).
+    SELECT e.seq INTO base
+    FROM reprise_entries e WHERE e.session_id = p_session AND e.subagent = p_subagent
+    ORDER BY e.seq DESC LIMIT 1;
     IF base IS NULL THEN
         base := 0;
         INSERT INTO reprise_sessions (id) VALUES (p_session) ON CONFLICT (id) DO NOTHING;

@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_session::runs::{is_command_expansion, last_message_text};
 use reprise_session::{
-    AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo, SessionKey,
-    SessionStore, StoreError, WriterLock, validate_id,
+    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo,
+    SessionKey, SessionStore, StoreError, WriterLock, validate_id,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
@@ -429,6 +429,7 @@ impl SessionStore for PgSessionStore {
         .fetch(&self.inner.pool);
         let mut found = false;
         let mut loaded = Loaded::default();
+        let mut decoder = EntryLineDecoder::default();
         while let Some((seq, body)) = rows
             .try_next()
             .await
@@ -438,7 +439,7 @@ impl SessionStore for PgSessionStore {
             let (Some(seq), Some(body)) = (seq, body) else {
                 continue;
             };
-            match serde_json::from_str::<Entry>(&body) {
+            match decoder.decode(body.as_bytes()) {
                 Ok(entry) => loaded.entries.push(entry),
                 Err(error) => loaded.warnings.push(LoadWarning {
                     file: PathBuf::from(format!("postgres:{key}")),
