@@ -1,6 +1,8 @@
 //! The chat and the run commands with conversations in PostgreSQL (`--database-url`):
 //! two sandboxes stand for two machines sharing one database.
 
+use std::time::Duration;
+
 use reprise_testkit::postgres::TestDb;
 use reprise_testkit::{Reply, ScriptedServer, assert_contains};
 use serde_json::Value;
@@ -176,4 +178,113 @@ async fn a_database_that_cannot_be_reached_gives_one_error_naming_the_host() {
     assert_contains!(out.stderr, &format!("127.0.0.1:{port}/agents"));
     assert!(sandbox.runs().is_empty(), "{:?}", sandbox.runs());
     assert!(server.request_bodies().is_empty());
+}
+
+/// Lines a child prints, from both streams, as they come.
+struct Lines {
+    received: tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn of(child: &mut tokio::process::Child) -> Lines {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let (sender, received) = tokio::sync::mpsc::unbounded_channel();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        for (name, stream) in [
+            (
+                "out",
+                Box::new(stdout) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+            ),
+            ("err", Box::new(stderr)),
+        ] {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let _ = sender.send(format!("{name}: {line}"));
+                }
+            });
+        }
+        Lines {
+            received,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line that holds `needle`; returns it. A minute without one fails
+    /// the test (a hang, not a slow machine).
+    async fn until(&mut self, needle: &str) -> String {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(60), self.received.recv()).await;
+            let Ok(Some(line)) = next else {
+                panic!("no line with {needle:?}: {:#?}", self.seen);
+            };
+            self.seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_during_a_chat_gives_a_clear_error_then_the_chat_goes_on() {
+    use tokio::io::AsyncWriteExt;
+    let cluster = reprise_testkit::postgres::cluster::Cluster::start();
+    let db = TestDb::fresh_on(&cluster.url()).await;
+    let machine = Machine {
+        sandbox: Sandbox::new(),
+        url: db.url_with_schema(),
+    };
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("First answer."), Reply::text("Second answer.")]);
+    let base_url = server.base_url();
+    let mut child = machine
+        .sandbox
+        .command(&[
+            "--plain",
+            "--base-url",
+            &base_url,
+            "--model",
+            "test-model",
+            "--database-url",
+            &machine.url,
+        ])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = Lines::of(&mut child);
+
+    stdin.write_all(b"hello\n").await.unwrap();
+    lines.until("First answer.").await;
+
+    cluster.stop_server();
+    stdin.write_all(b"during the restart\n").await.unwrap();
+    let error = lines.until("✗").await;
+    assert!(error.starts_with("err: "), "{error}");
+    assert_contains!(error, "PostgreSQL at");
+
+    cluster.start_server();
+    stdin.write_all(b"after the restart\n").await.unwrap();
+    lines.until("Second answer.").await;
+    drop(stdin);
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "the last turn was answered: {status}");
+
+    // The message sent while the server was down was not stored, nor sent.
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 2);
+    let users: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .filter(|(role, _)| role == "user")
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(users, ["hello", "after the restart"]);
+    let out = machine.run(&["show", "last"], "").await;
+    assert_eq!(
+        out.stdout,
+        "› hello\n\nFirst answer.\n\n› after the restart\n\nSecond answer.\n\n"
+    );
 }
