@@ -40,11 +40,17 @@ async fn run(url: &str, server: &ScriptedServer, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// Polls until `check` holds (the test fails on the harness's own timeout if never).
+/// Polls until `check` holds; two minutes without fails the test (a hang, not a slow
+/// machine).
 async fn until<F: AsyncFn() -> bool>(check: F) {
-    while !check().await {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let poll = async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), poll)
+        .await
+        .expect("the workers got stuck");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
