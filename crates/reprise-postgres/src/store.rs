@@ -43,6 +43,10 @@ struct Inner {
     pending: PendingReleases,
 }
 
+/// How long a pooled connection may sit idle before it is checked with a ping on
+/// its next use.
+const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Where a page of [`PgSessionStore::list_sessions_page`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionCursor {
@@ -143,6 +147,20 @@ impl PgSessionStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|connection, meta| {
+                Box::pin(async move {
+                    // A connection back from its last use a moment ago is used as it
+                    // is: a ping before every call would double the round trips of a
+                    // busy writer. One that sat idle (a chat waiting for its person,
+                    // across a server restart) is checked first, and replaced when
+                    // the server no longer answers on it.
+                    if meta.idle_for < CHECKED_AFTER_IDLE {
+                        return Ok(true);
+                    }
+                    Ok(connection.ping().await.is_ok())
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(|source| PgStoreError::Connect {
