@@ -279,7 +279,7 @@ impl Agent {
     /// result are durable before the next model or tool call starts.
     pub async fn run(&mut self, prompt: impl Into<String>) -> Result<String, AgentError> {
         let ctx = RunContext::new(None, CancellationToken::new());
-        self.thread.run(Message::user(prompt), &ctx).await
+        self.thread.run(Some(Message::user(prompt)), &ctx).await
     }
 
     /// [`Agent::run`] for a UI: what happens is sent to `events` as it happens, and
@@ -305,7 +305,16 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<String, AgentError> {
         let ctx = RunContext::new(events, cancel);
-        self.thread.run(prompt, &ctx).await
+        self.thread.run(Some(prompt), &ctx).await
+    }
+
+    /// Runs on the session as it is, without a new prompt, until the model answers
+    /// without calling a tool: for a prompt that was stored and never answered (the
+    /// process running it died mid-turn, and another took the session over). Tool
+    /// calls left without a result are closed first, as on every run.
+    pub async fn answer_pending(&mut self) -> Result<String, AgentError> {
+        let ctx = RunContext::new(None, CancellationToken::new());
+        self.thread.run(None, &ctx).await
     }
 
     /// The session's messages, in the order they were recorded (the system prompt

@@ -127,7 +127,7 @@ impl SubagentHandle {
                 Err(output) => return output,
             };
             let mut thread = self.thread.lock().await;
-            match thread.run(Message::user(args.task), &ctx).await {
+            match thread.run(Some(Message::user(args.task)), &ctx).await {
                 Ok(answer) => ToolOutput::ok(answer),
                 Err(AgentError::Cancelled) => ToolOutput::error(ctx.stopped_text()),
                 Err(error) => {

@@ -251,9 +251,14 @@ impl Thread {
         Ok(())
     }
 
-    /// One run: the prompt, then model calls and tool calls until an answer without
-    /// tool calls.
-    pub async fn run(&mut self, prompt: Message, ctx: &RunContext) -> Result<String, AgentError> {
+    /// One run: the prompt (`None`: the history as it is, for a prompt stored and
+    /// never answered), then model calls and tool calls until an answer without tool
+    /// calls.
+    pub async fn run(
+        &mut self,
+        prompt: Option<Message>,
+        ctx: &RunContext,
+    ) -> Result<String, AgentError> {
         let result = match self.turn_timeout {
             None => self.run_turns(prompt, ctx).await,
             Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
@@ -267,7 +272,7 @@ impl Thread {
     /// A run that is stopped, as a cancel would stop it, once `budget` has passed.
     async fn run_with_budget(
         &mut self,
-        prompt: Message,
+        prompt: Option<Message>,
         ctx: &RunContext,
         budget: Duration,
     ) -> Result<String, AgentError> {
@@ -297,12 +302,18 @@ impl Thread {
         }
     }
 
-    async fn run_turns(&mut self, prompt: Message, ctx: &RunContext) -> Result<String, AgentError> {
+    async fn run_turns(
+        &mut self,
+        prompt: Option<Message>,
+        ctx: &RunContext,
+    ) -> Result<String, AgentError> {
         self.repair(ctx).await?;
         if ctx.cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
-        self.record(prompt, ctx).await?;
+        if let Some(prompt) = prompt {
+            self.record(prompt, ctx).await?;
+        }
         for turn in 1..=self.max_turns {
             ctx.emit(|| AgentEvent::ModelCallStarted {
                 agent: self.name.clone(),

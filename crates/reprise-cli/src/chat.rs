@@ -1,15 +1,14 @@
 //! What every chat screen does the same way: choosing the run to start with,
 //! switching runs (`/resume`, `/fork`), and the texts shown for them.
 
-use std::path::Path;
-
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, RunStore, append_history_with, find_run, list_runs};
+use reprise_session::runs::{RunFolder, RunStore, append_history_with};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
 use crate::run_cmds::{show_date, show_date_in};
+use crate::run_source::RunSource;
 use crate::tui::view::PickerRow;
 
 /// The slash commands, for `/help`.
@@ -46,16 +45,16 @@ impl StartWith {
 }
 
 /// The run a start option names, if any (`Latest` with no runs is `None`).
-pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFolder>> {
+pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFolder>> {
     match start {
         StartWith::New | StartWith::Pick => Ok(None),
         // Opened, not taken from the listing as it is: opening rebuilds a damaged
         // `session.json` (with a warning the chat shows) instead of failing on it.
-        StartWith::Latest => match list_runs(runs_dir)?.runs.first() {
-            Some(run) => Ok(Some(RunFolder::open(&run.dir)?)),
+        StartWith::Latest => match runs.list()?.runs.first() {
+            Some(run) => Ok(Some(runs.reopen(&run.folder())?)),
             None => Ok(None),
         },
-        StartWith::Named(spec) => Ok(Some(find_run(runs_dir, spec)?)),
+        StartWith::Named(spec) => Ok(Some(runs.find(spec)?)),
     }
 }
 
@@ -71,8 +70,8 @@ pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
 
 /// When a run's conversation was last added to (as listings show it, else the
 /// folder's modification time).
-pub fn conversation_date(folder: &RunFolder) -> String {
-    let from_meta = reprise_session::runs::summarize_run(&folder.dir).map(|run| run.updated_at);
+pub fn conversation_date(runs: &RunSource, folder: &RunFolder) -> String {
+    let from_meta = runs.updated_at(folder);
     let ts = from_meta.or_else(|| {
         let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
         Timestamp::try_from(modified).ok()
@@ -81,8 +80,8 @@ pub fn conversation_date(folder: &RunFolder) -> String {
 }
 
 /// The line shown after a resumed conversation is redrawn.
-pub fn resumed_line(folder: &RunFolder) -> String {
-    resumed_text(&conversation_date(folder))
+pub fn resumed_line(runs: &RunSource, folder: &RunFolder) -> String {
+    resumed_text(&conversation_date(runs, folder))
 }
 
 /// `(resumed the conversation of <date>)`.
@@ -91,9 +90,10 @@ pub fn resumed_text(date: &str) -> String {
 }
 
 /// The runs for the `/resume` list, newest first.
-pub fn picker_rows(runs_dir: &Path) -> Result<Vec<PickerRow>> {
+pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
     let tz = jiff::tz::TimeZone::system();
-    Ok(list_runs(runs_dir)?
+    Ok(runs
+        .list()?
         .runs
         .iter()
         .map(|run| PickerRow {
@@ -118,7 +118,7 @@ pub async fn open_start(
             bail!("run {} has no conversation to resume", target.name())
         }
         Some(target) if fork => {
-            let copy = fork_into(&target, fresh, None).await?;
+            let copy = fork_into(&opener.runs, &target, fresh, None).await?;
             Ok((opener.open_forked(copy).await?, true))
         }
         Some(target) => Ok((opener.open(target).await?, true)),
@@ -130,23 +130,31 @@ pub async fn open_start(
 pub struct Forked {
     /// The new run folder.
     pub folder: RunFolder,
-    /// Its store.
-    pub store: RunStore,
+    /// Its store (`None` for a fork in the database, which is done when it returns).
+    pub store: Option<RunStore>,
 }
 
 /// Copies a run's conversation into a new run folder.
 pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
     let target = opener.new_folder()?;
-    fork_into(source, target, None).await
+    fork_into(&opener.runs, source, target, None).await
 }
 
 /// Copies a run's conversation (up to entry `up_to`, or all) into `target`, a run
 /// folder without a conversation.
 pub async fn fork_into(
+    runs: &RunSource,
     source: &RunFolder,
     target: RunFolder,
     up_to: Option<uuid::Uuid>,
 ) -> Result<Forked> {
+    if runs.is_database() {
+        let folder = runs.fork_in_database(source, &target, up_to).await?;
+        return Ok(Forked {
+            folder,
+            store: None,
+        });
+    }
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
     let forked = tokio::task::spawn_blocking(move || {
@@ -157,7 +165,7 @@ pub async fn fork_into(
     .with_context(|| format!("cannot fork run {}", source.name()))?;
     Ok(Forked {
         folder: RunFolder::open(&target.dir)?,
-        store: forked.store,
+        store: Some(forked.store),
     })
 }
 

@@ -9,6 +9,11 @@ use clap::{Args, Parser, Subcommand};
 /// Each start gets a run folder under the runs directory (default ./.run) holding
 /// session.log, transcript.jsonl, conversation.jsonl and session.json. Resume the
 /// latest run with --continue, pick one with --resume or /resume in the chat.
+///
+/// With --database-url the conversations are kept in PostgreSQL instead, so that a
+/// conversation started on one machine is continued on another: runs, show, fork,
+/// rm, --continue, --resume and /resume use the database. session.log and
+/// transcript.jsonl stay in the run folder of the machine that wrote them.
 #[derive(Debug, Parser)]
 #[command(name = "reprise", version, about, long_about)]
 pub struct Cli {
@@ -31,6 +36,12 @@ pub struct ChatArgs {
     /// Where run folders live [default: ./.run] [env: REPRISE_RUNS_DIR]
     #[arg(long, value_name = "DIR", global = true)]
     pub runs_dir: Option<PathBuf>,
+
+    /// Keep conversations in this PostgreSQL database (postgres://user@host/db)
+    /// instead of the run folders; session.log and transcript.jsonl stay in the local
+    /// run folder [env: REPRISE_DATABASE_URL] [config: database_url]
+    #[arg(long, value_name = "URL", global = true)]
+    pub database_url: Option<String>,
 
     /// Start with the latest run that has a conversation: redraw it and resume its
     /// session.

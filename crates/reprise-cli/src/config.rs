@@ -34,6 +34,8 @@ pub struct FileConfig {
     pub api_key_env: Option<String>,
     /// Where run folders live (relative paths are relative to the working directory).
     pub runs_dir: Option<PathBuf>,
+    /// A PostgreSQL database that keeps the conversations (`postgres://…`).
+    pub database_url: Option<String>,
     /// The system prompt.
     pub system_prompt: Option<String>,
     /// The most model calls one turn may make.
@@ -181,6 +183,8 @@ pub struct Settings {
     pub api_key: Option<String>,
     /// The runs directory.
     pub runs_dir: PathBuf,
+    /// The PostgreSQL database that keeps the conversations, if any.
+    pub database_url: Option<String>,
     /// The system prompt.
     pub system_prompt: String,
     /// The most model calls one turn may make.
@@ -309,6 +313,11 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         .or_else(|| env_nonempty("REPRISE_RUNS_DIR").map(PathBuf::from))
         .or(file.runs_dir)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR));
+    let database_url = args
+        .database_url
+        .clone()
+        .or_else(|| env_nonempty("REPRISE_DATABASE_URL"))
+        .or(file.database_url);
     let system_prompt = env_nonempty("REPRISE_SYSTEM_PROMPT")
         .or(file.system_prompt)
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
@@ -405,6 +414,7 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         api_key_env,
         api_key,
         runs_dir,
+        database_url,
         system_prompt,
         max_turns,
         generation,
@@ -468,6 +478,31 @@ mod tests {
         assert_eq!(settings.base_url, "http://env/v1");
         assert_eq!(settings.runs_dir, PathBuf::from("file-runs"));
         assert_eq!(settings.config_file, Some(file));
+    }
+
+    #[test]
+    fn the_database_url_comes_from_the_flag_then_the_env_then_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "database_url = \"postgres://file/db\"\n").unwrap();
+        let args = |flag: Option<&str>| ChatArgs {
+            config: Some(file.clone()),
+            database_url: flag.map(str::to_owned),
+            ..ChatArgs::default()
+        };
+        let env = env_of(&[("REPRISE_DATABASE_URL", "postgres://env/db")]);
+        let none = env_of(&[]);
+        let resolved = |flag, env: &dyn Fn(&str) -> Option<String>| {
+            resolve(&args(flag), env).unwrap().database_url
+        };
+        assert_eq!(
+            resolved(Some("postgres://flag/db"), &env).as_deref(),
+            Some("postgres://flag/db")
+        );
+        assert_eq!(resolved(None, &env).as_deref(), Some("postgres://env/db"));
+        assert_eq!(resolved(None, &none).as_deref(), Some("postgres://file/db"));
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(resolved(None, &none), None);
     }
 
     #[test]

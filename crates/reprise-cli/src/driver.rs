@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Decisions, gate_for_run};
 use crate::config::Settings;
+use crate::run_source::RunStoreOf;
 use crate::server_error::describe_agent_error;
 
 /// What a screen is told.
@@ -49,6 +50,8 @@ pub struct Opener {
     pub redactor: Redactor,
     /// Where events and questions go.
     pub ui: UnboundedSender<UiEvent>,
+    /// Where the conversations are kept.
+    pub runs: crate::run_source::RunSource,
 }
 
 /// The session of one run folder: the agent over its conversation, and its logs.
@@ -96,9 +99,8 @@ impl Opener {
     /// Opens the session of `folder`: a new one when the folder has none, its own
     /// (loaded, repaired) when it has.
     pub async fn open(&self, folder: RunFolder) -> Result<ChatSession> {
-        let store = reprise_session::runs::create_run_store(&folder.dir);
         let fresh = folder.session_id.is_none().then(|| folder.clone());
-        let opened = self.open_with(folder, store).await;
+        let opened = self.open_with(folder, None).await;
         if opened.is_err()
             && let Some(fresh) = fresh
         {
@@ -114,12 +116,20 @@ impl Opener {
         self.open_with(forked.folder, forked.store).await
     }
 
-    async fn open_with(&self, folder: RunFolder, store: RunStore) -> Result<ChatSession> {
-        let store = store.with_redactor(self.redactor.clone());
-        let session_id = folder
-            .session_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    /// Opens `folder`'s session with `store`, or the store its run source gives.
+    async fn open_with(&self, folder: RunFolder, store: Option<RunStore>) -> Result<ChatSession> {
+        let store: Arc<dyn reprise_session::SessionStore> = match store {
+            Some(store) => Arc::new(store.with_redactor(self.redactor.clone())),
+            None => match self.runs.store_for(&folder, &self.redactor) {
+                RunStoreOf::Folder(store) => Arc::new(store),
+                RunStoreOf::Database(store) => Arc::new(store),
+            },
+        };
+        let session_id = match folder.session_id.clone() {
+            Some(session_id) => session_id,
+            None => self.runs.new_session_id(&folder).await?,
+        };
+        self.runs.ensure_local_folder(&folder)?;
         let decisions = Decisions::default();
         // Each run gets its own servers and its own gate: nothing one run allowed
         // "always" reaches another.
@@ -138,7 +148,7 @@ impl Opener {
         let built = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools)
-            .store(Arc::new(store))
+            .store(store)
             .session_id(session_id)
             .max_turns(self.settings.max_turns as usize)
             .turn_timeout(self.settings.turn_timeout)
@@ -206,10 +216,18 @@ pub struct Redraw {
     pub warnings: Vec<String>,
 }
 
-/// Reads what to redraw for a run folder.
+/// Reads what to redraw for a run folder that holds its conversation.
 pub fn redraw_of(dir: &Path) -> Result<Redraw> {
-    let conversation = read_conversation_with_warnings(dir)?;
-    Ok(Redraw {
+    Ok(redraw_from(read_conversation_with_warnings(dir)?))
+}
+
+/// Reads what to redraw for a run, wherever its conversation is kept.
+pub fn redraw_of_run(runs: &crate::run_source::RunSource, folder: &RunFolder) -> Result<Redraw> {
+    Ok(redraw_from(runs.conversation(folder)?))
+}
+
+fn redraw_from(conversation: reprise_session::runs::Conversation) -> Redraw {
+    Redraw {
         messages: conversation
             .messages
             .into_iter()
@@ -220,7 +238,7 @@ pub fn redraw_of(dir: &Path) -> Result<Redraw> {
             .iter()
             .map(ToString::to_string)
             .collect(),
-    })
+    }
 }
 
 impl ChatSession {

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::unbounded_channel;
 use crate::cli::{Cli, Command, McpAction};
 use crate::config::{self, Settings};
 use crate::driver::Opener;
+use crate::run_source::RunSource;
 
 /// Runs `reprise` with the process's arguments; returns the exit code.
 pub fn main() -> i32 {
@@ -38,20 +39,33 @@ pub fn main() -> i32 {
 
 async fn run(cli: Cli) -> Result<i32> {
     let settings = config::resolve(&cli.chat, &config::process_env)?;
-    let runs_dir = settings.runs_dir.clone();
+    let uses_runs = !matches!(cli.command, Some(Command::Mcp { .. }));
+    let runs = if uses_runs {
+        RunSource::open(&settings.runs_dir, settings.database_url.as_deref()).await?
+    } else {
+        RunSource::Folders {
+            runs_dir: settings.runs_dir.clone(),
+        }
+    };
+    let code = dispatch(cli, settings, &runs).await;
+    runs.close().await;
+    code
+}
+
+async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32> {
     let mut stdout = std::io::stdout().lock();
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
-        Some(Command::Runs { json }) => done(crate::run_cmds::runs(&runs_dir, json, &mut stdout)),
+        Some(Command::Runs { json }) => done(crate::run_cmds::runs(runs, json, &mut stdout)),
         Some(Command::Show { run, json }) => {
-            done(crate::run_cmds::show(&runs_dir, &run, json, &mut stdout))
+            done(crate::run_cmds::show(runs, &run, json, &mut stdout))
         }
         Some(Command::Fork { run, at }) => {
-            done(crate::run_cmds::fork(&runs_dir, &run, at, &mut stdout).await)
+            done(crate::run_cmds::fork(runs, &run, at, &mut stdout).await)
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
-            done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout).await)
+            done(crate::run_cmds::rm(runs, &run, yes, &mut input, &mut stdout).await)
         }
         Some(Command::Import { paths, dry_run }) => {
             crate::import_cmd::import(&runs_dir, &paths, dry_run, &mut stdout).await
@@ -77,7 +91,7 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         None => {
             drop(stdout);
-            chat(settings, cli.chat).await
+            chat(settings, cli.chat, runs.clone()).await
         }
     }
 }
@@ -104,7 +118,7 @@ pub fn mode_for(plain: bool, inline: bool, stdin_tty: bool, stdout_tty: bool) ->
     }
 }
 
-async fn chat(settings: Settings, args: crate::cli::ChatArgs) -> Result<i32> {
+async fn chat(settings: Settings, args: crate::cli::ChatArgs, runs: RunSource) -> Result<i32> {
     let provider = build_provider(&settings)?;
     let mut redactor = Redactor::new().with_env_secrets();
     if let Some(key) = &settings.api_key {
@@ -118,6 +132,7 @@ async fn chat(settings: Settings, args: crate::cli::ChatArgs) -> Result<i32> {
         provider,
         redactor,
         ui: ui_tx,
+        runs,
     };
     let mode = mode_for(
         args.plain,

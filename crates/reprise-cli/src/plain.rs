@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of, subagent_prefix};
+use crate::driver::{
+    ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of_run, subagent_prefix,
+};
 use crate::terminal_text::{eprint_line, visible};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
@@ -148,7 +150,7 @@ pub async fn run(
         let target = match &start {
             StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
             other => {
-                let target = chat::start_target(&opener.settings.runs_dir, other)?;
+                let target = chat::start_target(&opener.runs, other)?;
                 if target.is_none() && *other == StartWith::Latest {
                     printer.line("(no earlier conversation: starting a new one)");
                 }
@@ -160,7 +162,7 @@ pub async fn run(
     .await;
     let (mut session, resumed) = chat::unless_started(started, &fresh)?;
     if resumed {
-        show_resumed(&mut session, &mut printer)?;
+        show_resumed(&opener, &mut session, &mut printer)?;
         if session.run_name() != fresh_name {
             // The folder made at this start says where the conversation went.
             if let Ok(mut log) =
@@ -237,7 +239,7 @@ pub async fn run(
                     match opener.open(target).await {
                         Ok(next) => {
                             std::mem::replace(&mut session, next).close().await;
-                            show_resumed(&mut session, &mut printer)?;
+                            show_resumed(&opener, &mut session, &mut printer)?;
                             warn_load(&session, &mut printer);
                         }
                         Err(error) => printer.line(&format!("✗ {error:#}")),
@@ -297,7 +299,7 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
     if session.folder.session_id.is_none() && session.agent.messages().is_empty() {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
-    let folder = reprise_session::runs::RunFolder::open(&session.folder.dir)?;
+    let folder = opener.runs.reopen(&session.folder)?;
     let copy = chat::fork_into_new(opener, &folder).await?;
     opener.open_forked(copy).await
 }
@@ -383,8 +385,8 @@ impl ShownSession {
     }
 }
 
-fn show_resumed(session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
-    let redraw = redraw_of(&session.folder.dir)?;
+fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
+    let redraw = redraw_of_run(&opener.runs, &session.folder)?;
     let mut text = String::new();
     for (is_user, message) in &redraw.messages {
         if *is_user {
@@ -399,7 +401,7 @@ fn show_resumed(session: &mut ChatSession, printer: &mut Printer) -> Result<()> 
         }
     }
     printer.print(&text);
-    let line = chat::resumed_line(&session.folder);
+    let line = chat::resumed_line(&opener.runs, &session.folder);
     session.log_line(&line);
     printer.line(&line);
     Ok(())
@@ -416,7 +418,7 @@ async fn pick_run(
     lines: &mut Lines,
     printer: &mut Printer,
 ) -> Result<Option<reprise_session::runs::RunFolder>> {
-    let rows = chat::picker_rows(&opener.settings.runs_dir)?;
+    let rows = chat::picker_rows(&opener.runs)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");
         return Ok(None);
@@ -445,10 +447,7 @@ async fn pick_run(
         match answer.parse::<usize>() {
             Ok(n) if (1..=rows.len()).contains(&n) => {
                 let name = &rows[n - 1].name;
-                return Ok(Some(reprise_session::runs::find_run(
-                    &opener.settings.runs_dir,
-                    name,
-                )?));
+                return Ok(Some(opener.runs.find(name)?));
             }
             _ => printer.line(&format!("type a number from 1 to {}", rows.len())),
         }

@@ -1,14 +1,14 @@
 //! `reprise runs | show | fork | rm`: the run folders, for people and scripts.
 
 use std::io::{BufRead, Write};
-use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
 use reprise_session::Role;
-use reprise_session::runs::{RunFolder, find_run, list_runs, read_conversation_with_warnings};
+use reprise_session::runs::RunFolder;
 use serde_json::json;
 
+use crate::run_source::RunSource;
 use crate::terminal_text::{eprint_line, visible, visible_json};
 
 /// A timestamp as a person reads it: local time, to the minute.
@@ -34,8 +34,8 @@ fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> 
 }
 
 /// `reprise runs`: a table (date, messages, last message, run), or JSON.
-pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
-    let list = list_runs(runs_dir)?;
+pub fn runs(source: &RunSource, json: bool, out: &mut dyn Write) -> Result<()> {
+    let list = source.list()?;
     for warning in &list.warnings {
         eprint_line(&format!(
             "warning: {}: {}",
@@ -61,7 +61,7 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         return write_json(out, &rows);
     }
     if list.runs.is_empty() {
-        let line = format!("no runs with a conversation in {}\n", runs_dir.display());
+        let line = format!("no runs with a conversation in {}\n", source.place());
         out.write_all(visible(&line).as_bytes())?;
         return Ok(());
     }
@@ -93,10 +93,10 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
 }
 
 /// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON.
-pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
-    let run = find_run(runs_dir, spec)?;
+pub fn show(source: &RunSource, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
+    let run = source.find(spec)?;
     print_repairs(&run);
-    let conversation = read_conversation_with_warnings(&run.dir)?;
+    let conversation = source.conversation(&run)?;
     for warning in &conversation.warnings {
         eprint_line(&format!("warning: {warning}"));
     }
@@ -129,24 +129,26 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
 /// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
 /// (its first N messages). Prints the new run's name.
 pub async fn fork(
-    runs_dir: &Path,
+    runs: &RunSource,
     spec: &str,
     at: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let source = find_run(runs_dir, spec)?;
+    let source = runs.find(spec)?;
     print_repairs(&source);
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());
     }
     let up_to = match at {
         None => None,
-        Some(count) => Some(nth_message_uuid(&source, count).await?),
+        Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
     };
-    let fresh = reprise_session::runs::create_run_folder(runs_dir)?;
-    let target = crate::chat::fork_into(&source, fresh, up_to).await?;
+    let fresh = reprise_session::runs::create_run_folder(runs.runs_dir())?;
+    let target = crate::chat::fork_into(runs, &source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
-    target.store.close().await;
+    if let Some(store) = target.store {
+        store.close().await;
+    }
     writeln!(
         out,
         "forked {} into {} (resume it with: reprise --resume {})",
@@ -158,12 +160,12 @@ pub async fn fork(
 }
 
 /// The uuid of the `count`-th message entry of a run's conversation (1-based).
-async fn nth_message_uuid(run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
-    use reprise_session::{SessionKey, SessionStore};
+async fn nth_message_uuid(runs: &RunSource, run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
+    use reprise_session::SessionKey;
     let Some(session_id) = run.session_id.as_deref() else {
         bail!("run {} has no conversation", run.name());
     };
-    let store = reprise_session::runs::create_run_store(&run.dir);
+    let store = runs.reader_for(run);
     let loaded = store
         .load(&SessionKey::session(session_id)?)
         .await?
@@ -186,20 +188,19 @@ async fn nth_message_uuid(run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
 
 /// `reprise rm RUN [--yes]`: deletes a run folder, after asking unless `yes`.
 pub async fn rm(
-    runs_dir: &Path,
+    runs: &RunSource,
     spec: &str,
     yes: bool,
     input: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = find_run(runs_dir, spec)?;
+    let run = runs.find(spec)?;
     print_repairs(&run);
     // A run open in a chat is not deleted under it: holding its writer lock while
     // deleting also keeps a chat from opening it meanwhile.
     let _lock = match run.session_id.as_deref() {
         Some(session_id) => {
-            use reprise_session::SessionStore;
-            let store = reprise_session::runs::create_run_store(&run.dir);
+            let store = runs.reader_for(&run);
             match store.lock(session_id).await {
                 Ok(lock) => Some(lock),
                 // Only a lock held by another chat means "in use"; a read-only file
@@ -219,7 +220,8 @@ pub async fn rm(
         None => None,
     };
     if !yes {
-        let messages = read_conversation_with_warnings(&run.dir)
+        let messages = runs
+            .conversation(&run)
             .map(|c| c.messages.len())
             .unwrap_or(0);
         write!(
@@ -235,8 +237,12 @@ pub async fn rm(
             return Ok(());
         }
     }
-    std::fs::remove_dir_all(&run.dir)
-        .with_context(|| format!("cannot delete {}", run.dir.display()))?;
+    if runs.is_database() {
+        runs.delete_from_database(&run).await?;
+    } else {
+        std::fs::remove_dir_all(&run.dir)
+            .with_context(|| format!("cannot delete {}", run.dir.display()))?;
+    }
     writeln!(out, "deleted {}", run.name())?;
     Ok(())
 }

@@ -3,17 +3,13 @@
 //!
 //! The floor is `pgbench` running a script of one single-row INSERT of 1 KB (its own
 //! transaction, so one commit), against the same server in the same run. Printed:
-//! appends of a 1 KB entry (one writer; 64 sessions written concurrently from this
-//! process) against that floor, loading and forking a 100 MB session (the fork against
+//! appends of a 1 KB entry (one writer; 64 sessions written concurrently from 4
+//! processes, 16 each) against that floor, loading and forking a 100 MB session (the fork against
 //! an `INSERT … SELECT` of its rows done by hand), and listing the newest 50 of
 //! 100,000 sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The tests' cluster helper; the bench uses part of it.
-#[allow(dead_code)]
-#[path = "../tests/it/support/cluster.rs"]
-mod cluster;
-
+use reprise_testkit::postgres::cluster;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -95,8 +91,41 @@ fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration, floor_tps
     );
 }
 
+/// Writer processes of the concurrent append run, and sessions in each.
+const PROCESSES: usize = 4;
+const SESSIONS_PER_PROCESS: usize = 16;
+/// Set in a writer process: the server, and its sessions' name prefix.
+const CHILD_URL: &str = "REPRISE_PG_BENCH_URL";
+const CHILD_PREFIX: &str = "REPRISE_PG_BENCH_PREFIX";
+
+/// A writer process: appends to its sessions for `RUN`, prints each call's latency
+/// in microseconds.
+async fn writer_process(url: &str, prefix: &str) {
+    let options = PgStoreOptions {
+        max_connections: SESSIONS_PER_PROCESS as u32,
+        run_migrations: false,
+        ..PgStoreOptions::default()
+    };
+    let store = PgSessionStore::connect(url, options).await.unwrap();
+    let tasks: Vec<_> = (0..SESSIONS_PER_PROCESS)
+        .map(|i| tokio::spawn(append_for(store.clone(), format!("{prefix}-{i}"))))
+        .collect();
+    let mut out = String::new();
+    for task in tasks {
+        for latency in task.await.unwrap() {
+            out.push_str(&format!("{}\n", latency.as_micros()));
+        }
+    }
+    store.close().await;
+    print!("{out}");
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if let (Ok(url), Ok(prefix)) = (std::env::var(CHILD_URL), std::env::var(CHILD_PREFIX)) {
+        writer_process(&url, &prefix).await;
+        return;
+    }
     let cluster = cluster::Cluster::start_with("-c shared_buffers=256MB");
     let options = PgStoreOptions {
         max_connections: 64,
@@ -138,15 +167,29 @@ async fn main() {
         "floor, pgbench 64 clients: {floor_many:.0} tps, latency average {floor_many_ms:.2} ms"
     );
     let start = Instant::now();
-    let tasks: Vec<_> = (0..64)
-        .map(|i| tokio::spawn(append_for(store.clone(), format!("many-{i}"))))
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|process| {
+            Command::new(std::env::current_exe().unwrap())
+                .env(CHILD_URL, cluster.url())
+                .env(CHILD_PREFIX, format!("many-{process}"))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.unwrap());
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success());
+        all.extend(
+            String::from_utf8(output.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(|us| Duration::from_micros(us.parse().unwrap())),
+        );
     }
     report(
-        "append 1 KB, 64 sessions from one process",
+        &format!("append 1 KB, 64 sessions from {PROCESSES} processes"),
         all,
         start.elapsed(),
         floor_many,

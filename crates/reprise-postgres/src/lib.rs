@@ -26,7 +26,7 @@ mod store;
 
 pub use error::PgStoreError;
 pub use options::PgStoreOptions;
-pub use store::{PgSessionStore, SessionCursor};
+pub use store::{PgSessionStore, SessionCursor, SessionSummary};
 
 /// The embedded schema migrations, for callers who run them themselves.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");

@@ -7,12 +7,14 @@ use std::sync::{Arc, PoisonError};
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use jiff::Timestamp;
+use reprise_redact::Redactor;
+use reprise_session::runs::{is_command_expansion, last_message_text};
 use reprise_session::{
-    AppendReport, Entry, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionKey, SessionStore,
-    StoreError, WriterLock, validate_id,
+    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo,
+    SessionKey, SessionStore, StoreError, WriterLock, validate_id,
 };
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
 use uuid::Uuid;
 
 use crate::error::{PgStoreError, backend};
@@ -28,6 +30,8 @@ use crate::options::PgStoreOptions;
 #[derive(Clone)]
 pub struct PgSessionStore {
     inner: Arc<Inner>,
+    /// What the person's last message passes before listings keep it.
+    redactor: Redactor,
 }
 
 struct Inner {
@@ -38,6 +42,10 @@ struct Inner {
     held: HeldLeases,
     pending: PendingReleases,
 }
+
+/// How long a pooled connection may sit idle before it is checked with a ping on
+/// its next use.
+const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where a page of [`PgSessionStore::list_sessions_page`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +69,50 @@ macro_rules! select_sessions {
     };
 }
 
+/// What a listing shows of a session, from its row alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    /// The session, its times and origin.
+    pub info: SessionInfo,
+    /// How many messages its main transcript holds.
+    pub message_count: u64,
+    /// The person's last message, redacted by the writer's redactor and cut to
+    /// [`LAST_MESSAGE_CHARS`](reprise_session::runs::LAST_MESSAGE_CHARS).
+    pub last_message: Option<String>,
+}
+
+/// One row of `reprise_sessions` with the listing fields.
+type SummaryRow = (
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<Uuid>,
+    i64,
+    Option<String>,
+);
+
+/// The columns of a [`SummaryRow`].
+macro_rules! select_summaries {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, (extract(epoch FROM created_at) * 1000000)::int8, ",
+            "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry, ",
+            "message_count, last_message FROM reprise_sessions ",
+            $rest
+        )
+    };
+}
+
+fn session_summary(row: SummaryRow) -> SessionSummary {
+    let (id, created, updated, forked_from, entry, count, last_message) = row;
+    SessionSummary {
+        info: session_info((id, created, updated, forked_from, entry)),
+        message_count: u64::try_from(count).unwrap_or(0),
+        last_message,
+    }
+}
+
 impl PgSessionStore {
     /// Connects to `url` (`postgres://user:pass@host:port/db?sslmode=…`) and, unless
     /// turned off, brings the schema up to date.
@@ -76,9 +128,39 @@ impl PgSessionStore {
         options: PgStoreOptions,
     ) -> Result<Self, PgStoreError> {
         let server = describe(&connect);
+        // One connection first: a pool retries a refused connection until its timeout
+        // and then reports only the timeout, where this says why (refused, no such
+        // host, bad password) at once.
+        let probe = tokio::time::timeout(options.acquire_timeout, connect.connect())
+            .await
+            .unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer in {:?}", options.acquire_timeout),
+                )))
+            })
+            .map_err(|source| PgStoreError::Connect {
+                server: server.clone(),
+                source,
+            })?;
+        let _ = probe.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|connection, meta| {
+                Box::pin(async move {
+                    // A connection back from its last use a moment ago is used as it
+                    // is: a ping before every call would double the round trips of a
+                    // busy writer. One that sat idle (a chat waiting for its person,
+                    // across a server restart) is checked first, and replaced when
+                    // the server no longer answers on it.
+                    if meta.idle_for < CHECKED_AFTER_IDLE {
+                        return Ok(true);
+                    }
+                    Ok(connection.ping().await.is_ok())
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(|source| PgStoreError::Connect {
@@ -112,7 +194,22 @@ impl PgSessionStore {
                 held: HeldLeases::default(),
                 pending: PendingReleases::default(),
             }),
+            redactor: Redactor::new(),
         }
+    }
+
+    /// Redacts the person's last message, which the session row keeps for listings,
+    /// with `redactor` (by default the built-in patterns only: give the one that knows
+    /// the exact secret values, such as an API key). Entries are kept as they were
+    /// sent.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Where the database is (`host:port/database`), for messages.
+    pub fn server(&self) -> &str {
+        &self.inner.server
     }
 
     /// The connection pool.
@@ -172,6 +269,48 @@ impl PgSessionStore {
         Ok((rows.into_iter().map(session_info).collect(), next))
     }
 
+    /// The sessions with what a listing shows of each, most recently updated first
+    /// (the newest `limit`, or all): read from the session rows alone.
+    pub async fn list_summaries(
+        &self,
+        limit: Option<u32>,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!(
+            "ORDER BY updated_at DESC, id DESC LIMIT $1"
+        ))
+        .bind(limit.map(i64::from))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed("listing sessions", error))?;
+        Ok(rows.into_iter().map(session_summary).collect())
+    }
+
+    /// One session's listing row, `None` when there is no such session.
+    pub async fn summary(&self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        let row: Option<SummaryRow> = sqlx::query_as(select_summaries!("WHERE id = $1"))
+            .bind(session_id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed(&format!("looking up {session_id}"), error))?;
+        Ok(row.map(session_summary))
+    }
+
+    /// The ids of sessions that start with `prefix`, in order, at most `limit`.
+    pub async fn ids_starting_with(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT id FROM reprise_sessions WHERE starts_with(id, $1) ORDER BY id LIMIT $2",
+        )
+        .bind(prefix)
+        .bind(i64::from(limit))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("looking up sessions named {prefix}…"), error))
+    }
+
     fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
         backend(
             format!("{what} on PostgreSQL at {}", self.inner.server),
@@ -206,6 +345,17 @@ fn describe(connect: &PgConnectOptions) -> String {
     }
 }
 
+/// The text of a message the person typed (not a slash-command expansion), as
+/// listings show the last one.
+fn shown_person_message(entry: &Entry) -> Option<String> {
+    let message = entry.as_message()?;
+    if message.role != Role::User || is_command_expansion(entry) {
+        return None;
+    }
+    let text = message.text();
+    (!text.trim().is_empty()).then_some(text)
+}
+
 /// The subagent column of a key: `''` for the main transcript.
 fn subagent(key: &SessionKey) -> &str {
     key.subagent_name().unwrap_or("")
@@ -233,9 +383,15 @@ impl SessionStore for PgSessionStore {
         let mut seen = HashSet::with_capacity(entries.len());
         let mut uuids = Vec::with_capacity(entries.len());
         let mut bodies = Vec::with_capacity(entries.len());
+        let mut messages = Vec::with_capacity(entries.len());
+        let mut last_message = None;
         for entry in entries {
             if !seen.insert(entry.uuid) {
                 continue;
+            }
+            messages.push(entry.as_message().is_some());
+            if let Some(text) = shown_person_message(entry) {
+                last_message = Some(text);
             }
             let body = serde_json::to_string(entry).map_err(|error| StoreError::Format {
                 path: PathBuf::from(key.to_string()),
@@ -251,7 +407,8 @@ impl SessionStore for PgSessionStore {
             None => (None, released_tokens()),
         };
         let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
-            "SELECT written, holder_host, holder_pid FROM reprise_append($1, $2, $3, $4, $5, $6)",
+            "SELECT written, holder_host, holder_pid \
+             FROM reprise_append($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(session)
         .bind(subagent(key))
@@ -259,6 +416,8 @@ impl SessionStore for PgSessionStore {
         .bind(&released)
         .bind(&uuids)
         .bind(&bodies)
+        .bind(&messages)
+        .bind(last_message.map(|text| last_message_text(&self.redactor.redact(&text))))
         .fetch_one(&self.inner.pool)
         .await
         .map_err(|error| self.failed(&format!("appending to {key}"), error))?;
@@ -288,6 +447,7 @@ impl SessionStore for PgSessionStore {
         .fetch(&self.inner.pool);
         let mut found = false;
         let mut loaded = Loaded::default();
+        let mut decoder = EntryLineDecoder::default();
         while let Some((seq, body)) = rows
             .try_next()
             .await
@@ -297,7 +457,7 @@ impl SessionStore for PgSessionStore {
             let (Some(seq), Some(body)) = (seq, body) else {
                 continue;
             };
-            match serde_json::from_str::<Entry>(&body) {
+            match decoder.decode(body.as_bytes()) {
                 Ok(entry) => loaded.entries.push(entry),
                 Err(error) => loaded.warnings.push(LoadWarning {
                     file: PathBuf::from(format!("postgres:{key}")),

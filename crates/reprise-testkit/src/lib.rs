@@ -13,7 +13,8 @@
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
 //! reads the shared secret corpus and says what a redaction masked.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
-//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`.
+//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
+//! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
 //!
 //! ```
 //! use std::time::Duration;
@@ -39,6 +40,8 @@ mod frames;
 mod invariant;
 pub mod llama;
 pub mod paths;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "pty")]
 pub mod pty;
 mod reply;

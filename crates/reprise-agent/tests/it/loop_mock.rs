@@ -626,3 +626,27 @@ async fn cancelling_while_a_subagent_works_closes_its_call_and_the_parents() {
     let sub_key = SessionKey::subagent("deep", "digger").unwrap();
     assert_eq!(stored_messages(&store, &sub_key).await, child);
 }
+
+#[tokio::test]
+async fn a_stored_prompt_never_answered_is_answered_without_sending_it_again() {
+    let store = Arc::new(MemoryStore::new());
+    let key = SessionKey::session("pending").unwrap();
+    // A process stored the prompt and died before the model answered.
+    store
+        .append(&key, &[Entry::message(Message::user("What is the toll?"))])
+        .await
+        .unwrap();
+    let provider = MockProvider::new([answer("Two silver coins.")]);
+    let mut agent = agent_on(provider.clone(), &store, "pending")
+        .await
+        .build()
+        .await
+        .unwrap();
+    let text = agent.answer_pending().await.unwrap();
+    assert_eq!(text, "Two silver coins.");
+    assert_eq!(roles(agent.messages()), ["user", "assistant"]);
+    let sent = request_messages(&provider.requests()[0]);
+    let user_turns = sent.iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(user_turns, 1, "{sent:?}");
+    assert_eq!(stored_messages(&store, &key).await.len(), 2);
+}

@@ -25,7 +25,7 @@ use super::wrap::wrap_lines;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line as Typed, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of};
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of_run};
 
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
@@ -65,7 +65,7 @@ pub async fn run(
     let start = StartWith::from_args(args);
     let mut notices = Vec::new();
     let started = async {
-        let target = chat::start_target(&opener.settings.runs_dir, &start)?;
+        let target = chat::start_target(&opener.runs, &start)?;
         if target.is_none() && start == StartWith::Latest {
             notices.push("(no earlier conversation: starting a new one)".to_owned());
         }
@@ -455,7 +455,7 @@ impl App {
     }
 
     fn open_picker(&mut self) {
-        match chat::picker_rows(&self.opener.settings.runs_dir) {
+        match chat::picker_rows(&self.opener.runs) {
             Ok(rows) if rows.is_empty() => self
                 .view
                 .items
@@ -471,12 +471,10 @@ impl App {
     }
 
     async fn resume(&mut self, name: &str) {
-        let folder = match reprise_session::runs::find_run(&self.opener.settings.runs_dir, name) {
+        let folder = match self.opener.runs.find(name) {
             Ok(folder) => folder,
             Err(error) => {
-                self.view
-                    .items
-                    .push(Item::Error(crate::error_text::with_causes(&error)));
+                self.view.items.push(Item::Error(format!("{error:#}")));
                 return;
             }
         };
@@ -511,7 +509,7 @@ impl App {
         let Some(session) = self.session.as_ref() else {
             return;
         };
-        let source = match reprise_session::runs::RunFolder::open(&session.folder.dir) {
+        let source = match self.opener.runs.reopen(&session.folder) {
             Ok(source) if source.session_id.is_some() => source,
             Ok(_) => {
                 self.view.items.push(Item::Error(
@@ -520,9 +518,7 @@ impl App {
                 return;
             }
             Err(error) => {
-                self.view
-                    .items
-                    .push(Item::Error(crate::error_text::with_causes(&error)));
+                self.view.items.push(Item::Error(format!("{error:#}")));
                 return;
             }
         };
@@ -553,7 +549,7 @@ impl App {
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        match redraw_of(&session.folder.dir) {
+        match redraw_of_run(&self.opener.runs, &session.folder) {
             Ok(redraw) => {
                 self.view.items.extend(redraw_items(&redraw.messages));
                 // Warnings reading the conversation match the agent's load warnings,
@@ -561,7 +557,7 @@ impl App {
             }
             Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
         }
-        let line = chat::resumed_line(&session.folder);
+        let line = chat::resumed_line(&self.opener.runs, &session.folder);
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
     }

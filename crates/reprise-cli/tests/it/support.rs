@@ -82,6 +82,7 @@ impl Sandbox {
             .env_remove("REPRISE_MODEL")
             .env_remove("REPRISE_RUNS_DIR")
             .env_remove("REPRISE_CONFIG")
+            .env_remove("REPRISE_DATABASE_URL")
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -104,6 +105,7 @@ impl Sandbox {
             "REPRISE_MODEL",
             "REPRISE_RUNS_DIR",
             "REPRISE_CONFIG",
+            "REPRISE_DATABASE_URL",
             "OPENAI_API_KEY",
         ] {
             command.env_remove(name);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use reprise_session::SessionStore;
 use reprise_session::conformance::{Capabilities, Subject, run_all};
 
-use crate::support::TestDb;
+use crate::support::{StoreOn, TestDb};
 
 /// Runs an async setup step from the suite's synchronous factory.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {

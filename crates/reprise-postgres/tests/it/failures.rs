@@ -6,8 +6,8 @@ use std::time::Duration;
 use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 use sqlx::Connection;
 
-use crate::support::TestDb;
 use crate::support::cluster::Cluster;
+use crate::support::{StoreOn, TestDb};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
@@ -120,5 +120,42 @@ async fn a_restart_gives_a_clear_error_then_the_store_goes_on() {
     let loaded = store.load(&key("s")).await.unwrap().unwrap();
     assert_eq!(loaded.entries, [before, after].concat());
     drop(guard);
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_server_dropped_while_idle_is_replaced_before_use() {
+    let db = TestDb::fresh().await;
+    let name = format!("idle-{}", db.schema);
+    let store = reprise_postgres::PgSessionStore::connect_with(
+        db.connect_options().application_name(&name),
+        crate::support::options(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    store
+        .append(&key("s"), &entries(1, "before"))
+        .await
+        .unwrap();
+
+    // The server ends every connection of the store (an administrator, a proxy's idle
+    // timeout, a failover).
+    let mut admin = db.connection().await;
+    let ended: i64 = sqlx::query_scalar(
+        // OFFSET 0 keeps the filter first: ending only this store's connections.
+        "SELECT count(pg_terminate_backend(pid)) FROM \
+         (SELECT pid FROM pg_stat_activity WHERE application_name = $1 OFFSET 0) AS own",
+    )
+    .bind(&name)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(ended >= 1);
+    // Idle past the store's threshold, so its connections are checked before use.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    store.append(&key("s"), &entries(1, "after")).await.unwrap();
+    let loaded = store.load(&key("s")).await.unwrap().unwrap();
+    assert_eq!(loaded.entries.len(), 2);
     store.close().await;
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
-use crate::support::TestDb;
+use crate::support::{StoreOn, TestDb};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
@@ -80,4 +80,46 @@ async fn a_row_that_does_not_decode_is_skipped_with_a_warning() {
     let warning = &loaded.warnings[0];
     assert_eq!(warning.line, 2);
     assert_eq!(warning.file.to_str(), Some("postgres:s"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
+    let db = TestDb::fresh().await;
+    let secret = "tok-4f9a1c2e8b7d";
+    let store = db
+        .store(Duration::from_secs(30))
+        .await
+        .with_redactor(reprise_redact::Redactor::new().with_secret(secret.to_owned()));
+    let batch = [
+        entry(&format!("my token is {secret}")),
+        Entry::message(Message::assistant("noted")),
+    ];
+    store.append(&key("chat"), &batch).await.unwrap();
+    // A repeat of the same entries writes nothing and counts nothing.
+    store.append(&key("chat"), &batch).await.unwrap();
+    // Neither a subagent's messages nor a slash-command expansion are the person's.
+    let sub = SessionKey::subagent("chat", "helper").unwrap();
+    store.append(&sub, &[entry("subagent task")]).await.unwrap();
+    let mut expansion = entry("expanded command text");
+    reprise_session::runs::mark_command_expansion(&mut expansion);
+    store.append(&key("chat"), &[expansion]).await.unwrap();
+    store
+        .append(&key("other"), &[entry("elsewhere")])
+        .await
+        .unwrap();
+
+    let summary = store.summary("chat").await.unwrap().unwrap();
+    assert_eq!(summary.message_count, 3);
+    let last = summary.last_message.unwrap();
+    assert!(last.starts_with("my token is "), "{last}");
+    assert!(!last.contains(secret), "{last}");
+
+    let listed = store.list_summaries(None).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.info.id.as_str()).collect();
+    assert_eq!(ids, ["other", "chat"]);
+    assert_eq!(listed[0].last_message.as_deref(), Some("elsewhere"));
+    assert_eq!(store.list_summaries(Some(1)).await.unwrap().len(), 1);
+    assert_eq!(store.summary("nobody").await.unwrap(), None);
+    assert_eq!(store.ids_starting_with("ch", 10).await.unwrap(), ["chat"]);
+    assert!(store.ids_starting_with("x", 10).await.unwrap().is_empty());
 }

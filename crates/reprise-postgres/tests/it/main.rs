@@ -5,4 +5,5 @@ mod conformance;
 mod failures;
 mod listing;
 mod processes;
+mod schemas;
 mod support;

@@ -10,7 +10,7 @@ use reprise_postgres::{PgSessionStore, PgStoreOptions};
 use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError, WriterLock};
 use serde_json::json;
 
-use crate::support::TestDb;
+use crate::support::{StoreOn, TestDb};
 
 const ROLE: &str = "REPRISE_TEST_CHILD_ROLE";
 /// Leases in these tests: short, so that takeovers come quickly.

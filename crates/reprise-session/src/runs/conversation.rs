@@ -16,7 +16,7 @@ use crate::runs::error::RunError;
 use crate::runs::store::CONVERSATION_JSONL;
 use crate::store::entry::Entry;
 use crate::store::message::{Message, Role};
-use crate::store::session_store::LoadWarning;
+use crate::store::session_store::{LoadWarning, Loaded};
 
 /// The field that marks a user message as a slash-command expansion.
 pub const COMMAND_EXPANSION_MARK: &str = "isMeta";
@@ -79,6 +79,12 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
     else {
         return Ok(Conversation::default());
     };
+    Ok(conversation_of(loaded))
+}
+
+/// The person's messages and the agent's text replies among a loaded session's
+/// entries (from any store), with the load's warnings.
+pub fn conversation_of(loaded: Loaded) -> Conversation {
     let mut messages = Vec::new();
     for entry in &loaded.entries {
         if let Some(message) = entry.as_message()
@@ -87,10 +93,10 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
             push_shown(&mut messages, message);
         }
     }
-    Ok(Conversation {
+    Conversation {
         messages,
         warnings: loaded.warnings,
-    })
+    }
 }
 
 /// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the

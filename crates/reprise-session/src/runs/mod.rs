@@ -36,8 +36,9 @@ mod summary;
 mod transcript;
 
 pub use conversation::{
-    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, is_command_expansion,
-    mark_command_expansion, read_conversation, read_conversation_with_warnings,
+    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
+    is_command_expansion, mark_command_expansion, read_conversation,
+    read_conversation_with_warnings,
 };
 pub use error::RunError;
 pub use folder::{

@@ -18,7 +18,7 @@ pub(crate) mod session_store;
 pub(crate) mod writer_lock;
 
 #[doc(hidden)]
-pub use decode::{FastEntryDecoder, decode_with_serde_only};
+pub use decode::{EntryLineDecoder, FastEntryDecoder, decode_with_serde_only};
 pub use entry::{Entry, now_millis};
 pub use file_store::{FileSessionStore, SessionMeta};
 pub use id::{IdError, MAX_ID_LEN, SessionKey, validate_id};

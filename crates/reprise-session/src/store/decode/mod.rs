@@ -82,6 +82,24 @@ impl FastEntryDecoder {
     }
 }
 
+/// Decodes entry lines one at a time as the file loader does: the fast decoder
+/// first, serde's decoder for what it leaves. For stores that keep each entry's line
+/// on its own (a database row); it keeps its buffer between lines.
+#[derive(Default)]
+pub struct EntryLineDecoder(EntryDecoder);
+
+impl EntryLineDecoder {
+    /// The entry on `line` (one line, without its `\n`), or serde's error for it.
+    pub fn decode(&mut self, line: &[u8]) -> Result<Entry, serde_json::Error> {
+        if let Some((entry, end)) = self.0.decode_line_if_fast(line, 0)
+            && end == line.len()
+        {
+            return Ok(entry);
+        }
+        serde_json::from_slice(line)
+    }
+}
+
 impl EntryDecoder {
     /// The fast decoder's [`EntryDecoder::decode_line`], unless the process decodes
     /// with serde alone (then `None`: the caller uses serde's decoder).
@@ -94,5 +112,28 @@ impl EntryDecoder {
             return None;
         }
         self.decode_line(bytes, start)
+    }
+}
+
+#[cfg(test)]
+mod line_decoder_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::EntryLineDecoder;
+    use crate::store::entry::Entry;
+    use crate::store::message::Message;
+
+    #[test]
+    fn lines_decode_to_what_serde_reads_and_bad_lines_give_serdes_error() {
+        let mut decoder = EntryLineDecoder::default();
+        let entry = Entry::message(Message::user("tab\there, quote \" and é"));
+        let line = serde_json::to_string(&entry).unwrap();
+        assert_eq!(decoder.decode(line.as_bytes()).unwrap(), entry);
+        // Whitespace the fast decoder leaves to serde's.
+        let spaced = line.replacen(':', " : ", 1);
+        assert_eq!(decoder.decode(spaced.as_bytes()).unwrap(), entry);
+        let error = decoder.decode(b"{\"uuid\": 3}").unwrap_err();
+        assert!(error.to_string().contains("UUID"), "{error}");
+        assert!(decoder.decode(&line.as_bytes()[..line.len() - 1]).is_err());
     }
 }

@@ -1,0 +1,290 @@
+//! The chat and the run commands with conversations in PostgreSQL (`--database-url`):
+//! two sandboxes stand for two machines sharing one database.
+
+use std::time::Duration;
+
+use reprise_testkit::postgres::TestDb;
+use reprise_testkit::{Reply, ScriptedServer, assert_contains};
+use serde_json::Value;
+
+use crate::support::{Output, Sandbox, roles_and_texts};
+
+/// A machine: its own working directory and runs folder, the shared database.
+struct Machine {
+    sandbox: Sandbox,
+    url: String,
+}
+
+impl Machine {
+    fn new(db: &TestDb) -> Machine {
+        Machine {
+            sandbox: Sandbox::new(),
+            url: db.url_with_schema(),
+        }
+    }
+
+    async fn run(&self, args: &[&str], input: &str) -> Output {
+        let mut all = vec!["--database-url", &self.url];
+        all.extend_from_slice(args);
+        self.sandbox.run(&all, input).await
+    }
+
+    async fn chat(&self, server: &ScriptedServer, extra: &[&str], input: &str) -> Output {
+        let mut all = vec!["--database-url", self.url.as_str()];
+        all.extend_from_slice(extra);
+        self.sandbox.chat(&server.base_url(), &all, input).await
+    }
+
+    async fn runs(&self) -> Vec<Value> {
+        let out = self.run(&["runs", "--json"], "").await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_started_on_one_machine_is_continued_on_another() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("Sourdough needs a starter.")]);
+    let out = one.chat(&server, &[], "how do I bake bread?\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    // The conversation is in the database, not in the run folder; the log is local.
+    assert!(one.sandbox.conversations().is_empty());
+    let local = one.sandbox.runs();
+    assert_eq!(local.len(), 1);
+    let log = std::fs::read_to_string(local[0].join("session.log")).unwrap();
+    assert_contains!(log, "› how do I bake bread?");
+
+    // The other machine lists and shows it.
+    let rows = two.runs().await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let name = rows[0]["run"].as_str().unwrap().to_owned();
+    assert_eq!(name, local[0].file_name().unwrap().to_str().unwrap());
+    assert_eq!(rows[0]["messages"], 2);
+    assert_eq!(rows[0]["lastMessage"], "how do I bake bread?");
+    let out = two.run(&["show", &name[..10]], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "› how do I bake bread?\n\nSourdough needs a starter.\n\n"
+    );
+    let out = two.run(&["runs"], "").await;
+    assert_contains!(out.stdout, "how do I bake bread?");
+
+    // And continues it: the model gets the whole history from the database.
+    server.push_all([Reply::text("Feed it daily.")]);
+    let out = two
+        .chat(&server, &["--continue"], "and the starter?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "Sourdough needs a starter.");
+    let bodies = server.request_bodies();
+    let texts: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .skip(1)
+        .map(|(role, text)| format!("{role}: {text}"))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user: how do I bake bread?",
+            "assistant: Sourdough needs a starter.",
+            "user: and the starter?"
+        ]
+    );
+    // Its own log of that run, in a folder of the same name on this machine.
+    let log =
+        std::fs::read_to_string(two.sandbox.runs_dir().join(&name).join("session.log")).unwrap();
+    assert_contains!(log, "› and the starter?");
+    assert!(!log.contains("how do I bake bread?"), "{log}");
+
+    // Back on the first machine: four messages now.
+    let rows = one.runs().await;
+    assert_eq!(rows[0]["messages"], 4);
+    assert_eq!(rows[0]["lastMessage"], "and the starter?");
+
+    // A fork of its first two messages, then the original deleted.
+    let out = one.run(&["fork", &name, "--at", "2"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows = two.runs().await;
+    assert_eq!(rows.len(), 2);
+    let fork = rows.iter().find(|row| row["run"] != name.as_str()).unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = two.run(&["show", &fork, "--json"], "").await;
+    let shown: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(shown.len(), 2);
+    assert_eq!(shown[1]["text"], "Sourdough needs a starter.");
+
+    let out = two.run(&["rm", &name, "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!two.sandbox.runs_dir().join(&name).exists());
+    let rows = one.runs().await;
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|row| row["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [fork.as_str()]);
+    let out = one.run(&["show", &name], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "no run named");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_picks_a_run_of_the_database_by_number() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("Use a torque wrench.")]);
+    let out = one.chat(&server, &[], "fix my bike\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    server.push_all([Reply::text("Five newton metres.")]);
+    let out = two.chat(&server, &["--resume"], "1\nhow tight?\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "fix my bike");
+    assert_contains!(out.stdout, "Five newton metres.");
+    let rows = one.runs().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["messages"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_cannot_be_reached_gives_one_error_naming_the_host() {
+    let sandbox = Sandbox::new();
+    // A port nothing listens on.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("postgres://someone:hunter2@127.0.0.1:{port}/agents");
+    let out = sandbox.run(&["--database-url", &url, "runs"], "").await;
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    let error = out.stderr.trim_end();
+    assert_eq!(error.lines().count(), 1, "{error}");
+    assert_contains!(error, &format!("127.0.0.1:{port}/agents"));
+    assert!(!error.contains("hunter2"), "{error}");
+
+    // The chat says the same and leaves no run folder behind.
+    let server = ScriptedServer::start().await;
+    let out = sandbox
+        .chat(&server.base_url(), &["--database-url", &url], "hello\n")
+        .await;
+    assert_eq!(out.status, 1);
+    assert_contains!(out.stderr, &format!("127.0.0.1:{port}/agents"));
+    assert!(sandbox.runs().is_empty(), "{:?}", sandbox.runs());
+    assert!(server.request_bodies().is_empty());
+}
+
+/// Lines a child prints, from both streams, as they come.
+struct Lines {
+    received: tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn of(child: &mut tokio::process::Child) -> Lines {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let (sender, received) = tokio::sync::mpsc::unbounded_channel();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        for (name, stream) in [
+            (
+                "out",
+                Box::new(stdout) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+            ),
+            ("err", Box::new(stderr)),
+        ] {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let _ = sender.send(format!("{name}: {line}"));
+                }
+            });
+        }
+        Lines {
+            received,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line that holds `needle`; returns it. A minute without one fails
+    /// the test (a hang, not a slow machine).
+    async fn until(&mut self, needle: &str) -> String {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(60), self.received.recv()).await;
+            let Ok(Some(line)) = next else {
+                panic!("no line with {needle:?}: {:#?}", self.seen);
+            };
+            self.seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_during_a_chat_gives_a_clear_error_then_the_chat_goes_on() {
+    use tokio::io::AsyncWriteExt;
+    let cluster = reprise_testkit::postgres::cluster::Cluster::start();
+    let db = TestDb::fresh_on(&cluster.url()).await;
+    let machine = Machine {
+        sandbox: Sandbox::new(),
+        url: db.url_with_schema(),
+    };
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("First answer."), Reply::text("Second answer.")]);
+    let base_url = server.base_url();
+    let mut child = machine
+        .sandbox
+        .command(&[
+            "--plain",
+            "--base-url",
+            &base_url,
+            "--model",
+            "test-model",
+            "--database-url",
+            &machine.url,
+        ])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = Lines::of(&mut child);
+
+    stdin.write_all(b"hello\n").await.unwrap();
+    lines.until("First answer.").await;
+
+    cluster.stop_server();
+    stdin.write_all(b"during the restart\n").await.unwrap();
+    let error = lines.until("✗").await;
+    assert!(error.starts_with("err: "), "{error}");
+    assert_contains!(error, "PostgreSQL at");
+
+    cluster.start_server();
+    stdin.write_all(b"after the restart\n").await.unwrap();
+    lines.until("Second answer.").await;
+    drop(stdin);
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "the last turn was answered: {status}");
+
+    // The message sent while the server was down was not stored, nor sent.
+    let bodies = server.request_bodies();
+    assert_eq!(bodies.len(), 2);
+    let users: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .filter(|(role, _)| role == "user")
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(users, ["hello", "after the restart"]);
+    let out = machine.run(&["show", "last"], "").await;
+    assert_eq!(
+        out.stdout,
+        "› hello\n\nFirst answer.\n\n› after the restart\n\nSecond answer.\n\n"
+    );
+}
