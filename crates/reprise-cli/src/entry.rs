@@ -68,7 +68,8 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             done(crate::run_cmds::rm(runs, &run, yes, &mut input, &mut stdout).await)
         }
         Some(Command::Import { paths, dry_run }) => {
-            crate::import_cmd::import(&runs_dir, &paths, dry_run, &mut stdout).await
+            let runs_dir = folders_only(runs, "import")?;
+            crate::import_cmd::import(runs_dir, &paths, dry_run, &mut stdout).await
         }
         Some(Command::Export {
             run,
@@ -76,7 +77,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             output,
             no_redact,
         }) => done(crate::export_cmd::export(
-            &runs_dir,
+            folders_only(runs, "export")?,
             &run,
             format,
             output.as_deref(),
@@ -94,6 +95,17 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             chat(settings, cli.chat, runs.clone()).await
         }
     }
+}
+
+/// The runs folder, for the commands that work on run folders only.
+fn folders_only<'a>(runs: &'a RunSource, command: &str) -> Result<&'a std::path::Path> {
+    if runs.is_database() {
+        anyhow::bail!(
+            "reprise {command} works on run folders; run it without --database-url \
+             (and without REPRISE_DATABASE_URL or database_url in the config)"
+        );
+    }
+    Ok(runs.runs_dir())
 }
 
 /// How the chat draws itself.
