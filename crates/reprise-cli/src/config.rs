@@ -64,6 +64,154 @@ pub struct FileConfig {
     pub mcp: Option<reprise_mcp::McpConfig>,
     /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
     pub gate: Option<reprise_mcp::GateConfig>,
+    /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
+    pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+}
+
+/// One subagent as the config writes it (`[agents.NAME]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTable {
+    /// What the main agent reads to decide when to hand it a task.
+    pub description: String,
+    /// Its instructions; by default a short one built from the description.
+    pub system_prompt: Option<String>,
+    /// Patterns (`*` matches any run of characters) over the chat's and the MCP
+    /// servers' tools: the tools it may call. None by default.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Another model for it; by default the chat's.
+    pub model: Option<String>,
+    /// See [`FileConfig::max_tokens`]; by default the chat's.
+    pub max_tokens: Option<u32>,
+    /// See [`FileConfig::temperature`]; by default the chat's.
+    pub temperature: Option<f64>,
+    /// See [`FileConfig::top_p`]; by default the chat's.
+    pub top_p: Option<f64>,
+    /// See [`FileConfig::seed`]; by default the chat's.
+    pub seed: Option<i64>,
+    /// The most model calls one task may make.
+    pub max_turns: Option<u32>,
+}
+
+/// A subagent, resolved: what the chat builds it from.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Its name: its tool's name and its transcript's (`subagents/<name>.jsonl`).
+    pub name: String,
+    /// Its tool's description.
+    pub description: String,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// The patterns naming the tools it may call.
+    pub tools: Vec<reprise_mcp::gate::Pattern>,
+    /// Its model, when it has its own.
+    pub model: Option<String>,
+    /// Its generation settings: its own keys over the chat's.
+    pub generation: Generation,
+    /// Whether it needs a model client of its own (another model or settings).
+    pub own_provider: bool,
+    /// The most model calls one task may make.
+    pub max_turns: usize,
+}
+
+impl AgentSettings {
+    /// Whether the subagent may call the tool named `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        self.tools.iter().any(|pattern| pattern.matches(name))
+    }
+}
+
+/// Whether `name` can be a subagent's name: a tool name every server takes
+/// (letters, digits, `_`, `-`, at most 64) that is also a file name.
+fn valid_agent_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64
+}
+
+/// What is wrong with one `[agents.NAME]` table, if anything.
+fn check_agent(name: &str, table: &AgentTable) -> Result<(), String> {
+    if !valid_agent_name(name) {
+        return Err(format!(
+            "{name:?} cannot be a subagent's name: use letters, digits, _ and - (at most 64, \
+             starting with a letter or digit)"
+        ));
+    }
+    if crate::tools::BUILTIN_TOOL_NAMES.contains(&name) {
+        return Err(format!("{name:?} is the name of a built-in tool"));
+    }
+    if table.description.trim().is_empty() {
+        return Err(
+            "description is empty: the main agent reads it to decide when to \
+                    delegate"
+                .to_owned(),
+        );
+    }
+    if table
+        .system_prompt
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err("system_prompt is empty".to_owned());
+    }
+    if table.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err("model is empty".to_owned());
+    }
+    if table.max_turns == Some(0) {
+        return Err("max_turns must be at least 1".to_owned());
+    }
+    for pattern in &table.tools {
+        reprise_mcp::gate::Pattern::new(pattern).map_err(|error| format!("tools: {error}"))?;
+    }
+    Ok(())
+}
+
+/// The subagents of the config, resolved over the chat's generation settings.
+fn resolve_agents(
+    agents: Option<&BTreeMap<String, toml::Spanned<AgentTable>>>,
+    generation: &Generation,
+) -> Vec<AgentSettings> {
+    let Some(agents) = agents else {
+        return Vec::new();
+    };
+    agents
+        .iter()
+        .map(|(name, table)| {
+            let table = table.get_ref();
+            let mut own = generation.clone();
+            if let Some(limit) = table.max_tokens {
+                own.max_tokens = (limit > 0).then_some(limit);
+            }
+            own.temperature = table.temperature.or(own.temperature);
+            own.top_p = table.top_p.or(own.top_p);
+            own.seed = table.seed.or(own.seed);
+            AgentSettings {
+                name: name.clone(),
+                description: table.description.trim().to_owned(),
+                system_prompt: table.system_prompt.clone().unwrap_or_else(|| {
+                    format!(
+                        "You are {name}, a helper agent. {} Do the task you are given \
+                         with the tools you have, then answer with what you found or did.",
+                        table.description.trim()
+                    )
+                }),
+                // Checked when the file was read.
+                tools: table
+                    .tools
+                    .iter()
+                    .filter_map(|p| reprise_mcp::gate::Pattern::new(p).ok())
+                    .collect(),
+                model: table.model.clone(),
+                own_provider: table.model.is_some() || own != *generation,
+                generation: own,
+                max_turns: table
+                    .max_turns
+                    .map_or(reprise_agent::DEFAULT_SUBAGENT_MAX_TURNS, |n| n as usize),
+            }
+        })
+        .collect()
 }
 
 /// Settings for one model (`[models."NAME"]`): each key set here wins over the
@@ -203,6 +351,8 @@ pub struct Settings {
     pub mcp: Option<reprise_mcp::McpConfig>,
     /// The `[gate]` section of the config.
     pub gate: Option<reprise_mcp::GateConfig>,
+    /// The subagents (`[agents.NAME]`), by name.
+    pub agents: Vec<AgentSettings>,
 }
 
 /// The system prompt when the config gives none.
@@ -252,6 +402,15 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
             if let Some(gate) = &config.gate {
                 reprise_mcp::GatePolicy::from_config(gate).map_err(|error| {
                     anyhow::anyhow!("bad config file {}: [gate]: {error}", path.display())
+                })?;
+            }
+            for (name, table) in config.agents.iter().flatten() {
+                check_agent(name, table.get_ref()).map_err(|problem| {
+                    let (line, _) = line_col(text, table.span().start);
+                    anyhow::anyhow!(
+                        "bad config file {}:{line}: [agents.{name}]: {problem}",
+                        path.display()
+                    )
                 })?;
             }
             Ok(config)
@@ -399,6 +558,7 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         Some(budget) => Some(budget),
     };
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
+    let agents = resolve_agents(file.agents.as_ref(), &generation);
     Ok(Settings {
         base_url,
         model,
@@ -416,6 +576,7 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         config_file,
         mcp: file.mcp,
         gate: file.gate,
+        agents,
     })
 }
 

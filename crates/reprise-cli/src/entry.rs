@@ -43,9 +43,16 @@ async fn run(cli: Cli) -> Result<i32> {
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
         Some(Command::Runs { json }) => done(crate::run_cmds::runs(&runs_dir, json, &mut stdout)),
-        Some(Command::Show { run, json }) => {
-            done(crate::run_cmds::show(&runs_dir, &run, json, &mut stdout))
-        }
+        Some(Command::Show {
+            run,
+            json,
+            subagents,
+        }) => done(crate::run_cmds::show(
+            &runs_dir,
+            &run,
+            crate::run_cmds::ShowOptions { json, subagents },
+            &mut stdout,
+        )),
         Some(Command::Fork { run, at }) => {
             done(crate::run_cmds::fork(&runs_dir, &run, at, &mut stdout).await)
         }
@@ -119,7 +126,8 @@ async fn chat(settings: Settings, args: crate::cli::ChatArgs) -> Result<i32> {
     }
 }
 
-fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
+/// The model client the settings describe.
+pub fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
     let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
         .base_url(settings.base_url.clone())
         .generation(settings.generation.clone())

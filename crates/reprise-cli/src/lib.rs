@@ -15,6 +15,7 @@ pub mod mcp_cmds;
 pub mod plain;
 pub mod run_cmds;
 pub mod server_error;
+pub mod subagents;
 pub mod terminal_text;
 pub mod tools;
 pub mod tui;
