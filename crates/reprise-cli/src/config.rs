@@ -732,4 +732,101 @@ mod tests {
         let error = resolve(&args, &env_of(&[])).unwrap_err().to_string();
         assert!(error.contains("/nonexistent/reprise.toml"), "{error}");
     }
+
+    #[test]
+    fn agent_tables_become_subagents_over_the_chat_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "model = \"main-model\"\ntemperature = 0.5\n\n[agents.scout]\n\
+             description = \"Looks around the files.\"\ntools = [\"read_*\", \"list_dir\"]\n\
+             max_turns = 4\n\n[agents.poet]\ndescription = \"Writes verse.\"\n\
+             system_prompt = \"You write verse.\"\nmodel = \"poet-model\"\nmax_tokens = 0\n",
+        )
+        .unwrap();
+        let args = ChatArgs {
+            config: Some(file),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        let names: Vec<&str> = settings.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["poet", "scout"]);
+        let (poet, scout) = (&settings.agents[0], &settings.agents[1]);
+        assert!(scout.may_use("read_file") && scout.may_use("list_dir"));
+        assert!(!scout.may_use("ev__echo"));
+        assert!(!poet.may_use("read_file"), "no tools unless named");
+        assert_eq!(scout.max_turns, 4);
+        assert_eq!(poet.max_turns, reprise_agent::DEFAULT_SUBAGENT_MAX_TURNS);
+        assert!(scout.system_prompt.contains("Looks around the files."));
+        assert_eq!(poet.system_prompt, "You write verse.");
+        assert!(
+            !scout.own_provider,
+            "same model and settings: the chat's client"
+        );
+        assert!(poet.own_provider);
+        assert_eq!(poet.model.as_deref(), Some("poet-model"));
+        assert_eq!(poet.generation.max_tokens, None);
+        assert_eq!(
+            poet.generation.temperature,
+            Some(0.5),
+            "the chat's, inherited"
+        );
+    }
+
+    #[test]
+    fn a_bad_agent_table_names_its_line() {
+        let cases = [
+            (
+                "[agents.scout]\ndescription = \"x\"\ntoolz = []\n",
+                3,
+                "toolz",
+            ),
+            (
+                "model = \"m\"\n\n[agents.scout]\ntools = [\"a\"]\n",
+                3,
+                "description",
+            ),
+            (
+                "[agents.scout]\ndescription = \"  \"\n",
+                1,
+                "description is empty",
+            ),
+            (
+                "\n[agents.\"a b\"]\ndescription = \"x\"\n",
+                2,
+                "cannot be a subagent",
+            ),
+            (
+                "[agents.read_file]\ndescription = \"x\"\n",
+                1,
+                "built-in tool",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\nmax_turns = 0\n",
+                1,
+                "max_turns",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\ntools = [\"a b\"]\n",
+                1,
+                "tools",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\nmax_turns = \"many\"\n",
+                3,
+                "expected u32",
+            ),
+        ];
+        for (text, line, words) in cases {
+            let error = parse_config(Path::new("c.toml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(&format!("c.toml:{line}")),
+                "{text:?}: {error}"
+            );
+            assert!(error.contains(words), "{text:?}: {error}");
+        }
+    }
 }
