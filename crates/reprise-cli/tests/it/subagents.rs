@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::tui::render::draw;
+use reprise_cli::tui::render::{draw, draw_live};
 use reprise_cli::tui::view::{ChatView, Item, SubagentWork, ToolResultView, ToolView};
 use reprise_testkit::{Reply, ScriptedServer, assert_contains, request_messages, tool_calls_of};
 use serde_json::Value;
@@ -430,6 +430,40 @@ async fn a_fork_takes_the_subagents_along_and_leaves_the_source_as_it_was() {
     server.assert_tool_call_pairing();
 }
 
+/// Full screen: the work shows under the call while the subagent works (its tool
+/// call, its text streaming in), and folds to one line when it returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_screen_nests_the_work_under_the_call_then_folds_it() {
+    {
+        let sandbox = Sandbox::new();
+        write_config(&sandbox, SCOUT);
+        std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+        let server = ScriptedServer::start().await;
+        server.push_all([
+            delegate("p1", "read the notes"),
+            Reply::tool_call("s1", "read_file", r#"{"path":"notes.txt"}"#),
+            Reply::text("The note says buy milk.")
+                .chunk_chars(8)
+                .stall_after(3, Duration::from_millis(1500)),
+            Reply::text("Buy milk, says the scout."),
+        ]);
+        let base_url = server.base_url();
+        let mut pty = sandbox.pty(&["--yes", "--base-url", &base_url, "--model", "test-model"]);
+        pty.wait_text("/help · /resume").await;
+        pty.line("what do my notes say?");
+        pty.wait_text(r#"│ ⚙ read_file {"path":"notes.txt"}"#).await;
+        pty.wait_text("│   ↳ buy milk").await;
+        pty.wait_text("│ The note").await;
+        pty.wait_text("Buy milk, says the scout.").await;
+        pty.wait_text("▸ [scout] 1 tool call, 1 reply (folded)")
+            .await;
+        pty.wait_text("↳ The note says buy milk.").await;
+        pty.send("\u{4}");
+        assert!(pty.wait_exit().await, "{}", pty.contents());
+        server.assert_tool_call_pairing();
+    }
+}
+
 fn tool(id: &str, name: &str, arguments: &str, result: Option<(&str, bool)>) -> ToolView {
     ToolView {
         id: id.into(),
@@ -498,4 +532,14 @@ fn the_nested_view_of_subagents_at_work_and_done() {
     let mut terminal = Terminal::new(TestBackend::new(64, 20)).unwrap();
     terminal.draw(|frame| draw(frame, &view)).unwrap();
     insta::assert_snapshot!(terminal.backend());
+
+    // Inline: the call still running is drawn live, with its work, below the
+    // scrollback; the finished one is not (it went to the scrollback).
+    let mut terminal = Terminal::new(TestBackend::new(64, 14)).unwrap();
+    terminal.draw(|frame| draw_live(frame, &view)).unwrap();
+    let live = format!("{}", terminal.backend());
+    assert_contains!(live, "⚙ scout {\"task\":\"read the notes\"}");
+    assert_contains!(live, "│ ⚙ read_file {\"path\":\"notes.txt\"}");
+    assert_contains!(live, "│ The note says to **buy");
+    assert!(!live.contains("list the folder"), "{live}");
 }
