@@ -82,6 +82,8 @@ pub struct AgentTable {
     pub tools: Vec<String>,
     /// Another model for it; by default the chat's.
     pub model: Option<String>,
+    /// Another OpenAI-compatible endpoint for it; by default the chat's.
+    pub base_url: Option<String>,
     /// See [`FileConfig::max_tokens`]; by default the chat's.
     pub max_tokens: Option<u32>,
     /// See [`FileConfig::temperature`]; by default the chat's.
@@ -107,6 +109,8 @@ pub struct AgentSettings {
     pub tools: Vec<reprise_mcp::gate::Pattern>,
     /// Its model, when it has its own.
     pub model: Option<String>,
+    /// Its endpoint, when it has its own.
+    pub base_url: Option<String>,
     /// Its generation settings: its own keys over the chat's.
     pub generation: Generation,
     /// Whether it needs a model client of its own (another model or settings).
@@ -159,6 +163,13 @@ fn check_agent(name: &str, table: &AgentTable) -> Result<(), String> {
     if table.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err("model is empty".to_owned());
     }
+    if table
+        .base_url
+        .as_deref()
+        .is_some_and(|u| u.trim().is_empty())
+    {
+        return Err("base_url is empty".to_owned());
+    }
     if table.max_turns == Some(0) {
         return Err("max_turns must be at least 1".to_owned());
     }
@@ -181,6 +192,9 @@ fn resolve_agents(
         .map(|(name, table)| {
             let table = table.get_ref();
             let mut own = generation.clone();
+            // The chat's tool_choice names the main agent's tools, which are not the
+            // subagent's: a subagent lets its model choose.
+            own.tool_choice = None;
             if let Some(limit) = table.max_tokens {
                 own.max_tokens = (limit > 0).then_some(limit);
             }
@@ -204,7 +218,10 @@ fn resolve_agents(
                     .filter_map(|p| reprise_mcp::gate::Pattern::new(p).ok())
                     .collect(),
                 model: table.model.clone(),
-                own_provider: table.model.is_some() || own != *generation,
+                base_url: table.base_url.clone(),
+                own_provider: table.model.is_some()
+                    || table.base_url.is_some()
+                    || own != *generation,
                 generation: own,
                 max_turns: table
                     .max_turns

@@ -211,6 +211,9 @@ impl Opener {
                 if let Some(model) = &agent.model {
                     settings.model = model.clone();
                 }
+                if let Some(base_url) = &agent.base_url {
+                    settings.base_url = base_url.clone();
+                }
                 settings.generation = agent.generation.clone();
                 subagent = subagent.provider(crate::entry::build_provider(&settings)?);
             }
