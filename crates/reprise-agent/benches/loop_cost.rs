@@ -13,6 +13,10 @@
 //! (the default), with `Durability::Flush` (one `write`, no sync), and with a
 //! `MemoryStore` to show the loop without the disk.
 //!
+//! Then a turn that hands a task to a subagent (in a run folder, as the chat keeps
+//! it) against a turn that does not: its extra cost in bare `fdatasync`s, against
+//! the messages it adds.
+//!
 //! `cargo bench -p reprise-agent --bench loop_cost`
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
@@ -22,12 +26,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reprise_agent::Agent;
+use reprise_agent::{Agent, Subagent};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
 };
 use reprise_session::{
-    Durability, Entry, FileSessionStore, MemoryStore, Message, SessionKey, SessionStore, ToolCall,
+    Durability, Entry, FileSessionStore, MemoryStore, Message, Role, SessionKey, SessionStore,
+    ToolCall,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -161,6 +166,72 @@ async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
     }
 }
 
+/// The main agent hands every prompt to the scout, the scout answers at once, and
+/// the main agent answers with that.
+struct DelegatingProvider;
+
+const SCOUT_SYSTEM: &str = "You are a scout.";
+
+#[async_trait]
+impl Provider for DelegatingProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let scout = request.messages[0].text() == SCOUT_SYSTEM;
+        let last = request.messages.last().map(|m| m.role.clone());
+        let message = match (scout, last) {
+            (true, _) => Message::assistant("The east door."),
+            (false, Some(Role::User)) => Message::assistant_tool_calls(
+                None,
+                vec![ToolCall::function(
+                    "call_1",
+                    "scout",
+                    r#"{"task":"which way?"}"#,
+                )],
+            ),
+            (false, _) => Message::assistant("The scout says: the east door."),
+        };
+        Ok(Completion {
+            message,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn model(&self) -> &str {
+        "instant"
+    }
+}
+
+/// Median turn time in a fresh run folder, delegating or not; with the first
+/// delegating turn's (it registers the subagent in `session.json`).
+async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, Duration) {
+    let run = reprise_session::runs::create_run_folder(dir).unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(reprise_session::runs::create_run_store(&run.dir));
+    let mut builder = Agent::builder(Arc::new(DelegatingProvider))
+        .system("You are Astor, an adventurer.")
+        .store(store)
+        .session_id("bench-subagent");
+    if delegate {
+        builder = builder.subagent(Subagent::new("scout", "Scouts.", SCOUT_SYSTEM));
+    }
+    let mut agent = builder.build().await.unwrap();
+    let prompt = if delegate { "Which way now?" } else { "Hi." };
+    let started = Instant::now();
+    black_box(agent.run(prompt).await.unwrap());
+    let first = started.elapsed();
+    let mut turns = Vec::with_capacity(TURNS);
+    for _ in 0..TURNS {
+        let started = Instant::now();
+        black_box(agent.run(prompt).await.unwrap());
+        turns.push(started.elapsed());
+    }
+    (median(turns), first)
+}
+
 fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
@@ -247,6 +318,38 @@ fn main() {
             memory.push((size, measure(store, size).await));
         }
         print_table("MemoryStore (the loop without the disk):", &memory);
+
+        // A plain turn appends 2 messages (prompt, answer); a delegating turn 6: the
+        // main agent's 4 (prompt, call, result, answer) and the subagent's 2 (task,
+        // answer). Each append is one write + fdatasync.
+        let subagent_dir = dir.path().join("runs");
+        let (plain, _) = run_folder_turns(&subagent_dir, false).await;
+        let (delegating, first) = run_folder_turns(&subagent_dir, true).await;
+        let in_syncs = |d: Duration| d.as_secs_f64() / sync.as_secs_f64();
+        println!(
+            "\nsubagent call, run folder (fdatasync on every append), {TURNS} turns, medians:"
+        );
+        println!(
+            "  plain turn (2 messages):                      {:>9.1} µs = {:.2} bare syncs",
+            micros(plain),
+            in_syncs(plain)
+        );
+        println!(
+            "  delegating turn (4 main + 2 subagent msgs):   {:>9.1} µs = {:.2} bare syncs",
+            micros(delegating),
+            in_syncs(delegating)
+        );
+        println!(
+            "  first delegating turn (registers the subagent): {:>7.1} µs = {:.2} bare syncs",
+            micros(first),
+            in_syncs(first)
+        );
+        println!(
+            "  the call's extra cost: {:.2} bare syncs for 4 more messages (2 of them the \
+             subagent's): {:.2} per added message",
+            in_syncs(delegating.saturating_sub(plain)),
+            in_syncs(delegating.saturating_sub(plain)) / 4.0
+        );
 
         let (small, large) = (&disk[1].1, &disk[2].1);
         println!(

@@ -125,9 +125,7 @@ pub struct DelegationPassesGate {
 #[async_trait]
 impl ToolApprover for DelegationPassesGate {
     async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
-        if agent == reprise_agent::DEFAULT_AGENT_NAME
-            && self.subagents.iter().any(|name| *name == invocation.name)
-        {
+        if agent == reprise_agent::DEFAULT_AGENT_NAME && self.subagents.contains(&invocation.name) {
             return Approval::Allow;
         }
         self.inner.approve(agent, invocation).await
