@@ -543,3 +543,46 @@ fn the_nested_view_of_subagents_at_work_and_done() {
     assert_contains!(live, "│ The note says to **buy");
     assert!(!live.contains("list the folder"), "{live}");
 }
+
+/// The full screen's redraw of a resumed run: each past subagent call folded, in
+/// its place in the conversation.
+#[tokio::test]
+async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, SCOUT);
+    let server = ScriptedServer::start().await;
+    one_delegation(&server, "p1", "The folder holds notes.txt.");
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "what is here?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let run = sandbox.conversations().remove(0);
+    let redraw = reprise_cli::driver::redraw_of(&run).unwrap();
+    let calls = reprise_cli::subagents::past_calls(&run).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].after_shown, 1, "after the person's message");
+    let (items, work) =
+        reprise_cli::tui::app::redraw_items_with_subagents(&redraw.messages, &calls);
+    let mut view = ChatView {
+        items,
+        work,
+        ..ChatView::default()
+    };
+    view.model = "test-model".into();
+    let mut terminal = Terminal::new(TestBackend::new(64, 12)).unwrap();
+    terminal.draw(|frame| draw(frame, &view)).unwrap();
+    let screen = format!("{}", terminal.backend());
+    let lines: Vec<&str> = screen
+        .lines()
+        .map(|line| line.trim_matches('"').trim_end())
+        .collect();
+    let at = |text: &str| lines.iter().position(|line| line.contains(text)).unwrap();
+    assert!(at("› what is here?") < at("⚙ scout {\"task\":\"list the folder\"}"));
+    assert_eq!(
+        at("▸ [scout] 1 tool call, 1 reply (folded)"),
+        at("⚙ scout") + 1
+    );
+    assert_eq!(at("↳ The folder holds notes.txt."), at("⚙ scout") + 2);
+    assert!(at("↳ The folder holds notes.txt.") < at("The scout found notes.txt."));
+    assert!(!screen.contains("list_dir"), "{screen}");
+}
