@@ -13,7 +13,14 @@
 //! (the default), with `Durability::Flush` (one `write`, no sync), and with a
 //! `MemoryStore` to show the loop without the disk.
 //!
-//! `cargo bench -p reprise-agent --bench loop_cost`
+//! Then a turn that hands a task to a subagent (in a run folder, as the chat keeps
+//! it) against a turn that does not: its extra cost in bare `fdatasync`s, against
+//! the messages it adds.
+//!
+//! `cargo bench -p reprise-agent --bench loop_cost` (`-- subagent` for the subagent
+//! part alone; with `LOOP_COST_MARKERS=1` it also writes a line before and after the
+//! measured turns, so that `strace -f -e trace=write,fdatasync,fsync` of the bench
+//! binary counts the syncs between them exactly).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
@@ -22,12 +29,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reprise_agent::Agent;
+use reprise_agent::{Agent, Subagent};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
 };
 use reprise_session::{
-    Durability, Entry, FileSessionStore, MemoryStore, Message, SessionKey, SessionStore, ToolCall,
+    Durability, Entry, FileSessionStore, MemoryStore, Message, Role, SessionKey, SessionStore,
+    ToolCall,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -161,6 +169,119 @@ async fn measure(store: Arc<dyn SessionStore>, size: usize) -> Figures {
     }
 }
 
+/// With `delegate`, the main agent hands every prompt to the scout, the scout
+/// answers at once, and the main agent answers with that; without, the main agent
+/// answers at once.
+struct DelegatingProvider {
+    delegate: bool,
+}
+
+const SCOUT_SYSTEM: &str = "You are a scout.";
+
+#[async_trait]
+impl Provider for DelegatingProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let scout = request.messages[0].text() == SCOUT_SYSTEM;
+        let last = request.messages.last().map(|m| m.role.clone());
+        let message = match (scout, last) {
+            (true, _) => Message::assistant("The east door."),
+            (false, Some(Role::User)) if self.delegate => Message::assistant_tool_calls(
+                None,
+                vec![ToolCall::function(
+                    "call_1",
+                    "scout",
+                    r#"{"task":"which way?"}"#,
+                )],
+            ),
+            (false, _) => Message::assistant("The scout says: the east door."),
+        };
+        Ok(Completion {
+            message,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn model(&self) -> &str {
+        "instant"
+    }
+}
+
+/// Median turn time in a fresh run folder, delegating or not; with the first
+/// delegating turn's (it registers the subagent in `session.json`).
+async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, Duration) {
+    let run = reprise_session::runs::create_run_folder(dir).unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(reprise_session::runs::create_run_store(&run.dir));
+    let mut builder = Agent::builder(Arc::new(DelegatingProvider { delegate }))
+        .system("You are Astor, an adventurer.")
+        .store(store)
+        .session_id("bench-subagent");
+    if delegate {
+        builder = builder.subagent(Subagent::new("scout", "Scouts.", SCOUT_SYSTEM));
+    }
+    let mut agent = builder.build().await.unwrap();
+    let prompt = if delegate { "Which way now?" } else { "Hi." };
+    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
+    let label = if delegate { "delegating" } else { "plain" };
+    if markers {
+        println!("MARK {label} first");
+    }
+    let started = Instant::now();
+    black_box(agent.run(prompt).await.unwrap());
+    let first = started.elapsed();
+    if markers {
+        println!("MARK {label} start");
+    }
+    let mut turns = Vec::with_capacity(TURNS);
+    for _ in 0..TURNS {
+        let started = Instant::now();
+        black_box(agent.run(prompt).await.unwrap());
+        turns.push(started.elapsed());
+    }
+    if markers {
+        println!("MARK {label} end");
+    }
+    (median(turns), first)
+}
+
+/// A delegating turn against a plain one, in run folders.
+async fn subagent_figures(dir: &std::path::Path, sync: Duration) {
+    // A plain turn appends 2 messages (prompt, answer); a delegating turn 6: the
+    // main agent's 4 (prompt, call, result, answer) and the subagent's 2 (task,
+    // answer). Each append is one write + fdatasync.
+    let subagent_dir = dir.join("runs");
+    let (plain, _) = run_folder_turns(&subagent_dir, false).await;
+    let (delegating, first) = run_folder_turns(&subagent_dir, true).await;
+    let in_syncs = |d: Duration| d.as_secs_f64() / sync.as_secs_f64();
+    println!("\nsubagent call, run folder (fdatasync on every append), {TURNS} turns, medians:");
+    println!(
+        "  plain turn (2 messages):                      {:>9.1} µs = {:.2} bare syncs",
+        micros(plain),
+        in_syncs(plain)
+    );
+    println!(
+        "  delegating turn (4 main + 2 subagent msgs):   {:>9.1} µs = {:.2} bare syncs",
+        micros(delegating),
+        in_syncs(delegating)
+    );
+    println!(
+        "  first delegating turn (registers the subagent): {:>7.1} µs = {:.2} bare syncs",
+        micros(first),
+        in_syncs(first)
+    );
+    println!(
+        "  the call's extra cost: {:.2} bare syncs for 4 more messages (2 of them the \
+             subagent's): {:.2} per added message",
+        in_syncs(delegating.saturating_sub(plain)),
+        in_syncs(delegating.saturating_sub(plain)) / 4.0
+    );
+}
+
 fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
@@ -220,6 +341,10 @@ fn main() {
             "bare write + fdatasync of 1 KB on this disk: {:.1} µs (a turn does 2)",
             micros(sync)
         );
+        if std::env::args().any(|arg| arg == "subagent") {
+            subagent_figures(dir.path(), sync).await;
+            return;
+        }
 
         let mut disk = Vec::new();
         for size in SIZES {
@@ -247,6 +372,8 @@ fn main() {
             memory.push((size, measure(store, size).await));
         }
         print_table("MemoryStore (the loop without the disk):", &memory);
+
+        subagent_figures(dir.path(), sync).await;
 
         let (small, large) = (&disk[1].1, &disk[2].1);
         println!(

@@ -68,6 +68,14 @@ pub enum AgentEvent {
         /// What the model is told.
         output: ToolOutput,
     },
+    /// A subagent takes up a task: its events from here until the parent call's
+    /// `ToolCallFinished` belong to that call.
+    SubagentTask {
+        /// The subagent.
+        agent: String,
+        /// The parent's tool call that gave the task.
+        call_id: String,
+    },
     /// The server reported token usage.
     Usage {
         /// The agent whose model call it was.
@@ -117,6 +125,7 @@ impl AgentEvent {
             | AgentEvent::ToolCallStreaming { agent, .. }
             | AgentEvent::ToolCallStarted { agent, .. }
             | AgentEvent::ToolCallFinished { agent, .. }
+            | AgentEvent::SubagentTask { agent, .. }
             | AgentEvent::Usage { agent, .. }
             | AgentEvent::Retrying { agent, .. }
             | AgentEvent::ReplyCutOff { agent, .. }

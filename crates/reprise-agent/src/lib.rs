@@ -24,6 +24,8 @@ pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFA
 pub use error::AgentError;
 pub use events::AgentEvent;
 pub use fn_tool::{FnTool, parse_arguments, tool};
-pub use subagent::{DEFAULT_SUBAGENT_MAX_TURNS, Subagent};
+pub use subagent::{
+    DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
+};
 pub use thread::{CANCELLED_BY_USER, STOPPED_BY_TURN_TIMEOUT};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};

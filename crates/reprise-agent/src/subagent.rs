@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use reprise_provider::{Provider, ToolSpec};
-use reprise_session::Message;
+use reprise_session::{Entry, Message};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use crate::error::AgentError;
+use crate::events::AgentEvent;
 use crate::fn_tool::parse_arguments;
 use crate::schema::parameters_schema;
 use crate::thread::{RunContext, Thread};
@@ -19,6 +20,16 @@ use crate::tool::{Tool, ToolOutput};
 
 /// The default turn budget of a subagent.
 pub const DEFAULT_SUBAGENT_MAX_TURNS: usize = 20;
+
+/// The entry field, on a subagent's task (its user message), naming the parent's
+/// tool call that gave the task: how a transcript of many tasks is split back into
+/// the calls that started them.
+pub const PARENT_CALL_FIELD: &str = "parentCall";
+
+/// What the parent's model is told when the person stopped a subagent's task.
+pub fn subagent_interrupted_text(name: &str) -> String {
+    format!("error: interrupted: the subagent {name} was stopped by the user before it answered")
+}
 
 /// A child agent offered to the model as a tool named after it.
 ///
@@ -116,8 +127,10 @@ pub(crate) struct SubagentHandle {
 
 impl SubagentHandle {
     /// Runs one task in the child; its answer, or what went wrong, is the result.
+    /// `call_id` is the parent's call, recorded on the task's entry.
     pub(crate) fn call(
         self: Arc<Self>,
+        call_id: String,
         arguments: String,
         ctx: RunContext,
     ) -> BoxFuture<'static, ToolOutput> {
@@ -127,9 +140,22 @@ impl SubagentHandle {
                 Err(output) => return output,
             };
             let mut thread = self.thread.lock().await;
-            match thread.run(Some(Message::user(args.task)), &ctx).await {
+            // From here until the call's result, this subagent's events are this call's.
+            ctx.emit(|| AgentEvent::SubagentTask {
+                agent: self.name.clone(),
+                call_id: call_id.clone(),
+            });
+            let mut task = Entry::message(Message::user(args.task));
+            task.extra.insert(
+                PARENT_CALL_FIELD.to_owned(),
+                serde_json::Value::String(call_id),
+            );
+            match thread.run_entry(Some(task), &ctx).await {
                 Ok(answer) => ToolOutput::ok(answer),
-                Err(AgentError::Cancelled) => ToolOutput::error(ctx.stopped_text()),
+                Err(AgentError::Cancelled) => ToolOutput::error(match ctx.stopped_text() {
+                    crate::thread::CANCELLED_BY_USER => subagent_interrupted_text(&self.name),
+                    other => other.to_owned(),
+                }),
                 Err(error) => {
                     ToolOutput::error(format!("error: the subagent {} failed: {error}", self.name))
                 }

@@ -52,7 +52,7 @@ impl RunContext {
         }
     }
 
-    fn emit(&self, event: impl FnOnce() -> AgentEvent) {
+    pub(crate) fn emit(&self, event: impl FnOnce() -> AgentEvent) {
         if let Some(events) = &self.events {
             // A UI that went away must not stop the agent from finishing its turn.
             let _ = events.send(event());
@@ -259,6 +259,16 @@ impl Thread {
         prompt: Option<Message>,
         ctx: &RunContext,
     ) -> Result<String, AgentError> {
+        self.run_entry(prompt.map(Entry::message), ctx).await
+    }
+
+    /// [`Thread::run`] with the prompt's whole entry (a subagent's task carries the
+    /// id of the call that gave it).
+    pub async fn run_entry(
+        &mut self,
+        prompt: Option<Entry>,
+        ctx: &RunContext,
+    ) -> Result<String, AgentError> {
         let result = match self.turn_timeout {
             None => self.run_turns(prompt, ctx).await,
             Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
@@ -272,7 +282,7 @@ impl Thread {
     /// A run that is stopped, as a cancel would stop it, once `budget` has passed.
     async fn run_with_budget(
         &mut self,
-        prompt: Option<Message>,
+        prompt: Option<Entry>,
         ctx: &RunContext,
         budget: Duration,
     ) -> Result<String, AgentError> {
@@ -304,7 +314,7 @@ impl Thread {
 
     async fn run_turns(
         &mut self,
-        prompt: Option<Message>,
+        prompt: Option<Entry>,
         ctx: &RunContext,
     ) -> Result<String, AgentError> {
         self.repair(ctx).await?;
@@ -312,7 +322,7 @@ impl Thread {
             return Err(AgentError::Cancelled);
         }
         if let Some(prompt) = prompt {
-            self.record(prompt, ctx).await?;
+            self.record_entry(prompt, ctx).await?;
         }
         for turn in 1..=self.max_turns {
             ctx.emit(|| AgentEvent::ModelCallStarted {
@@ -532,11 +542,11 @@ impl Thread {
                     cancel: invocation.cancel.clone(),
                     timed_out: Arc::clone(&ctx.timed_out),
                 };
-                let arguments = invocation.arguments;
+                let (call_id, arguments) = (invocation.id, invocation.arguments);
                 Pending::Running {
-                    task: AbortOnDrop(tokio::spawn(
-                        async move { handle.call(arguments, child).await },
-                    )),
+                    task: AbortOnDrop(tokio::spawn(async move {
+                        handle.call(call_id, arguments, child).await
+                    })),
                     abort_on_cancel: false,
                 }
             }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use async_trait::async_trait;
+use reprise_agent::{Approval, ToolApprover, ToolInvocation};
 use reprise_mcp::{
     GateAnswer, GateAsker, GateDecision, GateMode, GatePolicy, GateRequest, StepGate,
 };
@@ -110,4 +111,23 @@ pub fn gate_for_run(
     Ok(StepGate::new(policy, mode).with_reporter(move |decision| {
         decisions.put(&decision.call_id, &label(decision), &decision.reason);
     }))
+}
+
+/// Hands a task to a subagent without asking: a delegation does nothing by itself,
+/// and every tool call the subagent then makes goes through the gate (`inner`).
+pub struct DelegationPassesGate {
+    /// The gate.
+    pub inner: Arc<dyn ToolApprover>,
+    /// The subagents' names (their tools' names).
+    pub subagents: Vec<String>,
+}
+
+#[async_trait]
+impl ToolApprover for DelegationPassesGate {
+    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
+        if agent == reprise_agent::DEFAULT_AGENT_NAME && self.subagents.contains(&invocation.name) {
+            return Approval::Allow;
+        }
+        self.inner.approve(agent, invocation).await
+    }
 }

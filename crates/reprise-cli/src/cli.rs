@@ -150,6 +150,9 @@ pub enum Command {
         /// Print the conversation as JSON.
         #[arg(long)]
         json: bool,
+        /// Also print what each subagent did, under the call that started it.
+        #[arg(long)]
+        subagents: bool,
     },
     /// Copy a run's conversation into a new run folder (the source is unchanged).
     Fork {

@@ -66,6 +66,171 @@ pub struct FileConfig {
     pub mcp: Option<reprise_mcp::McpConfig>,
     /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
     pub gate: Option<reprise_mcp::GateConfig>,
+    /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
+    pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+}
+
+/// One subagent as the config writes it (`[agents.NAME]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTable {
+    /// What the main agent reads to decide when to hand it a task.
+    pub description: String,
+    /// Its instructions; by default a short one built from the description.
+    pub system_prompt: Option<String>,
+    /// Patterns (`*` matches any run of characters) over the chat's and the MCP
+    /// servers' tools: the tools it may call. None by default.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Another model for it; by default the chat's.
+    pub model: Option<String>,
+    /// Another OpenAI-compatible endpoint for it; by default the chat's.
+    pub base_url: Option<String>,
+    /// See [`FileConfig::max_tokens`]; by default the chat's.
+    pub max_tokens: Option<u32>,
+    /// See [`FileConfig::temperature`]; by default the chat's.
+    pub temperature: Option<f64>,
+    /// See [`FileConfig::top_p`]; by default the chat's.
+    pub top_p: Option<f64>,
+    /// See [`FileConfig::seed`]; by default the chat's.
+    pub seed: Option<i64>,
+    /// The most model calls one task may make.
+    pub max_turns: Option<u32>,
+}
+
+/// A subagent, resolved: what the chat builds it from.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Its name: its tool's name and its transcript's (`subagents/<name>.jsonl`).
+    pub name: String,
+    /// Its tool's description.
+    pub description: String,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// The patterns naming the tools it may call.
+    pub tools: Vec<reprise_mcp::gate::Pattern>,
+    /// Its model, when it has its own.
+    pub model: Option<String>,
+    /// Its endpoint, when it has its own.
+    pub base_url: Option<String>,
+    /// Its generation settings: its own keys over the chat's.
+    pub generation: Generation,
+    /// Whether it needs a model client of its own (another model or settings).
+    pub own_provider: bool,
+    /// The most model calls one task may make.
+    pub max_turns: usize,
+}
+
+impl AgentSettings {
+    /// Whether the subagent may call the tool named `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        self.tools.iter().any(|pattern| pattern.matches(name))
+    }
+}
+
+/// Whether `name` can be a subagent's name: a tool name every server takes
+/// (letters, digits, `_`, `-`, at most 64) that is also a file name.
+fn valid_agent_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64
+}
+
+/// What is wrong with one `[agents.NAME]` table, if anything.
+fn check_agent(name: &str, table: &AgentTable) -> Result<(), String> {
+    if !valid_agent_name(name) {
+        return Err(format!(
+            "{name:?} cannot be a subagent's name: use letters, digits, _ and - (at most 64, \
+             starting with a letter or digit)"
+        ));
+    }
+    if crate::tools::BUILTIN_TOOL_NAMES.contains(&name) {
+        return Err(format!("{name:?} is the name of a built-in tool"));
+    }
+    if table.description.trim().is_empty() {
+        return Err(
+            "description is empty: the main agent reads it to decide when to \
+                    delegate"
+                .to_owned(),
+        );
+    }
+    if table
+        .system_prompt
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err("system_prompt is empty".to_owned());
+    }
+    if table.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err("model is empty".to_owned());
+    }
+    if table
+        .base_url
+        .as_deref()
+        .is_some_and(|u| u.trim().is_empty())
+    {
+        return Err("base_url is empty".to_owned());
+    }
+    if table.max_turns == Some(0) {
+        return Err("max_turns must be at least 1".to_owned());
+    }
+    for pattern in &table.tools {
+        reprise_mcp::gate::Pattern::new(pattern).map_err(|error| format!("tools: {error}"))?;
+    }
+    Ok(())
+}
+
+/// The subagents of the config, resolved over the chat's generation settings.
+fn resolve_agents(
+    agents: Option<&BTreeMap<String, toml::Spanned<AgentTable>>>,
+    generation: &Generation,
+) -> Vec<AgentSettings> {
+    let Some(agents) = agents else {
+        return Vec::new();
+    };
+    agents
+        .iter()
+        .map(|(name, table)| {
+            let table = table.get_ref();
+            let mut own = generation.clone();
+            // The chat's tool_choice names the main agent's tools, which are not the
+            // subagent's: a subagent lets its model choose.
+            own.tool_choice = None;
+            if let Some(limit) = table.max_tokens {
+                own.max_tokens = (limit > 0).then_some(limit);
+            }
+            own.temperature = table.temperature.or(own.temperature);
+            own.top_p = table.top_p.or(own.top_p);
+            own.seed = table.seed.or(own.seed);
+            AgentSettings {
+                name: name.clone(),
+                description: table.description.trim().to_owned(),
+                system_prompt: table.system_prompt.clone().unwrap_or_else(|| {
+                    format!(
+                        "You are {name}, a helper agent. {} Do the task you are given \
+                         with the tools you have, then answer with what you found or did.",
+                        table.description.trim()
+                    )
+                }),
+                // Checked when the file was read.
+                tools: table
+                    .tools
+                    .iter()
+                    .filter_map(|p| reprise_mcp::gate::Pattern::new(p).ok())
+                    .collect(),
+                model: table.model.clone(),
+                base_url: table.base_url.clone(),
+                own_provider: table.model.is_some()
+                    || table.base_url.is_some()
+                    || own != *generation,
+                generation: own,
+                max_turns: table
+                    .max_turns
+                    .map_or(reprise_agent::DEFAULT_SUBAGENT_MAX_TURNS, |n| n as usize),
+            }
+        })
+        .collect()
 }
 
 /// Settings for one model (`[models."NAME"]`): each key set here wins over the
@@ -207,6 +372,8 @@ pub struct Settings {
     pub mcp: Option<reprise_mcp::McpConfig>,
     /// The `[gate]` section of the config.
     pub gate: Option<reprise_mcp::GateConfig>,
+    /// The subagents (`[agents.NAME]`), by name.
+    pub agents: Vec<AgentSettings>,
 }
 
 /// The system prompt when the config gives none.
@@ -256,6 +423,15 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
             if let Some(gate) = &config.gate {
                 reprise_mcp::GatePolicy::from_config(gate).map_err(|error| {
                     anyhow::anyhow!("bad config file {}: [gate]: {error}", path.display())
+                })?;
+            }
+            for (name, table) in config.agents.iter().flatten() {
+                check_agent(name, table.get_ref()).map_err(|problem| {
+                    let (line, _) = line_col(text, table.span().start);
+                    anyhow::anyhow!(
+                        "bad config file {}:{line}: [agents.{name}]: {problem}",
+                        path.display()
+                    )
                 })?;
             }
             Ok(config)
@@ -408,6 +584,7 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         Some(budget) => Some(budget),
     };
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
+    let agents = resolve_agents(file.agents.as_ref(), &generation);
     Ok(Settings {
         base_url,
         model,
@@ -426,6 +603,7 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         config_file,
         mcp: file.mcp,
         gate: file.gate,
+        agents,
     })
 }
 
@@ -605,5 +783,102 @@ mod tests {
         };
         let error = resolve(&args, &env_of(&[])).unwrap_err().to_string();
         assert!(error.contains("/nonexistent/reprise.toml"), "{error}");
+    }
+
+    #[test]
+    fn agent_tables_become_subagents_over_the_chat_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "model = \"main-model\"\ntemperature = 0.5\n\n[agents.scout]\n\
+             description = \"Looks around the files.\"\ntools = [\"read_*\", \"list_dir\"]\n\
+             max_turns = 4\n\n[agents.poet]\ndescription = \"Writes verse.\"\n\
+             system_prompt = \"You write verse.\"\nmodel = \"poet-model\"\nmax_tokens = 0\n",
+        )
+        .unwrap();
+        let args = ChatArgs {
+            config: Some(file),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        let names: Vec<&str> = settings.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["poet", "scout"]);
+        let (poet, scout) = (&settings.agents[0], &settings.agents[1]);
+        assert!(scout.may_use("read_file") && scout.may_use("list_dir"));
+        assert!(!scout.may_use("ev__echo"));
+        assert!(!poet.may_use("read_file"), "no tools unless named");
+        assert_eq!(scout.max_turns, 4);
+        assert_eq!(poet.max_turns, reprise_agent::DEFAULT_SUBAGENT_MAX_TURNS);
+        assert!(scout.system_prompt.contains("Looks around the files."));
+        assert_eq!(poet.system_prompt, "You write verse.");
+        assert!(
+            !scout.own_provider,
+            "same model and settings: the chat's client"
+        );
+        assert!(poet.own_provider);
+        assert_eq!(poet.model.as_deref(), Some("poet-model"));
+        assert_eq!(poet.generation.max_tokens, None);
+        assert_eq!(
+            poet.generation.temperature,
+            Some(0.5),
+            "the chat's, inherited"
+        );
+    }
+
+    #[test]
+    fn a_bad_agent_table_names_its_line() {
+        let cases = [
+            (
+                "[agents.scout]\ndescription = \"x\"\ntoolz = []\n",
+                3,
+                "toolz",
+            ),
+            (
+                "model = \"m\"\n\n[agents.scout]\ntools = [\"a\"]\n",
+                3,
+                "description",
+            ),
+            (
+                "[agents.scout]\ndescription = \"  \"\n",
+                1,
+                "description is empty",
+            ),
+            (
+                "\n[agents.\"a b\"]\ndescription = \"x\"\n",
+                2,
+                "cannot be a subagent",
+            ),
+            (
+                "[agents.read_file]\ndescription = \"x\"\n",
+                1,
+                "built-in tool",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\nmax_turns = 0\n",
+                1,
+                "max_turns",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\ntools = [\"a b\"]\n",
+                1,
+                "tools",
+            ),
+            (
+                "[agents.s]\ndescription = \"x\"\nmax_turns = \"many\"\n",
+                3,
+                "expected u32",
+            ),
+        ];
+        for (text, line, words) in cases {
+            let error = parse_config(Path::new("c.toml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(&format!("c.toml:{line}")),
+                "{text:?}: {error}"
+            );
+            assert!(error.contains(words), "{text:?}: {error}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::error_text::with_causes;
-use reprise_agent::{Agent, AgentError, AgentEvent, Tool, ToolApprover};
+use reprise_agent::{Agent, AgentError, AgentEvent, Subagent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
 use reprise_session::runs::{
@@ -144,10 +144,31 @@ impl Opener {
             self.redactor.clone(),
             decisions.clone(),
         )?;
-        let approver: Arc<dyn ToolApprover> = Arc::new(gate);
-        let built = Agent::builder(Arc::clone(&self.provider))
+        let approver: Arc<dyn ToolApprover> = Arc::new(crate::approval::DelegationPassesGate {
+            inner: Arc::new(gate),
+            subagents: self
+                .settings
+                .agents
+                .iter()
+                .map(|a| a.name.clone())
+                .collect(),
+        });
+        let subagents = match self.subagents(&tools) {
+            Ok(subagents) => subagents,
+            Err(error) => {
+                if let Some(hub) = &hub {
+                    hub.shutdown().await;
+                }
+                return Err(error);
+            }
+        };
+        let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
-            .tools(tools)
+            .tools(tools);
+        for subagent in subagents {
+            builder = builder.subagent(subagent);
+        }
+        let built = builder
             .store(store)
             .session_id(session_id)
             .max_turns(self.settings.max_turns as usize)
@@ -179,6 +200,36 @@ impl Opener {
             settings_summary: (self.settings.base_url.clone(), self.settings.model.clone()),
             hub,
         })
+    }
+
+    /// The configured subagents, each with the tools its patterns name among
+    /// `tools` (the chat's and the MCP servers') and its own model client when it
+    /// has its own model or generation settings.
+    fn subagents(&self, tools: &[Arc<dyn Tool>]) -> Result<Vec<Subagent>> {
+        let mut subagents = Vec::with_capacity(self.settings.agents.len());
+        for agent in &self.settings.agents {
+            let mut subagent = Subagent::new(&agent.name, &agent.description, &agent.system_prompt)
+                .max_turns(agent.max_turns)
+                .tools(
+                    tools
+                        .iter()
+                        .filter(|tool| agent.may_use(&tool.spec().name))
+                        .cloned(),
+                );
+            if agent.own_provider {
+                let mut settings = self.settings.clone();
+                if let Some(model) = &agent.model {
+                    settings.model = model.clone();
+                }
+                if let Some(base_url) = &agent.base_url {
+                    settings.base_url = base_url.clone();
+                }
+                settings.generation = agent.generation.clone();
+                subagent = subagent.provider(crate::entry::build_provider(&settings)?);
+            }
+            subagents.push(subagent);
+        }
+        Ok(subagents)
     }
 
     /// Starts the configured MCP servers (none configured: none started). Their
@@ -367,10 +418,13 @@ fn record_event(
             }
             // The reply so far is redacted as one block, before the tool line.
             warn_on_error(log.flush());
-            let who = subagent_prefix(agent);
             write(
                 log,
-                &format!("⚙ {who}{name} {}\n", redactor.redact(&one_line(arguments))),
+                &format!(
+                    "{}⚙ {name} {}\n",
+                    subagent_indent(agent),
+                    redactor.redact(&one_line(arguments))
+                ),
             );
             warn_on_error(log.flush());
             let record = TranscriptRecord::tool_call(
@@ -391,7 +445,14 @@ fn record_event(
         } => {
             let marker = if output.is_error { "✗" } else { "↳" };
             let first = output.content.lines().next().unwrap_or("");
-            write(log, &format!("  {marker} {}\n", redactor.redact(first)));
+            write(
+                log,
+                &format!(
+                    "{}  {marker} {}\n",
+                    subagent_indent(agent),
+                    redactor.redact(first)
+                ),
+            );
             warn_on_error(log.flush());
             let mut record = TranscriptRecord::tool_result(
                 agent.clone(),
@@ -408,6 +469,27 @@ fn record_event(
             if let Err(error) = transcript.record(&record) {
                 tracing::warn!("transcript.jsonl: {}", with_causes(&error));
             }
+        }
+        // A subagent's replies, whole, under the call that started it.
+        AgentEvent::MessageRecorded { agent, message, .. }
+            if agent != reprise_agent::DEFAULT_AGENT_NAME
+                && message.role == reprise_session::Role::Assistant
+                && !message.text().trim().is_empty() =>
+        {
+            if !*at_line_start {
+                write(log, "\n");
+                *at_line_start = true;
+            }
+            warn_on_error(log.flush());
+            let indent = subagent_indent(agent);
+            let text: String = message
+                .text()
+                .trim_end()
+                .lines()
+                .map(|line| format!("{indent}{line}\n"))
+                .collect();
+            write(log, &text);
+            warn_on_error(log.flush());
         }
         AgentEvent::Retrying {
             attempt, reason, ..
@@ -446,6 +528,16 @@ pub fn subagent_prefix(agent: &str) -> String {
         String::new()
     } else {
         format!("[{agent}] ")
+    }
+}
+
+/// `  [name] ` for a subagent's lines (indented under the call that started it),
+/// nothing for the main agent's.
+pub fn subagent_indent(agent: &str) -> String {
+    if agent == reprise_agent::DEFAULT_AGENT_NAME || agent.is_empty() {
+        String::new()
+    } else {
+        format!("  [{agent}] ")
     }
 }
 

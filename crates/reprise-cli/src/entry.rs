@@ -57,9 +57,16 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
         Some(Command::Runs { json }) => done(crate::run_cmds::runs(runs, json, &mut stdout)),
-        Some(Command::Show { run, json }) => {
-            done(crate::run_cmds::show(runs, &run, json, &mut stdout))
-        }
+        Some(Command::Show {
+            run,
+            json,
+            subagents,
+        }) => done(crate::run_cmds::show(
+            runs,
+            &run,
+            crate::run_cmds::ShowOptions { json, subagents },
+            &mut stdout,
+        )),
         Some(Command::Fork { run, at }) => {
             done(crate::run_cmds::fork(runs, &run, at, &mut stdout).await)
         }
@@ -162,7 +169,8 @@ async fn chat(settings: Settings, args: crate::cli::ChatArgs, runs: RunSource) -
     }
 }
 
-fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
+/// The model client the settings describe.
+pub fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
     let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
         .base_url(settings.base_url.clone())
         .generation(settings.generation.clone())

@@ -19,6 +19,7 @@ pub mod plain;
 pub mod run_cmds;
 pub mod run_source;
 pub mod server_error;
+pub mod subagents;
 pub mod terminal_text;
 pub mod tools;
 pub mod tui;

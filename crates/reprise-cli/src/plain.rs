@@ -53,6 +53,9 @@ impl Lines {
 struct Printer {
     at_line_start: bool,
     interactive: bool,
+    /// A subagent's streamed text not yet ending in a line end, by subagent: its
+    /// lines are printed whole, each prefixed with `[name]`.
+    partial: std::collections::HashMap<String, String>,
 }
 
 impl Printer {
@@ -84,10 +87,47 @@ impl Printer {
         }
     }
 
+    /// Prints a subagent's complete lines; with `all`, the rest too.
+    fn subagent_text(&mut self, redactor: &reprise_redact::Redactor, agent: &str, all: bool) {
+        let Some(pending) = self.partial.get_mut(agent) else {
+            return;
+        };
+        let cut = if all {
+            pending.len()
+        } else {
+            pending.rfind('\n').map_or(0, |i| i + 1)
+        };
+        let done: String = pending.drain(..cut).collect();
+        if done.trim().is_empty() {
+            return;
+        }
+        let mark = crate::driver::subagent_indent(agent);
+        let text: String = redactor
+            .redact(done.trim_end())
+            .lines()
+            .map(|line| format!("{mark}{line}\n"))
+            .collect();
+        if !self.at_line_start {
+            self.print("\n");
+        }
+        self.print(&text);
+    }
+
     fn event(&mut self, redactor: &reprise_redact::Redactor, event: &AgentEvent) {
+        let main = event.agent() == reprise_agent::DEFAULT_AGENT_NAME;
         match event {
-            AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
+            AgentEvent::TextDelta { text, .. } if main => {
                 self.print(text);
+            }
+            AgentEvent::TextDelta { agent, text } => {
+                self.partial
+                    .entry(agent.clone())
+                    .or_default()
+                    .push_str(text);
+                self.subagent_text(redactor, agent, false);
+            }
+            AgentEvent::MessageRecorded { agent, .. } if !main => {
+                self.subagent_text(redactor, agent, true);
             }
             AgentEvent::ToolCallStarted {
                 agent,
@@ -97,9 +137,22 @@ impl Printer {
             } => {
                 let line = one_line(arguments);
                 let args = redactor.redact(&line);
-                self.line(&format!("⚙ {}{name} {args}", subagent_prefix(agent)));
+                if main {
+                    self.line(&format!("⚙ {name} {args}"));
+                } else {
+                    self.subagent_text(redactor, agent, true);
+                    self.line(&format!(
+                        "{}⚙ {name} {args}",
+                        crate::driver::subagent_indent(agent)
+                    ));
+                }
             }
-            AgentEvent::ToolCallFinished { output, .. } => {
+            AgentEvent::ToolCallFinished { output, agent, .. } => {
+                let indent = if main {
+                    String::new()
+                } else {
+                    crate::driver::subagent_indent(agent)
+                };
                 let marker = if output.is_error { "✗" } else { "↳" };
                 let first = output.content.lines().next().unwrap_or("");
                 let more = output.content.lines().count().saturating_sub(1);
@@ -108,7 +161,10 @@ impl Printer {
                 } else {
                     String::new()
                 };
-                self.line(&format!("  {marker} {}{more}", redactor.redact(first)));
+                self.line(&format!(
+                    "{indent}  {marker} {}{more}",
+                    redactor.redact(first)
+                ));
             }
             AgentEvent::Retrying {
                 attempt, reason, ..
@@ -140,6 +196,7 @@ pub async fn run(
     let mut printer = Printer {
         at_line_start: true,
         interactive,
+        partial: std::collections::HashMap::new(),
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;
@@ -387,8 +444,17 @@ impl ShownSession {
 
 fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
     let redraw = redraw_of_run(&opener.runs, &session.folder)?;
+    let redactor = session.redactor();
+    let calls: Vec<_> = crate::subagents::past_calls(&session.folder.dir)?
+        .iter()
+        .map(|call| call.redacted(&redactor))
+        .collect();
+    let mut calls = calls.iter().peekable();
     let mut text = String::new();
-    for (is_user, message) in &redraw.messages {
+    while let Some(call) = calls.next_if(|call| call.after_shown == 0) {
+        text.push_str(&call.folded_text());
+    }
+    for (shown, (is_user, message)) in redraw.messages.iter().enumerate() {
         if *is_user {
             for (i, line) in message.lines().enumerate() {
                 text.push_str(if i == 0 { "› " } else { "  " });
@@ -398,6 +464,9 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
         } else {
             text.push_str(message.trim_end());
             text.push('\n');
+        }
+        while let Some(call) = calls.next_if(|call| call.after_shown <= shown + 1) {
+            text.push_str(&call.folded_text());
         }
     }
     printer.print(&text);

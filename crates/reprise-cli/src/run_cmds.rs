@@ -92,24 +92,84 @@ pub fn runs(source: &RunSource, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON.
-pub fn show(source: &RunSource, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
+/// How `reprise show` prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShowOptions {
+    /// As JSON.
+    pub json: bool,
+    /// With the subagents' work under the calls that started it.
+    pub subagents: bool,
+}
+
+/// A subagent call as `show --json --subagents` prints it.
+fn past_call_json(call: &crate::subagents::PastCall) -> serde_json::Value {
+    use crate::subagents::{PastResult, PastStep};
+    let result = |result: &Option<PastResult>| {
+        result
+            .as_ref()
+            .map(|r| json!({"content": r.content, "isError": r.is_error}))
+    };
+    let steps: Vec<_> = call
+        .steps
+        .iter()
+        .map(|step| match step {
+            PastStep::Text(text) => json!({"role": "assistant", "text": text}),
+            PastStep::Tool {
+                id,
+                name,
+                arguments,
+                result: step_result,
+            } => json!({
+                "role": "tool_call", "id": id, "name": name, "arguments": arguments,
+                "result": result(step_result),
+            }),
+        })
+        .collect();
+    json!({
+        "role": "subagent",
+        "agent": call.agent,
+        "id": call.id,
+        "task": crate::subagents::task_of(&call.arguments),
+        "steps": steps,
+        "result": result(&call.result),
+    })
+}
+
+/// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON;
+/// with `subagents`, each subagent call with its work where it was made.
+pub fn show(
+    source: &RunSource,
+    spec: &str,
+    options: ShowOptions,
+    out: &mut dyn Write,
+) -> Result<()> {
     let run = source.find(spec)?;
     print_repairs(&run);
     let conversation = source.conversation(&run)?;
     for warning in &conversation.warnings {
         eprint_line(&format!("warning: {warning}"));
     }
-    if json {
-        let rows: Vec<_> = conversation
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "text": m.text}))
-            .collect();
+    let calls = if options.subagents {
+        crate::subagents::past_calls(&run.dir)?
+    } else {
+        Vec::new()
+    };
+    // The calls made after `shown` messages, in order.
+    let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
+    if options.json {
+        let mut rows: Vec<_> = calls_after(0).map(past_call_json).collect();
+        for (i, m) in conversation.messages.iter().enumerate() {
+            rows.push(json!({"role": m.role.as_str(), "text": m.text}));
+            rows.extend(calls_after(i + 1).map(past_call_json));
+        }
         return write_json(out, &rows);
     }
     let mut text = String::new();
-    for message in &conversation.messages {
+    for call in calls_after(0) {
+        text.push_str(&call.full_text());
+        text.push('\n');
+    }
+    for (i, message) in conversation.messages.iter().enumerate() {
         if message.role == Role::User {
             for (i, line) in message.text.lines().enumerate() {
                 text.push_str(if i == 0 { "› " } else { "  " });
@@ -121,6 +181,10 @@ pub fn show(source: &RunSource, spec: &str, json: bool, out: &mut dyn Write) -> 
             text.push('\n');
         }
         text.push('\n');
+        for call in calls_after(i + 1) {
+            text.push_str(&call.full_text());
+            text.push('\n');
+        }
     }
     out.write_all(visible(&text).as_bytes())?;
     Ok(())

@@ -26,6 +26,9 @@ struct ListDir {
     path: Option<String>,
 }
 
+/// The names of the built-in tools.
+pub const BUILTIN_TOOL_NAMES: [&str; 2] = ["read_file", "list_dir"];
+
 /// Resolves `path` under `root`, refusing anything that would leave it.
 fn inside(root: &Path, path: &str) -> Result<PathBuf, String> {
     let relative = Path::new(path);

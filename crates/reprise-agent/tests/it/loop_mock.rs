@@ -622,7 +622,10 @@ async fn cancelling_while_a_subagent_works_closes_its_call_and_the_parents() {
     assert_eq!(roles(&child), ["user", "assistant", "tool"]);
     assert_eq!(child[2].text(), CANCELLED_BY_USER);
     assert_eq!(roles(agent.messages()), ["user", "assistant", "tool"]);
-    assert_eq!(agent.messages()[2].text(), CANCELLED_BY_USER);
+    assert_eq!(
+        agent.messages()[2].text(),
+        reprise_agent::subagent_interrupted_text("digger")
+    );
     let sub_key = SessionKey::subagent("deep", "digger").unwrap();
     assert_eq!(stored_messages(&store, &sub_key).await, child);
 }
@@ -649,4 +652,47 @@ async fn a_stored_prompt_never_answered_is_answered_without_sending_it_again() {
     let user_turns = sent.iter().filter(|m| m["role"] == "user").count();
     assert_eq!(user_turns, 1, "{sent:?}");
     assert_eq!(stored_messages(&store, &key).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_subagents_task_names_the_call_that_gave_it_and_its_events_follow() {
+    let provider = MockProvider::new([
+        calls(&[("p1", "scout", r#"{"task":"look at the cave"}"#)]),
+        answer("It is a dark cave."),
+        answer("Dark."),
+    ]);
+    let store = Arc::new(MemoryStore::new());
+    let mut agent = agent_on(provider.clone(), &store, "tasks")
+        .await
+        .subagent(Subagent::new("scout", "Explores.", "You are a scout."))
+        .build()
+        .await
+        .unwrap();
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    agent
+        .run_streaming("send the scout", events_tx, CancellationToken::new())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push(event);
+    }
+    // The task is taken up after the parent's call started and before the child's
+    // first model call; the parent's call finishes after the child's answer.
+    let at = |wanted: &dyn Fn(&AgentEvent) -> bool| seen.iter().position(wanted).unwrap();
+    let task = at(
+        &|e| matches!(e, AgentEvent::SubagentTask { agent, call_id } if agent == "scout" && call_id == "p1"),
+    );
+    let started = at(&|e| matches!(e, AgentEvent::ToolCallStarted { id, .. } if id == "p1"));
+    let child_call =
+        at(&|e| matches!(e, AgentEvent::ModelCallStarted { agent, .. } if agent == "scout"));
+    let finished = at(&|e| matches!(e, AgentEvent::ToolCallFinished { id, .. } if id == "p1"));
+    assert!(started < task && task < child_call && child_call < finished);
+    let key = SessionKey::subagent("tasks", "scout").unwrap();
+    let entries = store.load(&key).await.unwrap().unwrap().entries;
+    assert_eq!(entries[0].extra["parentCall"], "p1");
+    // The field is the entry's, not the message's: never sent to the model.
+    let sent = request_messages(&provider.requests()[1]);
+    assert_eq!(sent[1]["content"], "look at the cave");
+    assert!(sent[1].get("parentCall").is_none(), "{sent:?}");
 }

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::render;
-use super::view::{Action, ChatView, Item, Picker, Question, ToolView};
+use super::view::{Action, ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::wrap_lines;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line as Typed, StartWith};
@@ -230,7 +230,8 @@ impl App {
             if matches!(item, Item::Tool(ToolView { result: None, .. })) {
                 break;
             }
-            let mut lines: Vec<Line<'static>> = wrap_lines(&render::item_lines(item), width);
+            let mut lines: Vec<Line<'static>> =
+                wrap_lines(&render::view_item_lines(&self.view, self.printed), width);
             lines.push(Line::default());
             let height = u16::try_from(lines.len()).unwrap_or(u16::MAX);
             terminal.insert_before(height, |buffer| {
@@ -406,8 +407,68 @@ impl App {
         }
     }
 
+    /// A subagent's event, shown under the call it works for. Returns the event when
+    /// no call is known for it (then it is shown as the main agent's would be).
+    fn on_subagent_event(&mut self, event: AgentEvent) -> Option<AgentEvent> {
+        if let AgentEvent::SubagentTask { agent, call_id } = &event {
+            self.view.subagent_task(agent, call_id);
+            return None;
+        }
+        let redactor = self.redactor.clone();
+        let Some(work) = self.view.work_of(event.agent()) else {
+            return Some(event);
+        };
+        match event {
+            AgentEvent::TextDelta { text, .. } => work.streaming.push_str(&text),
+            AgentEvent::MessageRecorded { message, .. }
+                if message.role == reprise_session::Role::Assistant =>
+            {
+                work.finish_stream();
+            }
+            AgentEvent::ToolCallStarted {
+                id,
+                name,
+                arguments,
+                ..
+            } => {
+                work.finish_stream();
+                work.items.push(Item::Tool(ToolView {
+                    id,
+                    agent: String::new(),
+                    name,
+                    arguments: redactor.redact(&arguments).into_owned(),
+                    result: None,
+                }));
+            }
+            AgentEvent::ToolCallFinished { id, output, .. } => {
+                let content = redactor.redact(&output.content).into_owned();
+                work.tool_result(&id, content, output.is_error);
+            }
+            AgentEvent::Retrying {
+                attempt, reason, ..
+            } => work.items.push(Item::Notice(format!(
+                "(retrying, attempt {attempt}: {reason})"
+            ))),
+            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+                work.finish_stream();
+                work.items
+                    .push(Item::Warning(crate::driver::cut_off_note(max_tokens)));
+            }
+            _ => {}
+        }
+        None
+    }
+
     fn on_agent_event(&mut self, event: AgentEvent) {
         let main = event.agent() == DEFAULT_AGENT_NAME;
+        let event = if main {
+            event
+        } else {
+            match self.on_subagent_event(event) {
+                Some(event) => event,
+                None => return,
+            }
+        };
         match event {
             AgentEvent::TextDelta { text, .. } if main => self.view.push_delta(&text),
             AgentEvent::MessageRecorded { message, .. }
@@ -435,6 +496,9 @@ impl App {
             AgentEvent::ToolCallFinished { id, output, .. } => {
                 let content = self.redactor.redact(&output.content).into_owned();
                 self.view.tool_result(&id, content, output.is_error);
+                if main {
+                    self.view.subagent_done(&id);
+                }
             }
             AgentEvent::Usage { usage, .. } if main => self.view.usage = Some(usage),
             AgentEvent::Retrying {
@@ -495,7 +559,7 @@ impl App {
                     old.close().await;
                 }
                 if !self.inline {
-                    self.view.items.clear();
+                    self.view.clear_items();
                 }
                 self.show_resumed();
                 self.show_load_warnings();
@@ -551,7 +615,21 @@ impl App {
         };
         match redraw_of_run(&self.opener.runs, &session.folder) {
             Ok(redraw) => {
-                self.view.items.extend(redraw_items(&redraw.messages));
+                let calls: Vec<_> = match crate::subagents::past_calls(&session.folder.dir) {
+                    Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
+                    Err(error) => {
+                        self.view.items.push(Item::Warning(format!(
+                            "the subagents' work cannot be redrawn: {error:#}"
+                        )));
+                        Vec::new()
+                    }
+                };
+                let (items, work) = redraw_items_with_subagents(&redraw.messages, &calls);
+                let offset = self.view.items.len();
+                self.view.items.extend(items);
+                self.view
+                    .work
+                    .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
                 // Warnings reading the conversation match the agent's load warnings,
                 // which are shown once by show_load_warnings.
             }
@@ -583,4 +661,71 @@ pub fn redraw_items(messages: &[(bool, String)]) -> Vec<Item> {
             }
         })
         .collect()
+}
+
+/// The items that redraw a conversation with its calls to subagents, each call's
+/// work folded under it (by the index of its item).
+pub fn redraw_items_with_subagents(
+    messages: &[(bool, String)],
+    calls: &[crate::subagents::PastCall],
+) -> (Vec<Item>, std::collections::BTreeMap<usize, SubagentWork>) {
+    use super::view::ToolResultView;
+    use crate::subagents::PastStep;
+    let mut items = Vec::with_capacity(messages.len() + calls.len());
+    let mut work = std::collections::BTreeMap::new();
+    let mut calls = calls.iter().peekable();
+    let shown = redraw_items(messages);
+    for (position, item) in std::iter::once(None)
+        .chain(shown.into_iter().map(Some))
+        .enumerate()
+    {
+        items.extend(item);
+        while let Some(call) = calls.next_if(|call| call.after_shown <= position) {
+            let result = |result: &Option<crate::subagents::PastResult>| {
+                result.as_ref().map(|r| ToolResultView {
+                    content: r.content.clone(),
+                    is_error: r.is_error,
+                })
+            };
+            let steps = call
+                .steps
+                .iter()
+                .map(|step| match step {
+                    PastStep::Text(text) => Item::Assistant(text.clone()),
+                    PastStep::Tool {
+                        id,
+                        name,
+                        arguments,
+                        result: step_result,
+                    } => Item::Tool(ToolView {
+                        id: id.clone(),
+                        agent: String::new(),
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                        result: result(step_result),
+                    }),
+                })
+                .collect();
+            work.insert(
+                items.len(),
+                SubagentWork {
+                    agent: call.agent.clone(),
+                    items: steps,
+                    streaming: String::new(),
+                },
+            );
+            items.push(Item::Tool(ToolView {
+                id: call.id.clone(),
+                agent: String::new(),
+                name: call.agent.clone(),
+                arguments: call.arguments.clone(),
+                // A call that never returned was closed on resume; shown as stopped.
+                result: Some(result(&call.result).unwrap_or(ToolResultView {
+                    content: "(interrupted)".to_owned(),
+                    is_error: true,
+                })),
+            }));
+        }
+    }
+    (items, work)
 }

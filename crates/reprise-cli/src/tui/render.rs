@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
-use super::view::{ChatView, Item, Picker, Question, ToolView};
+use super::view::{ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::{wrap_line, wrap_lines};
 use crate::terminal_text::visible;
 
@@ -54,7 +54,19 @@ pub fn draw_live(frame: &mut Frame<'_>, view: &ChatView) {
     ])
     .areas(area);
     let width = usize::from(live.width);
-    let lines = wrap_lines(&markdown::render(&screen_text(&view.streaming)), width);
+    // Subagents still working are live too: their calls stay out of the scrollback
+    // until they return.
+    let mut live_lines = Vec::new();
+    for (index, _) in view.work.iter().filter(|(index, _)| {
+        matches!(
+            view.items.get(**index),
+            Some(Item::Tool(ToolView { result: None, .. }))
+        )
+    }) {
+        live_lines.extend(view_item_lines(view, *index));
+    }
+    live_lines.extend(markdown::render(&screen_text(&view.streaming)));
+    let lines = wrap_lines(&live_lines, width);
     let skip = lines.len().saturating_sub(usize::from(live.height));
     frame.render_widget(Paragraph::new(lines[skip..].to_vec()), live);
     frame.render_widget(Paragraph::new(status_line(view, status.width)), status);
@@ -120,6 +132,48 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
             })
             .collect(),
     }
+}
+
+/// The lines of the conversation's item `index`: a call to a subagent carries the
+/// subagent's work under it.
+pub fn view_item_lines(view: &ChatView, index: usize) -> Vec<Line<'static>> {
+    match (view.items.get(index), view.work.get(&index)) {
+        (Some(Item::Tool(tool)), Some(work)) => tool_lines_with_work(tool, work),
+        (Some(item), _) => item_lines(item),
+        (None, _) => Vec::new(),
+    }
+}
+
+/// A call to a subagent: while it works, its replies and tool calls indented under
+/// the call; once it returned, folded to one line above the result.
+pub fn tool_lines_with_work(tool: &ToolView, work: &SubagentWork) -> Vec<Line<'static>> {
+    let mut lines = tool_lines(tool);
+    let rest = lines.split_off(1.min(lines.len()));
+    if tool.result.is_some() {
+        let tools = work
+            .items
+            .iter()
+            .filter(|item| matches!(item, Item::Tool(_)))
+            .count();
+        let replies = work.items.len() - tools;
+        lines.push(Line::styled(
+            format!(
+                "  {}",
+                crate::subagents::folded_line(&screen_text(&work.agent), tools, replies)
+            ),
+            DIM,
+        ));
+    } else {
+        let mut nested: Vec<Line<'static>> = work.items.iter().flat_map(item_lines).collect();
+        nested.extend(markdown::render(&screen_text(&work.streaming)));
+        for line in nested {
+            let mut spans = vec![Span::styled("  │ ", DIM)];
+            spans.extend(line.spans);
+            lines.push(Line::from(spans).style(line.style));
+        }
+    }
+    lines.extend(rest);
+    lines
 }
 
 /// A tool call in a few lines: name, short arguments, a trimmed result.
@@ -200,11 +254,11 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         count += lines.len();
         blocks.push(lines);
     }
-    for item in view.items.iter().rev() {
+    for index in (0..view.items.len()).rev() {
         if count >= wanted {
             break;
         }
-        let mut lines = wrap_lines(&item_lines(item), width);
+        let mut lines = wrap_lines(&view_item_lines(view, index), width);
         lines.push(Line::default());
         count += lines.len();
         blocks.push(lines);

@@ -3,6 +3,7 @@
 //! Everything here is plain data and pure functions of it, so the screen can be
 //! snapshot-tested without a terminal.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -47,6 +48,38 @@ pub struct ToolResultView {
     pub content: String,
     /// Whether it failed (or was denied).
     pub is_error: bool,
+}
+
+/// A subagent's work, shown under the call that started it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubagentWork {
+    /// The subagent.
+    pub agent: String,
+    /// Its replies ([`Item::Assistant`]) and tool calls ([`Item::Tool`]), in order.
+    pub items: Vec<Item>,
+    /// Its reply arriving now.
+    pub streaming: String,
+}
+
+impl SubagentWork {
+    /// Moves the reply arriving now into the work.
+    pub fn finish_stream(&mut self) {
+        let text = std::mem::take(&mut self.streaming);
+        if !text.trim().is_empty() {
+            self.items.push(Item::Assistant(text));
+        }
+    }
+
+    /// Records a result on the subagent's call `id`.
+    pub fn tool_result(&mut self, id: &str, content: String, is_error: bool) {
+        if let Some(Item::Tool(tool)) =
+            self.items.iter_mut().rev().find(
+                |item| matches!(item, Item::Tool(tool) if tool.id == id && tool.result.is_none()),
+            )
+        {
+            tool.result = Some(ToolResultView { content, is_error });
+        }
+    }
 }
 
 /// The text being typed, with its cursor and the prompt history.
@@ -220,6 +253,10 @@ pub struct ChatView {
     pub model: String,
     /// The run folder's name, for the status line.
     pub run: String,
+    /// Subagents' work, by the index in `items` of the call that started it.
+    pub work: BTreeMap<usize, SubagentWork>,
+    /// The call each working subagent works for, as an index in `items`.
+    pub working: HashMap<String, usize>,
 }
 
 /// What a key asks the chat to do.
@@ -260,6 +297,48 @@ impl ChatView {
         if let Some(tool) = call {
             tool.result = Some(ToolResultView { content, is_error });
         }
+    }
+
+    /// A subagent took up the task of call `call_id`: its work goes under that call.
+    pub fn subagent_task(&mut self, agent: &str, call_id: &str) {
+        let index = self.items.iter().rposition(|item| {
+            matches!(item, Item::Tool(tool)
+                if tool.id == call_id && tool.name == agent && tool.result.is_none())
+        });
+        if let Some(index) = index {
+            self.working.insert(agent.to_owned(), index);
+            self.work.entry(index).or_insert_with(|| SubagentWork {
+                agent: agent.to_owned(),
+                ..SubagentWork::default()
+            });
+        }
+    }
+
+    /// The work of the call subagent `agent` is working for now.
+    pub fn work_of(&mut self, agent: &str) -> Option<&mut SubagentWork> {
+        let index = *self.working.get(agent)?;
+        self.work.get_mut(&index)
+    }
+
+    /// The main agent's call `id` returned: a subagent working for it is done.
+    pub fn subagent_done(&mut self, id: &str) {
+        let Some(index) = self.items.iter().rposition(
+            |item| matches!(item, Item::Tool(tool) if tool.id == id && tool.result.is_some()),
+        ) else {
+            return;
+        };
+        self.working.retain(|_, working| *working != index);
+        if let Some(work) = self.work.get_mut(&index) {
+            // A reply cut off by a stop is not kept, as the main agent's is not.
+            work.streaming.clear();
+        }
+    }
+
+    /// Empties the conversation (a `/resume` redraws another).
+    pub fn clear_items(&mut self) {
+        self.items.clear();
+        self.work.clear();
+        self.working.clear();
     }
 
     /// What a key press does: edits the state and maybe asks for an action.

@@ -18,5 +18,6 @@ mod real_llama;
 mod redaction;
 mod run_commands;
 mod screens;
+mod subagents;
 mod support;
 mod terminal_escapes;

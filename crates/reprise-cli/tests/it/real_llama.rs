@@ -183,3 +183,89 @@ async fn a_tool_call_cut_by_max_tokens_leaves_a_session_that_continue_resumes() 
         "the server answered the resumed history (200)"
     );
 }
+
+/// A subagent on the real server: a scripted main agent hands it tasks, llama.cpp
+/// answers as the subagent, and on `--continue` the subagent's own history goes
+/// back to the server, which accepts it.
+#[tokio::test]
+async fn a_subagent_on_the_real_server_answers_and_resumes_its_own_history() {
+    let llama = LlamaServer::shared();
+    let main = reprise_testkit::ScriptedServer::start().await;
+    let sandbox = Sandbox::new();
+    let config = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "max_tokens = 32\nrequest_timeout = 300\nidle_timeout = 300\n\n\
+             [agents.scout]\ndescription = \"Answers questions.\"\n\
+             system_prompt = \"Answer in one short sentence.\"\nmax_turns = 1\n\
+             base_url = \"{}\"\nmodel = \"{}\"\n",
+            llama.base_url(),
+            llama.model()
+        ),
+    )
+    .unwrap();
+    let delegate = |id: &str, task: &str| {
+        reprise_testkit::Reply::tool_call(id, "scout", format!(r#"{{"task":"{task}"}}"#))
+    };
+    main.push_all([
+        delegate("p1", "What colour is the sky?"),
+        reprise_testkit::Reply::text("Done."),
+    ]);
+    let base_url = main.base_url();
+    let args = [
+        "--plain",
+        "--yes",
+        "--base-url",
+        &base_url,
+        "--model",
+        "test-model",
+    ];
+    let first = sandbox.run(&args, "ask the scout\n").await;
+    assert_ended_normally(&first);
+    let run = sandbox.conversations().remove(0);
+    let child = conversation_of(&run.join("subagents/scout.jsonl"));
+    assert_eq!(child.len(), 2, "{child:#?}");
+    assert_eq!(child[0]["content"], "What colour is the sky?");
+    assert_eq!(child[1]["role"], "assistant", "{child:#?}");
+    // Its answer is the main agent's result for the call.
+    let bodies = main.request_bodies();
+    let result = reprise_testkit::request_messages(&bodies[1])
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(result["tool_call_id"], "p1");
+    assert_eq!(result["content"], child[1]["content"]);
+
+    main.push_all([
+        delegate("p2", "And at night?"),
+        reprise_testkit::Reply::text("Done again."),
+    ]);
+    let mut resumed_args = args.to_vec();
+    resumed_args.push("--continue");
+    let second = sandbox.run(&resumed_args, "again\n").await;
+    assert_ended_normally(&second);
+    let after = conversation_of(&run.join("subagents/scout.jsonl"));
+    assert_eq!(after[..2], child[..], "the subagent's history is kept");
+    assert_eq!(after[2]["content"], "And at night?");
+    assert_eq!(
+        after[3]["role"], "assistant",
+        "the server answered the subagent's resumed history: {after:#?}"
+    );
+    assert_eq!(
+        reprise_testkit::request_messages(&main.request_bodies()[3])
+            .last()
+            .unwrap()["content"],
+        after[3]["content"]
+    );
+    main.assert_tool_call_pairing();
+}
+
+/// The messages of a JSONL transcript.
+fn conversation_of(path: &std::path::Path) -> Vec<Value> {
+    jsonl(path)
+        .into_iter()
+        .filter_map(|entry| entry.get("message").cloned())
+        .collect()
+}

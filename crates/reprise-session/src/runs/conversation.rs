@@ -99,6 +99,33 @@ pub fn conversation_of(loaded: Loaded) -> Conversation {
     }
 }
 
+/// Every entry of a run's main transcript (`subagent` `None`) or of one subagent's
+/// (`subagents/<name>.jsonl`), with the lines that could not be used; `None` when
+/// the file does not exist. Read as [`read_conversation_with_warnings`] reads, never
+/// through a link.
+pub fn read_run_entries(
+    dir: &Path,
+    subagent: Option<&str>,
+) -> Result<Option<crate::store::session_store::Loaded>, RunError> {
+    let path = match subagent {
+        None => dir.join(CONVERSATION_JSONL),
+        Some(name) => {
+            crate::store::id::validate_id("subagent", name)?;
+            dir.join(crate::runs::store::SUBAGENTS_DIR)
+                .join(format!("{name}.jsonl"))
+        }
+    };
+    let session_hint = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("run");
+    Ok(crate::store::jsonl::load_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint,
+    )?)
+}
+
 /// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
 /// entry or on its message): something the chat wrote, not the person. The run
 /// store should not take such an entry as the person's last message either.

@@ -38,7 +38,7 @@ mod transcript;
 pub use conversation::{
     COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
-    read_conversation_with_warnings,
+    read_conversation_with_warnings, read_run_entries,
 };
 pub use error::RunError;
 pub use folder::{
