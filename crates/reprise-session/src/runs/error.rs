@@ -50,6 +50,14 @@ pub enum RunError {
         /// The names of the runs with that title, newest first.
         candidates: Vec<String>,
     },
+    /// A search pattern that is not a valid regular expression.
+    #[error("not a valid search pattern {pattern:?}: {message}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A metadata file that could not be understood.
     #[error("{path}: {message}")]
     Format {

@@ -32,6 +32,7 @@ mod leftovers;
 mod list_cache;
 mod meta;
 mod recover;
+mod search;
 mod session_log;
 mod store;
 mod summary;
@@ -56,6 +57,7 @@ pub use labels::{
 };
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
+pub use search::{SearchHit, SearchQuery, SearchRole, runs_with_user_text, search_runs};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
