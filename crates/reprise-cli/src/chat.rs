@@ -5,7 +5,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, RunStore, append_history_with, find_run, list_runs};
+use reprise_session::runs::{
+    RunFolder, RunStore, append_history_with, find_run_or_title, list_runs,
+};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -16,6 +18,7 @@ use crate::tui::view::PickerRow;
 pub const HELP: &str = "\
 /resume   pick an earlier run and continue its conversation
 /fork     continue in a copy of this conversation (a new run; this one is kept)
+/rename   give this run a title (shown by /resume and `reprise runs`)
 /help     this list
 /exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
@@ -53,7 +56,7 @@ pub fn start_target(runs_dir: &Path, start: &StartWith) -> Result<Option<RunFold
             Some(run) => Ok(Some(run.folder())),
             None => Ok(None),
         },
-        StartWith::Named(spec) => Ok(Some(find_run(runs_dir, spec)?)),
+        StartWith::Named(spec) => Ok(Some(find_run_or_title(runs_dir, spec)?)),
     }
 }
 
@@ -88,8 +91,20 @@ pub fn picker_rows(runs_dir: &Path) -> Result<Vec<PickerRow>> {
             name: run.name().to_owned(),
             date: show_date_in(run.updated_at, &tz),
             last_message: run.last_message.clone().unwrap_or_default(),
+            title: run.display_title(reprise_session::runs::MAX_TITLE_CHARS),
         })
         .collect())
+}
+
+/// The runs whose person's messages contain `filter` (ignoring case), for the
+/// `/resume` picker's filter: every message of every run, not only the last one.
+pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
+    match list_runs(runs_dir) {
+        Ok(list) => reprise_session::runs::runs_with_user_text(&list.runs, filter)
+            .into_iter()
+            .collect(),
+        Err(_) => std::collections::BTreeSet::new(),
+    }
 }
 
 /// Opens the session to continue in: `target`'s own, or (with `fork`) a copy of it
@@ -149,6 +164,16 @@ pub async fn fork_into(
     })
 }
 
+/// `/rename TITLE`: gives the run in `dir` its title (an empty one removes it) and
+/// says so in a line for the screen.
+pub fn rename_run(dir: &Path, title: &str) -> Result<String> {
+    let labels = reprise_session::runs::set_title(dir, title)?;
+    Ok(match labels.title {
+        Some(title) => format!("(this run is now called “{title}”)"),
+        None => "(this run has no title now: it is shown by its first message)".to_owned(),
+    })
+}
+
 /// Remembers a submitted line in `history.jsonl`, redacted (failures are only logged:
 /// the history is a convenience).
 pub fn remember(opener: &Opener, text: &str, run: &str) {
@@ -166,6 +191,8 @@ pub enum Line {
     Resume,
     /// `/fork`.
     Fork,
+    /// `/rename TITLE` (an empty title removes it).
+    Rename(String),
     /// `/help`.
     Help,
     /// `/exit` or `/quit`.
@@ -186,6 +213,10 @@ impl Line {
         match trimmed {
             "/resume" => Line::Resume,
             "/fork" => Line::Fork,
+            "/rename" => Line::Rename(String::new()),
+            other if other.starts_with("/rename ") => {
+                Line::Rename(other["/rename ".len()..].trim().to_owned())
+            }
             "/help" | "/?" => Line::Help,
             "/exit" | "/quit" => Line::Exit,
             other if other.starts_with('/') && !other.starts_with("//") => {
@@ -203,6 +234,12 @@ mod tests {
     #[test]
     fn slash_commands_are_recognised() {
         assert_eq!(Line::parse("/resume"), Line::Resume);
+        assert_eq!(
+            Line::parse("/rename  Fix the parser "),
+            Line::Rename("Fix the parser".into())
+        );
+        assert_eq!(Line::parse("/rename"), Line::Rename(String::new()));
+        assert_eq!(Line::parse("/renamed"), Line::Unknown("/renamed".into()));
         assert_eq!(Line::parse(" /exit "), Line::Exit);
         assert_eq!(
             Line::parse("/frobnicate now"),

@@ -156,6 +156,9 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Name, tag, search, measure and prune runs.
+    #[command(flatten)]
+    History(crate::history_cmds::HistoryCommand),
     /// MCP servers from the config.
     Mcp {
         /// What to do.

@@ -53,6 +53,21 @@ async fn run(cli: Cli) -> Result<i32> {
             let mut input = std::io::stdin().lock();
             done(crate::run_cmds::rm(&runs_dir, &run, yes, &mut input, &mut stdout).await)
         }
+        Some(Command::History(command)) => {
+            let mut input = std::io::stdin().lock();
+            let mut redactor = Redactor::new().with_env_secrets();
+            if let Some(key) = &settings.api_key {
+                redactor = redactor.with_secret(key.clone());
+            }
+            let io = crate::history_cmds::Io {
+                out: &mut stdout,
+                input: &mut input,
+                stdin_terminal: std::io::stdin().is_terminal(),
+                color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+                redactor,
+            };
+            done(crate::history_cmds::run(&runs_dir, command, io).await)
+        }
         Some(Command::Mcp {
             action: McpAction::List,
         }) => {

@@ -11,6 +11,7 @@ pub mod config;
 pub mod driver;
 pub mod entry;
 pub mod error_text;
+pub mod history_cmds;
 pub mod mcp_cmds;
 pub mod plain;
 pub mod run_cmds;

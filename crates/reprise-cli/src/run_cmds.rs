@@ -6,7 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
 use reprise_session::Role;
-use reprise_session::runs::{RunFolder, find_run, list_runs, read_conversation_with_warnings};
+use reprise_session::runs::{
+    RunFolder, find_run_or_title, list_runs, read_conversation_with_warnings,
+};
 use serde_json::json;
 
 use crate::terminal_text::{eprint_line, visible, visible_json};
@@ -26,7 +28,7 @@ pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
 /// make a system call per line).
 /// Strings from run folders may hold control characters: serde escapes C0 controls,
 /// [`visible_json`] the rest.
-fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     out.write_all(visible_json(&text).as_bytes())?;
@@ -54,6 +56,10 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
                     "sessionId": run.session_id,
                     "updatedAt": run.updated_at.to_string(),
                     "messages": run.message_count,
+                    "title": run.title,
+                    "shownAs": run.display_title(80),
+                    "tags": run.tags,
+                    "firstMessage": run.first_message,
                     "lastMessage": run.last_message,
                 })
             })
@@ -71,15 +77,17 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     let mut text = String::with_capacity(list.runs.len() * 100);
     text.push_str(&format!(
         "{:<16}  {:>8}  {:<48}  {}\n",
-        "DATE", "MESSAGES", "LAST MESSAGE", "RUN"
+        "DATE", "MESSAGES", "TITLE", "RUN"
     ));
     for run in &list.runs {
-        let last = run
-            .last_message
-            .as_deref()
-            // Escaped before shortening, so the column is as wide as what is shown.
-            .map(|m| shorten(&one_line(&visible(m)), 48))
-            .unwrap_or_default();
+        // The title, else the first message; then the tags.
+        let mut shown = run.display_title(usize::MAX);
+        for tag in &run.tags {
+            shown.push_str(" #");
+            shown.push_str(tag);
+        }
+        // Escaped before shortening, so the column is as wide as what is shown.
+        let last = shorten(&one_line(&visible(&shown)), 48);
         text.push_str(&format!(
             "{:<16}  {:>8}  {:<48}  {}\n",
             show_date_in(run.updated_at, &tz),
@@ -94,7 +102,7 @@ pub fn runs(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
 
 /// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON.
 pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Result<()> {
-    let run = find_run(runs_dir, spec)?;
+    let run = find_run_or_title(runs_dir, spec)?;
     print_repairs(&run);
     let conversation = read_conversation_with_warnings(&run.dir)?;
     for warning in &conversation.warnings {
@@ -134,7 +142,7 @@ pub async fn fork(
     at: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let source = find_run(runs_dir, spec)?;
+    let source = find_run_or_title(runs_dir, spec)?;
     print_repairs(&source);
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());
@@ -192,7 +200,7 @@ pub async fn rm(
     input: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = find_run(runs_dir, spec)?;
+    let run = find_run_or_title(runs_dir, spec)?;
     print_repairs(&run);
     // A run open in a chat is not deleted under it: holding its writer lock while
     // deleting also keeps a chat from opening it meanwhile.

@@ -484,12 +484,9 @@ fn scan_runs(
             }
         };
         let dir = runs_dir.join(name);
-        match cache
-            .get(name)
-            .and_then(|cached| {
-                cached.summary_if_unchanged(&fingerprint, labels.as_ref(), conversation, &dir)
-            })
-        {
+        match cache.get(name).and_then(|cached| {
+            cached.summary_if_unchanged(&fingerprint, labels.as_ref(), conversation, &dir)
+        }) {
             Some(summary) => scans.push(Scan::Cached(summary)),
             None => {
                 // Filled in below, once every miss is known.

@@ -54,7 +54,9 @@ pub fn clean_tag(tag: &str) -> Result<String, String> {
         return Err(format!("{tag:?}: a tag is one word, without spaces"));
     }
     if tag.chars().count() > MAX_TAG_CHARS {
-        return Err(format!("{tag:?}: a tag has at most {MAX_TAG_CHARS} characters"));
+        return Err(format!(
+            "{tag:?}: a tag has at most {MAX_TAG_CHARS} characters"
+        ));
     }
     Ok(tag.to_owned())
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use jiff::Timestamp;
 use regex::{Regex, RegexBuilder};
 use reprise_redact::Redactor;
@@ -177,11 +177,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                     .binary_detection(BinaryDetection::none())
                     .line_number(false)
                     .build();
-                let _ = searcher.search_path(
-                    matcher,
-                    &file.path,
-                    sinks::Bytes(|_, line| Ok(on_line(line))),
-                );
+                let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
             }
             None => {
                 if let Ok(bytes) = std::fs::read(&file.path) {
@@ -235,6 +231,17 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         hits.dedup_by_key(|hit| hit.run);
     }
     Ok(hits)
+}
+
+/// Hands each line the searcher found to a closure; stops when it returns false.
+struct LineSink<'f, F: FnMut(&[u8]) -> bool>(&'f mut F);
+
+impl<F: FnMut(&[u8]) -> bool> Sink for LineSink<'_, F> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        Ok((self.0)(found.bytes()))
+    }
 }
 
 /// The regular expression that decides, on decoded text, whether a message matches.
@@ -440,8 +447,9 @@ mod tests {
         let matcher = RegexMatcherBuilder::new().build_many(&spellings).unwrap();
         use grep_matcher::Matcher;
         assert!(matcher.is_match(line.as_bytes()).unwrap());
-        let twice = serde_json::json!({"t": serde_json::json!({"a": "say \"hé\"\n\\"}).to_string()})
-            .to_string();
+        let twice =
+            serde_json::json!({"t": serde_json::json!({"a": "say \"hé\"\n\\"}).to_string()})
+                .to_string();
         assert!(matcher.is_match(twice.as_bytes()).unwrap());
         let ascii = "{\"t\":\"say \\\"h\\u00e9\\\"\\n\\\\\"}";
         assert!(matcher.is_match(ascii.as_bytes()).unwrap());
