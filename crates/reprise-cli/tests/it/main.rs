@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 mod full_screen;
+mod history;
 mod limits;
 mod mcp_chat;
 mod plain_mode;
