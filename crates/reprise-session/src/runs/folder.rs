@@ -953,10 +953,10 @@ pub fn find_run(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
 /// [`RunError::AmbiguousTitle`] listing them. Run names win over titles, so a title
 /// never hides a run's name or prefix.
 pub fn find_run_or_title(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
-    match find_run(runs_dir, spec) {
-        Err(RunError::NoSuchRun { .. } | RunError::InvalidId(_)) => {}
+    let not_a_name = match find_run(runs_dir, spec) {
+        Err(error @ (RunError::NoSuchRun { .. } | RunError::InvalidId(_))) => error,
         other => return other,
-    }
+    };
     let wanted = fold_title(spec);
     let list = list_runs(runs_dir)?;
     let matches: Vec<&RunSummary> = list
@@ -969,10 +969,13 @@ pub fn find_run_or_title(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunEr
         })
         .collect();
     match matches.as_slice() {
-        [] => Err(RunError::NoSuchRun {
+        // Neither a name nor a title: with a space it was meant as a title; else
+        // what was wrong with it as a name.
+        [] if spec.contains(char::is_whitespace) => Err(RunError::NoSuchRun {
             spec: spec.to_owned(),
             runs_dir: runs_dir.to_path_buf(),
         }),
+        [] => Err(not_a_name),
         [run] => Ok(run.folder()),
         several => Err(RunError::AmbiguousTitle {
             spec: spec.to_owned(),
