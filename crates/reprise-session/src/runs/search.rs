@@ -162,7 +162,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         .unwrap_or(1)
         .clamp(1, 8);
     let next = AtomicUsize::new(0);
-    let search_file = |file: &SearchFile| -> Vec<SearchHit> {
+    let search_file = |file: &SearchFile, searcher: &mut Searcher| -> Vec<SearchHit> {
         let mut hits = Vec::new();
         let mut on_line = |line: &[u8]| {
             if let Some(hit) = match_line(line, file, &decided, query) {
@@ -173,10 +173,6 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         };
         match &prefilter {
             Some(matcher) => {
-                let mut searcher = SearcherBuilder::new()
-                    .binary_detection(BinaryDetection::none())
-                    .line_number(false)
-                    .build();
                 let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
             }
             None => {
@@ -197,11 +193,16 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         let workers: Vec<_> = (0..threads.min(files.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
+                    // One searcher (and its buffer) per thread, reused for every file.
+                    let mut searcher = SearcherBuilder::new()
+                        .binary_detection(BinaryDetection::none())
+                        .line_number(false)
+                        .build();
                     let mut found = Vec::new();
                     loop {
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         let Some(file) = files.get(index) else { break };
-                        let hits = search_file(file);
+                        let hits = search_file(file, &mut searcher);
                         if !hits.is_empty() {
                             found.push((index, hits));
                         }
@@ -216,12 +217,8 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
             .collect::<Vec<_>>()
     });
     for result in results {
-        let Ok(found) = result else {
-            return Err(RunError::Pattern {
-                pattern: query.pattern.clone(),
-                message: "a search thread failed".to_owned(),
-            });
-        };
+        // A search thread that panicked is a bug: its panic goes on here.
+        let found = result.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         for (index, hits) in found {
             per_file[index] = hits;
         }
