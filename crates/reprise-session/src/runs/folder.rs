@@ -353,7 +353,7 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
             Scan::Read(summary, cached) => {
                 list.runs.push(summary);
                 if let Some(cached) = cached {
-                    fresh.push((name, cached));
+                    fresh.push((name, *cached));
                 }
             }
             Scan::Warning(warning) => list.warnings.push(warning),
@@ -430,7 +430,7 @@ enum Scan {
     Cached(RunSummary),
     /// Read from `session.json`, with what to cache for it (`None`: changed too
     /// recently to cache).
-    Read(RunSummary, Option<CachedRun>),
+    Read(RunSummary, Option<Box<CachedRun>>),
     /// Left out, and why.
     Warning(RunWarning),
 }
@@ -709,7 +709,7 @@ fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit
                     let cached = cacheable
                         .then(|| CachedRun::new(*fingerprint, *labels, &summary, bytes, limit))
                         .flatten();
-                    Scan::Read(summary, cached)
+                    Scan::Read(summary, cached.map(Box::new))
                 }
                 Ok(None) => Scan::Absent,
                 Err(warning) => Scan::Warning(warning),
