@@ -336,8 +336,48 @@ fn main() {
     }
     println!(
         "reprise runs, {RUNS} runs with titles: warm (list cache present) median {}, cold (no list cache) median {}",
-        ms(median(warm)),
-        ms(median(cold))
+        ms(median(warm.clone())),
+        ms(median(cold.clone()))
+    );
+
+    // The same listings without titles (every labels.json moved aside), and the
+    // process start alone, in alternating rounds: what titles cost on this machine now.
+    let labelled: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|dir| dir.join("labels.json").exists())
+        .collect();
+    let set_aside = |aside: bool| {
+        for dir in &labelled {
+            let (from, to) = (dir.join("labels.json"), dir.join("labels.aside"));
+            let (from, to) = if aside { (from, to) } else { (to, from) };
+            std::fs::rename(from, to).unwrap();
+        }
+        // Old enough to be cached, then a listing that caches them.
+        std::thread::sleep(Duration::from_millis(1100));
+        timed(reprise, &list_args, &root);
+    };
+    let mut titled = Vec::new();
+    let mut untitled = Vec::new();
+    let mut start = Vec::new();
+    for _ in 0..ROUNDS {
+        for _ in 0..3 {
+            titled.push(timed(reprise, &list_args, &root).0);
+            start.push(timed(reprise, &["--version"], &root).0);
+        }
+        set_aside(true);
+        for _ in 0..3 {
+            untitled.push(timed(reprise, &list_args, &root).0);
+        }
+        set_aside(false);
+    }
+    println!(
+        "warm reprise runs: with titles median {}, without titles median {}, ratio {:.2}x; reprise --version median {}",
+        ms(median(titled.clone())),
+        ms(median(untitled.clone())),
+        median(titled).as_secs_f64() / median(untitled).as_secs_f64(),
+        ms(median(start))
     );
     drop(guard);
 }
