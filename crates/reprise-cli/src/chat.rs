@@ -1,9 +1,11 @@
 //! What every chat screen does the same way: choosing the run to start with,
 //! switching runs (`/resume`, `/fork`), and the texts shown for them.
 
+use std::path::Path;
+
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, RunStore, append_history_with};
+use reprise_session::runs::{RunFolder, RunStore, append_history_with, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -15,6 +17,7 @@ use crate::tui::view::PickerRow;
 pub const HELP: &str = "\
 /resume   pick an earlier run and continue its conversation
 /fork     continue in a copy of this conversation (a new run; this one is kept)
+/rename   give this run a title (shown by /resume and `reprise runs`)
 /help     this list
 /exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
@@ -100,8 +103,20 @@ pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
             name: run.name().to_owned(),
             date: show_date_in(run.updated_at, &tz),
             last_message: run.last_message.clone().unwrap_or_default(),
+            title: run.display_title(reprise_session::runs::MAX_TITLE_CHARS),
         })
         .collect())
+}
+
+/// The runs whose person's messages contain `filter` (ignoring case), for the
+/// `/resume` picker's filter: every message of every run, not only the last one.
+pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
+    match list_runs(runs_dir) {
+        Ok(list) => reprise_session::runs::runs_with_user_text(&list.runs, filter)
+            .into_iter()
+            .collect(),
+        Err(_) => std::collections::BTreeSet::new(),
+    }
 }
 
 /// Opens the session to continue in: `target`'s own, or (with `fork`) a copy of it
@@ -169,6 +184,16 @@ pub async fn fork_into(
     })
 }
 
+/// `/rename TITLE`: gives the run in `dir` its title (an empty one removes it) and
+/// says so in a line for the screen.
+pub fn rename_run(dir: &Path, title: &str) -> Result<String> {
+    let labels = reprise_session::runs::set_title(dir, title)?;
+    Ok(match labels.title {
+        Some(title) => format!("(this run is now called “{title}”)"),
+        None => "(this run has no title now: it is shown by its first message)".to_owned(),
+    })
+}
+
 /// Remembers a submitted line in `history.jsonl`, redacted (failures are only logged:
 /// the history is a convenience).
 pub fn remember(opener: &Opener, text: &str, run: &str) {
@@ -186,6 +211,8 @@ pub enum Line {
     Resume,
     /// `/fork`.
     Fork,
+    /// `/rename TITLE` (an empty title removes it).
+    Rename(String),
     /// `/help`.
     Help,
     /// `/exit` or `/quit`.
@@ -206,6 +233,10 @@ impl Line {
         match trimmed {
             "/resume" => Line::Resume,
             "/fork" => Line::Fork,
+            "/rename" => Line::Rename(String::new()),
+            other if other.starts_with("/rename ") => {
+                Line::Rename(other["/rename ".len()..].trim().to_owned())
+            }
             "/help" | "/?" => Line::Help,
             "/exit" | "/quit" => Line::Exit,
             other if other.starts_with('/') && !other.starts_with("//") => {
@@ -223,6 +254,12 @@ mod tests {
     #[test]
     fn slash_commands_are_recognised() {
         assert_eq!(Line::parse("/resume"), Line::Resume);
+        assert_eq!(
+            Line::parse("/rename  Fix the parser "),
+            Line::Rename("Fix the parser".into())
+        );
+        assert_eq!(Line::parse("/rename"), Line::Rename(String::new()));
+        assert_eq!(Line::parse("/renamed"), Line::Unknown("/renamed".into()));
         assert_eq!(Line::parse(" /exit "), Line::Exit);
         assert_eq!(
             Line::parse("/frobnicate now"),

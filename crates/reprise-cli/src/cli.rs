@@ -197,6 +197,9 @@ pub enum Command {
         #[arg(long)]
         no_redact: bool,
     },
+    /// Name, tag, search, measure and prune runs.
+    #[command(flatten)]
+    History(crate::history_cmds::HistoryCommand),
     /// MCP servers from the config.
     Mcp {
         /// What to do.

@@ -91,6 +91,22 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             !no_redact,
             &mut stdout,
         )),
+        Some(Command::History(command)) => {
+            let mut input = std::io::stdin().lock();
+            let mut redactor = Redactor::new().with_env_secrets();
+            if let Some(key) = &settings.api_key {
+                redactor = redactor.with_secret(key.clone());
+            }
+            let io = crate::history_cmds::Io {
+                out: &mut stdout,
+                input: &mut input,
+                stdin_terminal: std::io::stdin().is_terminal(),
+                color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+                redactor,
+            };
+            let runs_dir = folders_only(runs, "rename, tag, search, du and prune")?;
+            done(crate::history_cmds::run(runs_dir, command, io).await)
+        }
         Some(Command::Mcp {
             action: McpAction::List,
         }) => {

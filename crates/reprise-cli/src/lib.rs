@@ -13,6 +13,7 @@ pub mod entry;
 pub mod error_text;
 pub mod export;
 pub mod export_cmd;
+pub mod history_cmds;
 pub mod import_cmd;
 pub mod mcp_cmds;
 pub mod plain;

@@ -303,6 +303,13 @@ pub async fn run(
                     }
                 }
             }
+            Line::Rename(title) => {
+                chat::remember(&opener, &text, session.run_name());
+                match chat::rename_run(&session.folder.dir, &title) {
+                    Ok(line) => printer.line(&line),
+                    Err(error) => printer.line(&format!("✗ {error:#}")),
+                }
+            }
             Line::Fork => {
                 chat::remember(&opener, &text, session.run_name());
                 match fork(&opener, &session).await {
@@ -498,7 +505,11 @@ async fn pick_run(
             "{:>3}. {}  {}\n",
             i + 1,
             row.date,
-            one_line(&row.last_message)
+            one_line(if row.title.is_empty() {
+                &row.last_message
+            } else {
+                &row.title
+            })
         ));
     }
     printer.line(text.trim_end());

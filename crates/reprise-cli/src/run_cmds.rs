@@ -26,7 +26,7 @@ pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
 /// make a system call per line).
 /// Strings from run folders may hold control characters: serde escapes C0 controls,
 /// [`visible_json`] the rest.
-fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     out.write_all(visible_json(&text).as_bytes())?;
@@ -54,6 +54,10 @@ pub fn runs(source: &RunSource, json: bool, out: &mut dyn Write) -> Result<()> {
                     "sessionId": run.session_id,
                     "updatedAt": run.updated_at.to_string(),
                     "messages": run.message_count,
+                    "title": run.title,
+                    "shownAs": run.display_title(80),
+                    "tags": run.tags,
+                    "firstMessage": run.first_message,
                     "lastMessage": run.last_message,
                 })
             })
@@ -71,15 +75,17 @@ pub fn runs(source: &RunSource, json: bool, out: &mut dyn Write) -> Result<()> {
     let mut text = String::with_capacity(list.runs.len() * 100);
     text.push_str(&format!(
         "{:<16}  {:>8}  {:<48}  {}\n",
-        "DATE", "MESSAGES", "LAST MESSAGE", "RUN"
+        "DATE", "MESSAGES", "TITLE", "RUN"
     ));
     for run in &list.runs {
-        let last = run
-            .last_message
-            .as_deref()
-            // Escaped before shortening, so the column is as wide as what is shown.
-            .map(|m| shorten(&one_line(&visible(m)), 48))
-            .unwrap_or_default();
+        // The title, else the first message; then the tags.
+        let mut shown = run.display_title(usize::MAX);
+        for tag in &run.tags {
+            shown.push_str(" #");
+            shown.push_str(tag);
+        }
+        // Escaped before shortening, so the column is as wide as what is shown.
+        let last = shorten(&one_line(&visible(&shown)), 48);
         text.push_str(&format!(
             "{:<16}  {:>8}  {:<48}  {}\n",
             show_date_in(run.updated_at, &tz),

@@ -21,7 +21,7 @@ use reprise_postgres::{PgSessionStore, PgStoreOptions, SessionSummary};
 use reprise_redact::Redactor;
 use reprise_session::runs::{
     Conversation, LAST_RUN, RunFolder, RunList, RunStore, RunSummary, conversation_of,
-    create_run_store, find_run, list_runs, read_conversation_with_warnings,
+    create_run_store, find_run_or_title, list_runs, read_conversation_with_warnings,
 };
 use reprise_session::{SessionKey, SessionStore, validate_id};
 
@@ -111,7 +111,7 @@ impl RunSource {
     /// The run `spec` names: `last`, a run's name, or a unique prefix of one.
     pub fn find(&self, spec: &str) -> Result<RunFolder> {
         let RunSource::Database { store, .. } = self else {
-            return Ok(find_run(self.runs_dir(), spec)?);
+            return Ok(find_run_or_title(self.runs_dir(), spec)?);
         };
         if spec == LAST_RUN {
             return match wait(store.list_summaries(Some(1)))?.into_iter().next() {
@@ -293,7 +293,12 @@ impl RunSource {
             session_id: summary.info.id,
             updated_at: summary.info.updated_at,
             last_message: summary.last_message,
+            // Titles and tags live in the run folders (`labels.json`), which a
+            // database listing does not read.
+            first_message: None,
             message_count: summary.message_count,
+            title: None,
+            tags: Vec::new(),
         }
     }
 }

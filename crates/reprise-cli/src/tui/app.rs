@@ -252,6 +252,7 @@ impl App {
                 if let Some(action) = self.view.on_key(key) {
                     self.on_action(action).await;
                 }
+                self.search_picker_messages();
                 // Lines queued behind a `/resume` go once its picker is closed.
                 if !self.queue.is_empty() {
                     self.next_queued().await;
@@ -268,6 +269,7 @@ impl App {
                     };
                     let _ = self.view.on_key(key);
                 }
+                self.search_picker_messages();
             }
             _ => {}
         }
@@ -326,6 +328,15 @@ impl App {
             ))),
             Typed::Resume => self.open_picker(),
             Typed::Fork => self.fork().await,
+            Typed::Rename(title) => {
+                let dir = self.session.as_ref().map(|s| s.folder.dir.clone());
+                if let Some(dir) = dir {
+                    match chat::rename_run(&dir, &title) {
+                        Ok(line) => self.view.items.push(Item::Notice(line)),
+                        Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+                    }
+                }
+            }
             Typed::Message(message) => self.start_turn(message),
         }
     }
@@ -515,6 +526,23 @@ impl App {
                     .push(Item::Warning(crate::driver::cut_off_note(max_tokens)));
             }
             _ => {}
+        }
+    }
+
+    /// Searches every person's message of every run for the picker's filter, once per
+    /// filter typed.
+    fn search_picker_messages(&mut self) {
+        let Some(picker) = self.view.picker.as_mut() else {
+            return;
+        };
+        let stale = picker
+            .message_matches
+            .as_ref()
+            .is_none_or(|(searched, _)| *searched != picker.filter);
+        if stale && !picker.filter.is_empty() {
+            let names =
+                chat::picker_message_matches(&self.opener.settings.runs_dir, &picker.filter);
+            picker.message_matches = Some((picker.filter.clone(), names));
         }
     }
 

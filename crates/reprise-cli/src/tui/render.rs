@@ -383,13 +383,20 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
         let room = usize::from(inner.width).saturating_sub(date.width() + 4);
         lines.push(Line::from(vec![
             Span::styled(format!("{marker}{date}  "), style),
-            Span::styled(
-                shorten(&one_line(&screen_text(&row.last_message)), room),
-                style,
-            ),
+            Span::styled(shorten(&one_line(&screen_text(row_text(row))), room), style),
         ]));
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// What a picker row shows: the run's title (or first message), else its last
+/// message.
+fn row_text(row: &crate::tui::view::PickerRow) -> &str {
+    if row.title.is_empty() {
+        &row.last_message
+    } else {
+        &row.title
+    }
 }
 
 fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {

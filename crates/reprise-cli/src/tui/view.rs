@@ -184,6 +184,9 @@ pub struct PickerRow {
     pub date: String,
     /// The person's last message.
     pub last_message: String,
+    /// What the run is called: its title, else the person's first message (shown in
+    /// place of the last message when set).
+    pub title: String,
 }
 
 /// The `/resume` picker, shown in place of the prompt.
@@ -195,16 +198,27 @@ pub struct Picker {
     pub filter: String,
     /// The highlighted row, an index into [`Picker::visible`].
     pub selected: usize,
+    /// The runs whose person's messages (any of them, not only the last) contain a
+    /// filter, and which filter that was: searched by the chat as the filter changes.
+    pub message_matches: Option<(String, std::collections::BTreeSet<String>)>,
 }
 
 impl Picker {
-    /// The rows that match the filter (case-insensitive, on date, name or message).
+    /// The rows that match the filter (case-insensitive, on title, date, name, the
+    /// last message, or any of the person's messages once searched).
     pub fn visible(&self) -> Vec<&PickerRow> {
         let filter = self.filter.to_lowercase();
+        let searched = self
+            .message_matches
+            .as_ref()
+            .filter(|(searched, _)| *searched == self.filter)
+            .map(|(_, names)| names);
         self.rows
             .iter()
             .filter(|row| {
                 filter.is_empty()
+                    || searched.is_some_and(|names| names.contains(&row.name))
+                    || row.title.to_lowercase().contains(&filter)
                     || row.last_message.to_lowercase().contains(&filter)
                     || row.date.to_lowercase().contains(&filter)
                     || row.name.to_lowercase().contains(&filter)
@@ -566,6 +580,7 @@ mod tests {
             name: name.into(),
             date: name.into(),
             last_message: message.into(),
+            title: String::new(),
         };
         let mut view = ChatView {
             picker: Some(Picker {

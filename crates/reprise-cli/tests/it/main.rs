@@ -10,6 +10,7 @@ mod database;
 mod export;
 mod fs_errors;
 mod full_screen;
+mod history;
 mod import;
 mod limits;
 mod mcp_chat;

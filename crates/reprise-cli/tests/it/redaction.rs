@@ -194,9 +194,12 @@ async fn runs_output_keeps_no_secret_of_the_corpus() {
     assert_eq!(rows.len(), secrets.len());
     for row in &rows {
         let (case, found) = &secrets[row["run"].as_str().unwrap()];
-        let shown = leaks(found, row["lastMessage"].as_str().unwrap());
-        if !shown.is_empty() {
-            leaked.push(format!("runs --json, case {case}: {shown:?}"));
+        // The first message (what an untitled run is shown as) is redacted alike.
+        for field in ["lastMessage", "firstMessage", "shownAs"] {
+            let shown = leaks(found, row[field].as_str().unwrap());
+            if !shown.is_empty() {
+                leaked.push(format!("runs --json {field}, case {case}: {shown:?}"));
+            }
         }
     }
     let table = sandbox.run(&["runs"], "").await;

@@ -53,7 +53,7 @@ async fn runs_lists_newest_first_as_a_table_and_as_json() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(lines[0].starts_with("DATE"), "{}", out.stdout);
-    assert!(lines[1].contains("bike question 2") && lines[1].contains(&name(&bike)));
+    assert!(lines[1].contains("bike question 1") && lines[1].contains(&name(&bike)));
     assert!(lines[2].contains("bread question 1"));
 }
 

@@ -102,6 +102,7 @@ fn the_resume_picker_with_a_filter_typed() {
         name: name.into(),
         date: date.into(),
         last_message: message.into(),
+        title: String::new(),
     };
     view.picker = Some(Picker {
         rows: vec![

@@ -226,6 +226,7 @@ fn the_picker_shows_controls_from_run_folders_as_escapes() {
             name: "2026-11-30T09-00-00-000Z".into(),
             date: "2026-11-30 09:00".into(),
             last_message: "hi\x1b]0;owned\x07 \u{9b}2J".into(),
+            title: String::new(),
         }],
         ..Picker::default()
     });

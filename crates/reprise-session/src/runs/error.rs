@@ -38,6 +38,26 @@ pub enum RunError {
         /// The names of the matching runs (sorted).
         candidates: Vec<String>,
     },
+    /// A title that more than one run has.
+    #[error(
+        "{spec:?} is the title of {} runs: {}; name one by its run folder",
+        .candidates.len(),
+        .candidates.join(", ")
+    )]
+    AmbiguousTitle {
+        /// What was asked for.
+        spec: String,
+        /// The names of the runs with that title, newest first.
+        candidates: Vec<String>,
+    },
+    /// A search pattern that is not a valid regular expression.
+    #[error("not a valid search pattern {pattern:?}: {message}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A metadata file that could not be understood.
     #[error("{path}: {message}")]
     Format {

@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use crate::fs::{IoError, io_err, open_private_append, sync_parent};
 use crate::runs::error::RunError;
+use crate::runs::labels::{LABELS_JSON, parse_labels};
 use crate::runs::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::runs::meta::{SESSION_JSON, SessionJson};
 use crate::runs::recover::{Damage, rebuild_session_json};
@@ -213,14 +214,39 @@ pub struct RunSummary {
     pub updated_at: Timestamp,
     /// The person's last message, when `session.json` records it.
     pub last_message: Option<String>,
+    /// The person's first message, when `session.json` records it.
+    pub first_message: Option<String>,
     /// How many messages the conversation holds, per `session.json`.
     pub message_count: u64,
+    /// The title the run was given (`labels.json`).
+    pub title: Option<String>,
+    /// The run's tags (`labels.json`), sorted.
+    pub tags: Vec<String>,
 }
 
 impl RunSummary {
     /// The folder's name (its start time).
     pub fn name(&self) -> &str {
         folder_name(&self.dir)
+    }
+
+    /// What a listing calls the run: its title, else the person's first message (else
+    /// their last one, for runs that predate `firstMessage`), whitespace folded and
+    /// cut to `max` characters with `…`; empty when there is none.
+    pub fn display_title(&self, max: usize) -> String {
+        let text = self
+            .title
+            .as_deref()
+            .or(self.first_message.as_deref())
+            .or(self.last_message.as_deref())
+            .unwrap_or_default();
+        let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if folded.chars().count() <= max {
+            folded
+        } else {
+            let cut: String = folded.chars().take(max.saturating_sub(1)).collect();
+            format!("{cut}…")
+        }
     }
 
     /// The run as a folder to resume.
@@ -267,6 +293,8 @@ struct SummaryFields {
     updated_at: Option<Timestamp>,
     #[serde(default)]
     last_message: Option<String>,
+    #[serde(default)]
+    first_message: Option<String>,
     #[serde(default)]
     message_count: u64,
 }
@@ -327,7 +355,7 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
             Scan::Read(summary, cached) => {
                 list.runs.push(summary);
                 if let Some(cached) = cached {
-                    fresh.push((name, cached));
+                    fresh.push((name, *cached));
                 }
             }
             Scan::Warning(warning) => list.warnings.push(warning),
@@ -404,7 +432,7 @@ enum Scan {
     Cached(RunSummary),
     /// Read from `session.json`, with what to cache for it (`None`: changed too
     /// recently to cache).
-    Read(RunSummary, Option<CachedRun>),
+    Read(RunSummary, Option<Box<CachedRun>>),
     /// Left out, and why.
     Warning(RunWarning),
 }
@@ -443,7 +471,7 @@ fn scan_runs(
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
     for (index, (name, stat)) in names.iter().zip(stats).enumerate() {
-        let (fingerprint, source, conversation) = match stat {
+        let (fingerprint, source, conversation, labels) = match stat {
             Ok(Some(found)) => found,
             Ok(None) => {
                 scans.push(Scan::Absent);
@@ -458,15 +486,14 @@ fn scan_runs(
             }
         };
         let dir = runs_dir.join(name);
-        match cache
-            .get(name)
-            .and_then(|cached| cached.summary_if_unchanged(&fingerprint, conversation, &dir))
-        {
+        match cache.get(name).and_then(|cached| {
+            cached.summary_if_unchanged(&fingerprint, labels.as_ref(), conversation, &dir)
+        }) {
             Some(summary) => scans.push(Scan::Cached(summary)),
             None => {
                 // Filled in below, once every miss is known.
                 scans.push(Scan::Absent);
-                misses.push((index, dir, fingerprint, source, conversation));
+                misses.push((index, dir, fingerprint, source, conversation, labels));
             }
         }
     }
@@ -515,7 +542,7 @@ enum Source {
 
 /// What one run's listing is read from, with its fingerprint and (for a summary) the
 /// conversation's length; `None` when the run has neither file.
-type Found = Option<(Fingerprint, Source, Option<u64>)>;
+type Found = Option<(Fingerprint, Source, Option<u64>, Option<Fingerprint>)>;
 
 /// The fingerprint of each run's `.summary.json`, or of its `session.json` when it has
 /// no summary; `None` when it has neither.
@@ -537,7 +564,8 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
                         let conversation = (source == Source::Summary)
                             .then(|| conversation_len(dir_fd, name, &mut relative))
                             .flatten();
-                        return Ok(Some((fingerprint, source, conversation)));
+                        let labels = labels_fingerprint(dir_fd, name, &mut relative)?;
+                        return Ok(Some((fingerprint, source, conversation, labels)));
                     }
                     Err(error) if is_missing(&error) => {}
                     Err(error) => return Err(error),
@@ -546,6 +574,46 @@ fn stat_chunk(dir_fd: &fs::File, names: &[String]) -> Vec<std::io::Result<Found>
             Ok(None)
         })
         .collect()
+}
+
+/// The fingerprint of run `name`'s `labels.json`; `None` when it has none.
+fn labels_fingerprint(
+    dir_fd: &fs::File,
+    name: &str,
+    relative: &mut String,
+) -> std::io::Result<Option<Fingerprint>> {
+    relative.clear();
+    relative.push_str(name);
+    relative.push('/');
+    relative.push_str(LABELS_JSON);
+    match Fingerprint::stat_at(dir_fd, relative) {
+        Ok(fingerprint) => Ok(Some(fingerprint)),
+        Err(error) if is_missing(&error) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Reads run `name`'s `labels.json` into `summary` (when `labels` says it exists).
+/// Labels that cannot be read leave the run untitled: they never hide a run.
+fn read_run_labels(
+    dir_fd: &fs::File,
+    name: &str,
+    labels: Option<&Fingerprint>,
+    summary: &mut RunSummary,
+) {
+    if labels.is_none() {
+        return;
+    }
+    let read = open_run_file(dir_fd, &format!("{name}/{LABELS_JSON}")).and_then(|mut file| {
+        let mut bytes = Vec::with_capacity(256);
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    });
+    if let Ok(bytes) = read {
+        let labels = parse_labels(&bytes);
+        summary.title = labels.title;
+        summary.tags = labels.tags;
+    }
 }
 
 /// The length of run `name`'s `conversation.jsonl` (0 when missing; `None` when it
@@ -588,6 +656,7 @@ fn recount(summary: &mut RunSummary) {
     }
     summary.message_count = meta.message_count;
     summary.last_message = meta.last_message;
+    summary.first_message = meta.first_message;
 }
 
 fn is_missing(error: &std::io::Error) -> bool {
@@ -595,8 +664,15 @@ fn is_missing(error: &std::io::Error) -> bool {
 }
 
 /// A run the cache could not answer for: its index in the names, folder,
-/// fingerprint, source and conversation length.
-type Miss = (usize, PathBuf, Fingerprint, Source, Option<u64>);
+/// fingerprint, source, conversation length and the fingerprint of its labels.
+type Miss = (
+    usize,
+    PathBuf,
+    Fingerprint,
+    Source,
+    Option<u64>,
+    Option<Fingerprint>,
+);
 
 /// How a summary compared with the conversation it describes.
 enum Checked {
@@ -611,7 +687,7 @@ fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit
     let mut buf = Vec::new();
     misses
         .iter()
-        .map(|(index, dir, fingerprint, source, conversation)| {
+        .map(|(index, dir, fingerprint, source, conversation, labels)| {
             let name = &names[*index];
             // Read after the stat, so what is read is at least as new as the
             // fingerprint; if it is newer, the next stat differs and it is read again.
@@ -630,11 +706,12 @@ fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit
                 Err(warning) => Err(warning),
             };
             match read {
-                Ok(Some((summary, cacheable, bytes))) => {
+                Ok(Some((mut summary, cacheable, bytes))) => {
+                    read_run_labels(dir_fd, name, labels.as_ref(), &mut summary);
                     let cached = cacheable
-                        .then(|| CachedRun::new(*fingerprint, &summary, bytes, limit))
+                        .then(|| CachedRun::new(*fingerprint, *labels, &summary, bytes, limit))
                         .flatten();
-                    Scan::Read(summary, cached)
+                    Scan::Read(summary, cached.map(Box::new))
                 }
                 Ok(None) => Scan::Absent,
                 Err(warning) => Scan::Warning(warning),
@@ -681,13 +758,21 @@ pub fn summarize_run(dir: &Path) -> Option<RunSummary> {
     let name = dir.file_name()?.to_str()?;
     let dir_fd = fs::File::open(parent).ok()?;
     let conversation = conversation_len(&dir_fd, name, &mut String::new());
-    if let Ok(Some((summary, _))) = read_run_summary(&dir_fd, name, dir, conversation) {
-        return Some(summary);
-    }
-    let fingerprint = Fingerprint::stat_at(&dir_fd, &format!("{name}/{SESSION_JSON}")).ok()?;
-    read_summary(&dir_fd, name, dir, &fingerprint, &mut Vec::new())
+    let labels = labels_fingerprint(&dir_fd, name, &mut String::new())
         .ok()
-        .flatten()
+        .flatten();
+    let mut summary = match read_run_summary(&dir_fd, name, dir, conversation) {
+        Ok(Some((summary, _))) => summary,
+        _ => {
+            let fingerprint =
+                Fingerprint::stat_at(&dir_fd, &format!("{name}/{SESSION_JSON}")).ok()?;
+            read_summary(&dir_fd, name, dir, &fingerprint, &mut Vec::new())
+                .ok()
+                .flatten()?
+        }
+    };
+    read_run_labels(&dir_fd, name, labels.as_ref(), &mut summary);
+    Some(summary)
 }
 
 /// The listing of run `name` from its `.summary.json`: `Ok(None)` when that is missing
@@ -737,7 +822,10 @@ fn read_run_summary(
         session_id: record.session_id,
         updated_at,
         last_message: record.last_message,
+        first_message: record.first_message,
         message_count: record.message_count,
+        title: None,
+        tags: Vec::new(),
     };
     let checked = match (record.conversation_bytes, conversation) {
         (Some(expected), Some(found)) if expected != found => {
@@ -795,7 +883,10 @@ fn read_summary(
         session_id: fields.session_id,
         updated_at,
         last_message: fields.last_message,
+        first_message: fields.first_message,
         message_count: fields.message_count,
+        title: None,
+        tags: Vec::new(),
     }))
 }
 
@@ -857,6 +948,51 @@ pub fn find_run(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
             candidates,
         }),
     }
+}
+
+/// [`find_run`], or else the run whose title is `spec` (compared without regard to
+/// case or runs of whitespace): a title that names several runs is refused with
+/// [`RunError::AmbiguousTitle`] listing them. Run names win over titles, so a title
+/// never hides a run's name or prefix.
+pub fn find_run_or_title(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
+    let not_a_name = match find_run(runs_dir, spec) {
+        Err(error @ (RunError::NoSuchRun { .. } | RunError::InvalidId(_))) => error,
+        other => return other,
+    };
+    let wanted = fold_title(spec);
+    let list = list_runs(runs_dir)?;
+    let matches: Vec<&RunSummary> = list
+        .runs
+        .iter()
+        .filter(|run| {
+            run.title
+                .as_deref()
+                .is_some_and(|title| !wanted.is_empty() && fold_title(title) == wanted)
+        })
+        .collect();
+    match matches.as_slice() {
+        // Neither a name nor a title: with a space it was meant as a title; else
+        // what was wrong with it as a name.
+        [] if spec.contains(char::is_whitespace) => Err(RunError::NoSuchRun {
+            spec: spec.to_owned(),
+            runs_dir: runs_dir.to_path_buf(),
+        }),
+        [] => Err(not_a_name),
+        [run] => Ok(run.folder()),
+        several => Err(RunError::AmbiguousTitle {
+            spec: spec.to_owned(),
+            candidates: several.iter().map(|run| run.name().to_owned()).collect(),
+        }),
+    }
+}
+
+/// A title as [`find_run_or_title`] compares it.
+fn fold_title(title: &str) -> String {
+    title
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 fn folder_name(dir: &Path) -> &str {

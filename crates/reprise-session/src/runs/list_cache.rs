@@ -35,7 +35,7 @@ use crate::store::id::validate_id;
 pub const LIST_CACHE: &str = ".list-cache.json";
 
 /// Bumped whenever what the cache holds or means changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// How much older than the listing a file's change time must be for it to be cached:
 /// more than the tick of any file system clock that list_runs is meant for.
@@ -120,6 +120,9 @@ impl Limit {
 pub(crate) struct CachedRun {
     #[serde(rename = "f")]
     fingerprint: Fingerprint,
+    /// The fingerprint of `labels.json` when the run had one.
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    labels: Option<Fingerprint>,
     #[serde(rename = "s")]
     session_id: String,
     /// `updated_at` as seconds and nanoseconds: cheaper to parse than RFC 3339.
@@ -127,6 +130,12 @@ pub(crate) struct CachedRun {
     updated_at: (i64, i32),
     #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
     last_message: Option<String>,
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    first_message: Option<String>,
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    #[serde(rename = "g", default, skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<String>,
     #[serde(rename = "n")]
     message_count: u64,
     /// The conversation's length the summary describes (see `SummaryRecord`).
@@ -135,19 +144,27 @@ pub(crate) struct CachedRun {
 }
 
 impl CachedRun {
-    /// What to cache for `summary`, read from a file with `fingerprint`; `None` when
-    /// the file changed too recently to be trusted later (see the module doc).
+    /// What to cache for `summary`, read from a file with `fingerprint` (and labels
+    /// with `labels`); `None` when either changed too recently to be trusted later
+    /// (see the module doc).
     pub(crate) fn new(
         fingerprint: Fingerprint,
+        labels: Option<Fingerprint>,
         summary: &RunSummary,
         conversation_bytes: Option<u64>,
         limit: Limit,
     ) -> Option<CachedRun> {
-        if !fingerprint.changed_before(limit) {
+        if !fingerprint.changed_before(limit)
+            || labels.is_some_and(|labels| !labels.changed_before(limit))
+        {
             return None;
         }
         Some(CachedRun {
             fingerprint,
+            labels,
+            first_message: summary.first_message.clone(),
+            title: summary.title.clone(),
+            tags: summary.tags.clone(),
             session_id: summary.session_id.clone(),
             updated_at: (
                 summary.updated_at.as_second(),
@@ -159,15 +176,17 @@ impl CachedRun {
         })
     }
 
-    /// The cached summary for the run in `dir`, if the file still has the fingerprint
-    /// it was read at and the conversation the length it describes.
+    /// The cached summary for the run in `dir`, if the file (and its labels) still
+    /// have the fingerprint they were read at and the conversation the length it
+    /// describes.
     pub(crate) fn summary_if_unchanged(
         &self,
         fingerprint: &Fingerprint,
+        labels: Option<&Fingerprint>,
         conversation: Option<u64>,
         dir: &Path,
     ) -> Option<RunSummary> {
-        if self.fingerprint != *fingerprint {
+        if self.fingerprint != *fingerprint || self.labels.as_ref() != labels {
             return None;
         }
         if let (Some(expected), Some(found)) = (self.conversation_bytes, conversation)
@@ -181,7 +200,10 @@ impl CachedRun {
             session_id: self.session_id.clone(),
             updated_at,
             last_message: self.last_message.clone(),
+            first_message: self.first_message.clone(),
             message_count: self.message_count,
+            title: self.title.clone(),
+            tags: self.tags.clone(),
         })
     }
 }
@@ -287,7 +309,10 @@ mod tests {
             session_id: "s1".into(),
             updated_at: Timestamp::new(1_780_000_000, 123_456_789).unwrap(),
             last_message: Some("hello".into()),
+            first_message: Some("hi".into()),
             message_count: 3,
+            title: Some("a title".into()),
+            tags: vec!["t".into()],
         }
     }
 
@@ -298,22 +323,22 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let run = summary(tmp.path());
-        assert!(CachedRun::new(fingerprint, &run, None, Limit::now()).is_none());
+        assert!(CachedRun::new(fingerprint, None, &run, None, Limit::now()).is_none());
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &run, Some(10), later).unwrap();
+        let cached = CachedRun::new(fingerprint, None, &run, Some(10), later).unwrap();
         assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, Some(10), tmp.path()),
+            cached.summary_if_unchanged(&fingerprint, None, Some(10), tmp.path()),
             Some(run)
         );
         // The conversation at another length than the summary describes.
         assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, Some(0), tmp.path()),
+            cached.summary_if_unchanged(&fingerprint, None, Some(0), tmp.path()),
             None
         );
         let mut other = fingerprint;
         other.ctime_ns += 1;
         assert_eq!(
-            cached.summary_if_unchanged(&other, Some(10), tmp.path()),
+            cached.summary_if_unchanged(&other, None, Some(10), tmp.path()),
             None
         );
     }
@@ -325,7 +350,7 @@ mod tests {
         let dir = fs::File::open(tmp.path()).unwrap();
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
-        let cached = CachedRun::new(fingerprint, &summary(tmp.path()), None, later).unwrap();
+        let cached = CachedRun::new(fingerprint, None, &summary(tmp.path()), None, later).unwrap();
         let runs = Cache::from([("2026-01-01T00-00-00-000Z".to_owned(), cached)]);
         store(tmp.path(), runs.clone());
         assert_eq!(load(tmp.path()), runs);

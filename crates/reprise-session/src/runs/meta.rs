@@ -30,6 +30,10 @@ pub struct SessionJson {
     /// The person's last message (trimmed to a few hundred characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_message: Option<String>,
+    /// The person's first message (trimmed like `last_message`): what a run without a
+    /// title is shown as. Missing in runs written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message: Option<String>,
     /// How many message entries the main conversation holds.
     #[serde(default)]
     pub message_count: u64,

@@ -9,6 +9,7 @@
 //!     ├── conversation.jsonl             the session's entries (see RunStore)
 //!     ├── subagents/<name>.jsonl         each subagent's entries
 //!     ├── session.json  .summary.json    what the run holds; what listings show
+//!     ├── labels.json                    the title and tags the person gave it
 //!     ├── session.log                    what the terminal showed, as plain text
 //!     └── transcript.jsonl               tool calls and results
 //! ```
@@ -26,10 +27,12 @@ mod conversation;
 mod error;
 mod folder;
 mod history;
+mod labels;
 mod leftovers;
 mod list_cache;
 mod meta;
 mod recover;
+mod search;
 mod session_log;
 mod store;
 mod summary;
@@ -43,14 +46,19 @@ pub use conversation::{
 pub use error::RunError;
 pub use folder::{
     LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG, create_run_folder,
-    create_run_folder_at, find_run, list_runs, remove_unused_run_folder, run_folder_name,
-    summarize_run,
+    create_run_folder_at, find_run, find_run_or_title, list_runs, remove_unused_run_folder,
+    run_folder_name, summarize_run,
 };
 pub use history::{
     HISTORY_JSONL, History, HistoryEntry, append_history, append_history_with, read_history,
 };
+pub use labels::{
+    LABELS_JSON, Labels, MAX_TAG_CHARS, MAX_TITLE_CHARS, change_tags, clean_tag, clean_title,
+    read_labels, set_title, write_labels,
+};
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
+pub use search::{SearchHit, SearchQuery, SearchRole, runs_with_user_text, search_runs};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,

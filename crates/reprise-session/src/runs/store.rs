@@ -64,8 +64,13 @@ pub fn last_message_text(text: &str) -> String {
 /// Folds appended entries into the listing fields of `session.json`. The last message
 /// is redacted before it is cut to length, so that a cut never leaves the start of a
 /// secret that the whole text would have masked; only the newest one is redacted.
+///
+/// The first message is kept only when the conversation was empty before `entries`
+/// (a run from before `firstMessage` existed gets none rather than a later one).
 pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Redactor) {
     let mut last = None;
+    let mut first = None;
+    let was_empty = meta.message_count == 0;
     for entry in entries {
         if let Some(message) = entry.as_message() {
             meta.message_count += 1;
@@ -74,10 +79,16 @@ pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Red
             {
                 let text = message.text();
                 if !text.trim().is_empty() {
+                    if first.is_none() {
+                        first = Some(text.clone());
+                    }
                     last = Some(text);
                 }
             }
         }
+    }
+    if was_empty && meta.first_message.is_none() {
+        meta.first_message = first.map(|text| last_message_text(&redactor.redact(&text)));
     }
     if let Some(text) = last {
         meta.last_message = Some(last_message_text(&redactor.redact(&text)));
@@ -90,6 +101,7 @@ fn summary_of(meta: &SessionJson) -> SummaryRecord {
         session_id: meta.session_id.clone(),
         updated_at: meta.updated_at,
         last_message: meta.last_message.clone(),
+        first_message: meta.first_message.clone(),
         message_count: meta.message_count,
         conversation_bytes: None,
     }
@@ -270,6 +282,7 @@ impl Inner {
             {
                 meta.updated_at = summary.updated_at.or(meta.updated_at);
                 meta.last_message = summary.last_message;
+                meta.first_message = summary.first_message.or(meta.first_message.take());
                 meta.message_count = summary.message_count;
                 state.summary_bytes = summary.conversation_bytes;
             }
@@ -315,6 +328,7 @@ impl Inner {
         if let Some(meta) = state.meta.as_mut() {
             meta.message_count = 0;
             meta.last_message = None;
+            meta.first_message = None;
             if let Some(loaded) = loaded {
                 account(
                     meta,
@@ -441,15 +455,26 @@ impl BlockingStore for Inner {
         if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref())
             && let Some(meta) = state.meta.as_mut()
         {
-            let before = (meta.message_count, meta.last_message.clone());
+            let before = (
+                meta.message_count,
+                meta.last_message.clone(),
+                meta.first_message.clone(),
+            );
             meta.message_count = 0;
             meta.last_message = None;
+            meta.first_message = None;
             account(
                 meta,
                 &loaded.entries.iter().collect::<Vec<_>>(),
                 &state.redactor,
             );
-            if before != (meta.message_count, meta.last_message.clone()) {
+            if before
+                != (
+                    meta.message_count,
+                    meta.last_message.clone(),
+                    meta.first_message.clone(),
+                )
+            {
                 self.write_summary(state)?;
             }
         }
@@ -647,6 +672,7 @@ pub fn fork_run(
         if up_to.is_none() {
             meta.message_count = source_meta.message_count;
             meta.last_message = source_meta.last_message.clone();
+            meta.first_message = source_meta.first_message.clone();
         } else if let Some(loaded) = load_file(&conversation, &new_id)? {
             // The forked run's own store heals this with its redactor when it loads.
             account(

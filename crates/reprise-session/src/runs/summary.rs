@@ -42,6 +42,9 @@ pub(crate) struct SummaryRecord {
     /// The person's last message, trimmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_message: Option<String>,
+    /// The person's first message, trimmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_message: Option<String>,
     /// How many message entries the conversation holds.
     #[serde(default)]
     pub(crate) message_count: u64,
@@ -162,6 +165,7 @@ mod tests {
             session_id: "s1".into(),
             updated_at: Some("2026-11-30T09:38:04.123Z".parse().unwrap()),
             last_message: Some(last.into()),
+            first_message: None,
             message_count: count,
             conversation_bytes: None,
         }

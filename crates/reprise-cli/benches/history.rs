@@ -1,0 +1,383 @@
+//! Figures for searching and listing a large history, printed (no assertions):
+//!
+//! - `reprise search QUERY` over 10,000 runs holding about 1 GB of conversations,
+//!   page cache warm, against `rg -F -c QUERY` over the same files (`--glob '*.jsonl'`:
+//!   the conversations and subagent transcripts) in the same run;
+//! - `reprise runs` over those 10,000 runs, every one with a title (`labels.json`),
+//!   with the list cache present (warm) and removed before each listing (cold).
+//!
+//! Wall time of the whole process, median of alternating rounds after an untimed
+//! pass of each. The data is generated under `target/bench-tmp/` and removed
+//! afterwards. Needs `rg` (Debian's `ripgrep`). Run with
+//! `cargo bench -p reprise-cli --bench history`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reprise_session::runs::{Labels, RunStore, SESSION_JSON, SessionJson, write_labels};
+use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore, ToolCall};
+
+const RUNS: usize = 10_000;
+/// Bytes of conversation per run: 10,000 of them make about 1 GB.
+const RUN_BYTES: usize = 100_000;
+/// Distinct conversation bodies; each run gets one, after its own first message.
+const BODIES: usize = 64;
+const ROUNDS: usize = 5;
+const QUERY: &str = "migration plan";
+
+/// Removes the generated data however the bench ends.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// A small deterministic generator, so every run of the bench searches the same text.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "a",
+    "function",
+    "returns",
+    "error",
+    "file",
+    "config",
+    "test",
+    "value",
+    "cargo",
+    "build",
+    "fails",
+    "because",
+    "type",
+    "mismatch",
+    "expected",
+    "found",
+    "struct",
+    "field",
+    "missing",
+    "please",
+    "check",
+    "path",
+    "server",
+    "request",
+    "timeout",
+    "retry",
+    "after",
+    "seconds",
+    "database",
+    "query",
+    "index",
+    "slow",
+    "user",
+    "session",
+    "token",
+    "parse",
+    "json",
+    "line",
+    "column",
+    "unexpected",
+    "character",
+    "fix",
+    "patch",
+    "diff",
+    "commit",
+    "branch",
+    "merge",
+    "review",
+    "comment",
+    "deploy",
+    "release",
+    "version",
+    "bump",
+    "docs",
+    "example",
+    "output",
+    "input",
+    "stream",
+    "buffer",
+    "thread",
+    "lock",
+    "async",
+    "await",
+    "future",
+    "task",
+    "spawn",
+    "channel",
+    "send",
+    "receive",
+    "closed",
+    "ok",
+    "done",
+    "next",
+    "step",
+    "then",
+    "run",
+    "again",
+    "with",
+    "without",
+    "flag",
+    "option",
+    "default",
+    "über",
+    "naïve",
+    "café",
+    "日本",
+    "\"quoted\"",
+    "C:\\temp",
+    "tab\there",
+    "new\nline",
+];
+
+fn words(rng: &mut Lcg, count: usize) -> String {
+    let mut text = String::new();
+    for i in 0..count {
+        if i > 0 {
+            text.push(' ');
+        }
+        text.push_str(WORDS[rng.next() % WORDS.len()]);
+    }
+    text
+}
+
+/// One conversation body of about `RUN_BYTES`: turns of a question, a tool call, its
+/// result and an answer.
+fn body(seed: u64) -> Vec<u8> {
+    let mut rng = Lcg(seed);
+    let mut out = Vec::with_capacity(RUN_BYTES + 8192);
+    let mut turn = 0;
+    while out.len() < RUN_BYTES {
+        let entries = [
+            Entry::message(Message::user(words(&mut rng, 30))),
+            Entry::message(Message::assistant_tool_calls(
+                Some(words(&mut rng, 20)),
+                vec![ToolCall::function(
+                    format!("call_{turn}"),
+                    "shell",
+                    serde_json::json!({"cmd": words(&mut rng, 8)}).to_string(),
+                )],
+            )),
+            Entry::message(Message::tool(format!("call_{turn}"), words(&mut rng, 400))),
+            Entry::message(Message::assistant(words(&mut rng, 120))),
+        ];
+        for entry in entries {
+            out.extend(serde_json::to_vec(&entry).unwrap());
+            out.push(b'\n');
+        }
+        turn += 1;
+    }
+    out
+}
+
+/// Writes `RUNS` run folders: a conversation of about `RUN_BYTES` each (every 100th
+/// run's first message mentions `QUERY`), `session.json`, the `.summary.json` an
+/// append through the run store writes, and a title.
+fn make_runs(runs_dir: &Path) -> u64 {
+    const THREADS: usize = 8;
+    std::fs::create_dir_all(runs_dir).unwrap();
+    let bodies: Vec<Vec<u8>> = (0..BODIES as u64).map(|n| body(n + 1)).collect();
+    let bodies = &bodies;
+    let start = jiff::Timestamp::from_second(1_780_000_000).unwrap();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                scope.spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    let mut bytes = 0u64;
+                    for n in (t..RUNS).step_by(THREADS) {
+                        let at = start
+                            .checked_add(jiff::SignedDuration::from_secs(n as i64 * 60))
+                            .unwrap();
+                        let dir = runs_dir.join(at.strftime("%Y-%m-%dT%H-%M-%S-%3fZ").to_string());
+                        std::fs::create_dir(&dir).unwrap();
+                        let first = if n % 100 == 0 {
+                            format!("run {n}: write the {QUERY} for the \"billing\" service")
+                        } else {
+                            format!("run {n}: look at the failing build")
+                        };
+                        let mut conversation =
+                            serde_json::to_vec(&Entry::message(Message::user(first.clone())))
+                                .unwrap();
+                        conversation.push(b'\n');
+                        conversation.extend_from_slice(&bodies[n % BODIES]);
+                        bytes += conversation.len() as u64;
+                        std::fs::write(dir.join("conversation.jsonl"), &conversation).unwrap();
+                        let session = format!("session-{n}");
+                        let meta = SessionJson {
+                            session_id: session.clone(),
+                            updated_at: Some(at),
+                            first_message: Some(first),
+                            message_count: 1,
+                            ..SessionJson::default()
+                        };
+                        std::fs::write(dir.join(SESSION_JSON), serde_json::to_vec(&meta).unwrap())
+                            .unwrap();
+                        let store = RunStore::with_durability(&dir, Durability::None);
+                        let key = SessionKey::session(&session).unwrap();
+                        let next = Entry::message(Message::user("thanks, that works"));
+                        runtime.block_on(store.append(&key, &[next])).unwrap();
+                        write_labels(
+                            &dir,
+                            &Labels {
+                                title: Some(format!("Run {n}: the build and the billing service")),
+                                tags: vec!["bench".to_owned()],
+                            },
+                        )
+                        .unwrap();
+                    }
+                    bytes
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    })
+}
+
+/// Runs a command to its end, its output read and dropped; returns its wall time.
+fn timed(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize) {
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", cwd.join("xdg"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    let elapsed = start.elapsed();
+    assert!(status.success(), "{program} {args:?} failed");
+    (elapsed, out.len())
+}
+
+fn main() {
+    if Command::new("rg").arg("--version").output().is_err() {
+        eprintln!("history bench: `rg` is missing (apt-get install -y ripgrep)");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/bench-tmp")
+        .join(format!("history-{}", std::process::id()));
+    let guard = TempDir(root.clone());
+    let runs_dir = root.join("runs");
+    let started = Instant::now();
+    let bytes = make_runs(&runs_dir);
+    println!(
+        "made {RUNS} runs, {:.2} GB of conversations, in {:.1} s",
+        bytes as f64 / 1e9,
+        started.elapsed().as_secs_f64()
+    );
+    let reprise = env!("CARGO_BIN_EXE_reprise");
+    let runs_arg = runs_dir.to_str().unwrap();
+    let search_args = ["--runs-dir", runs_arg, "search", QUERY];
+    let rg_args = ["-F", "-c", "--glob", "*.jsonl", QUERY, runs_arg];
+
+    // Untimed passes: the page cache warm, the list cache written.
+    let (_, search_out) = timed(reprise, &search_args, &root);
+    let (_, rg_out) = timed("rg", &rg_args, &root);
+    println!("output: reprise search {search_out} bytes, rg -c {rg_out} bytes");
+    let mut search = Vec::new();
+    let mut rg = Vec::new();
+    let mut ratios = Vec::new();
+    for _ in 0..ROUNDS {
+        let (ours, _) = timed(reprise, &search_args, &root);
+        let (theirs, _) = timed("rg", &rg_args, &root);
+        search.push(ours);
+        rg.push(theirs);
+        ratios.push(ours.as_secs_f64() / theirs.as_secs_f64());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "reprise search {QUERY:?}: median {}; rg -F -c: median {}; ratio of medians {:.2}x, median of per-round ratios {:.2}x",
+        ms(median(search.clone())),
+        ms(median(rg.clone())),
+        median(search).as_secs_f64() / median(rg).as_secs_f64(),
+        ratios[ratios.len() / 2]
+    );
+
+    let list_args = ["--runs-dir", runs_arg, "runs"];
+    let cache = runs_dir.join(reprise_session::runs::LIST_CACHE);
+    timed(reprise, &list_args, &root);
+    let mut warm = Vec::new();
+    let mut cold = Vec::new();
+    for _ in 0..ROUNDS * 2 {
+        warm.push(timed(reprise, &list_args, &root).0);
+        let _ = std::fs::remove_file(&cache);
+        cold.push(timed(reprise, &list_args, &root).0);
+    }
+    println!(
+        "reprise runs, {RUNS} runs with titles: warm (list cache present) median {}, cold (no list cache) median {}",
+        ms(median(warm.clone())),
+        ms(median(cold.clone()))
+    );
+
+    // The same listings without titles (every labels.json moved aside), and the
+    // process start alone, in alternating rounds: what titles cost on this machine now.
+    let labelled: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|dir| dir.join("labels.json").exists())
+        .collect();
+    let set_aside = |aside: bool| {
+        for dir in &labelled {
+            let (from, to) = (dir.join("labels.json"), dir.join("labels.aside"));
+            let (from, to) = if aside { (from, to) } else { (to, from) };
+            std::fs::rename(from, to).unwrap();
+        }
+        // Old enough to be cached, then a listing that caches them.
+        std::thread::sleep(Duration::from_millis(1100));
+        timed(reprise, &list_args, &root);
+    };
+    let mut titled = Vec::new();
+    let mut untitled = Vec::new();
+    let mut start = Vec::new();
+    for _ in 0..ROUNDS {
+        for _ in 0..3 {
+            titled.push(timed(reprise, &list_args, &root).0);
+            start.push(timed(reprise, &["--version"], &root).0);
+        }
+        set_aside(true);
+        for _ in 0..3 {
+            untitled.push(timed(reprise, &list_args, &root).0);
+        }
+        set_aside(false);
+    }
+    println!(
+        "warm reprise runs: with titles median {}, without titles median {}, ratio {:.2}x; reprise --version median {}",
+        ms(median(titled.clone())),
+        ms(median(untitled.clone())),
+        median(titled).as_secs_f64() / median(untitled).as_secs_f64(),
+        ms(median(start))
+    );
+    drop(guard);
+}

@@ -1,0 +1,564 @@
+//! `reprise rename | tag | search | du | prune`: the history as something to name,
+//! search and clean up.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use clap::{Subcommand, ValueEnum};
+use jiff::{SignedDuration, Timestamp};
+use reprise_redact::Redactor;
+use reprise_session::runs::{
+    RunSummary, SearchHit, SearchQuery, SearchRole, change_tags, clean_tag, find_run_or_title,
+    list_runs, search_runs, set_title,
+};
+use serde_json::json;
+
+use crate::run_cmds::{show_date_in, write_json};
+use crate::terminal_text::{eprint_line, visible};
+
+/// The history commands, flattened into the command line's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Give a run a title (shown by `reprise runs` and /resume; `--resume TITLE` and
+    /// `reprise show TITLE` then find it). An empty title removes it.
+    Rename {
+        /// A run folder name, a unique prefix of one, `last`, or a title.
+        run: String,
+        /// The new title (several words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        title: Vec<String>,
+    },
+    /// Add tags to a run, or with --untag remove them; without tags, print its tags.
+    Tag {
+        /// A run folder name, a unique prefix of one, `last`, or a title.
+        run: String,
+        /// Tags: one word each.
+        tags: Vec<String>,
+        /// Remove the tags instead of adding them.
+        #[arg(long)]
+        untag: bool,
+    },
+    /// Search every run's whole conversation (subagents included), newest runs first.
+    Search {
+        /// The text to find (case-sensitive unless --ignore-case), or with --regex a
+        /// regular expression.
+        query: String,
+        /// QUERY is a regular expression (Rust regex syntax; slower: every line is
+        /// decoded).
+        #[arg(long)]
+        regex: bool,
+        /// Ignore case.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// Only messages of this role.
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+        /// Only this run (a folder name, a unique prefix, `last`, or a title).
+        #[arg(long, value_name = "RUN")]
+        run: Option<String>,
+        /// Print the hits as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The disk space of each run, largest first, and in total.
+    Du {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete old runs: those not used for a while (--older-than), or all but the
+    /// newest (--keep); with both, only runs that are both. Asks first unless --yes;
+    /// a run open in a chat is never touched.
+    Prune {
+        /// Runs whose conversation was last added to longer ago than this: 90d, 12w,
+        /// 36h (a bare number is days).
+        #[arg(long, value_name = "AGE", value_parser = parse_age)]
+        older_than: Option<SignedDuration>,
+        /// Keep the newest N runs.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Print what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `--role` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    /// The person's messages.
+    User,
+    /// The model's replies and tool calls.
+    Assistant,
+    /// Tool results.
+    Tool,
+}
+
+impl From<RoleArg> for SearchRole {
+    fn from(role: RoleArg) -> SearchRole {
+        match role {
+            RoleArg::User => SearchRole::User,
+            RoleArg::Assistant => SearchRole::Assistant,
+            RoleArg::Tool => SearchRole::Tool,
+        }
+    }
+}
+
+/// What the history commands need from outside: where to write and read, whether
+/// stdin and stdout are terminals, what snippets pass.
+pub struct Io<'a> {
+    /// Standard output.
+    pub out: &'a mut dyn Write,
+    /// Standard input (for prune's question).
+    pub input: &'a mut dyn BufRead,
+    /// Whether stdin is a terminal (prune asks only there).
+    pub stdin_terminal: bool,
+    /// Whether matches are highlighted with terminal colours (else between « »).
+    pub color: bool,
+    /// What search snippets pass.
+    pub redactor: Redactor,
+}
+
+/// Runs one history command.
+pub async fn run(runs_dir: &Path, command: HistoryCommand, io: Io<'_>) -> Result<()> {
+    match command {
+        HistoryCommand::Rename { run, title } => rename(runs_dir, &run, &title.join(" "), io.out),
+        HistoryCommand::Tag { run, tags, untag } => tag(runs_dir, &run, &tags, untag, io.out),
+        HistoryCommand::Search {
+            query,
+            regex,
+            ignore_case,
+            role,
+            run,
+            json,
+        } => {
+            let query = SearchQuery {
+                pattern: query,
+                regex,
+                ignore_case,
+                role: role.map(SearchRole::from),
+                first_per_run: false,
+                redactor: io.redactor,
+            };
+            search(runs_dir, &query, run.as_deref(), json, io.color, io.out)
+        }
+        HistoryCommand::Du { json } => du(runs_dir, json, io.out),
+        HistoryCommand::Prune {
+            older_than,
+            keep,
+            dry_run,
+            yes,
+        } => prune(runs_dir, &PrunePlan { older_than, keep }, dry_run, yes, io).await,
+    }
+}
+
+/// `reprise rename RUN TITLE`.
+pub fn rename(runs_dir: &Path, spec: &str, title: &str, out: &mut dyn Write) -> Result<()> {
+    let run = find_run_or_title(runs_dir, spec)?;
+    if run.session_id.is_none() {
+        bail!("run {} has no conversation to name", run.name());
+    }
+    let labels = set_title(&run.dir, title)?;
+    let line = match labels.title {
+        Some(title) => format!("run {} is now called “{title}”\n", run.name()),
+        None => format!("run {} has no title now\n", run.name()),
+    };
+    out.write_all(visible(&line).as_bytes())?;
+    Ok(())
+}
+
+/// `reprise tag RUN TAG… [--untag]`.
+pub fn tag(
+    runs_dir: &Path,
+    spec: &str,
+    tags: &[String],
+    untag: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let run = find_run_or_title(runs_dir, spec)?;
+    if run.session_id.is_none() {
+        bail!("run {} has no conversation to tag", run.name());
+    }
+    let tags = tags
+        .iter()
+        .map(|tag| clean_tag(tag).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
+    let labels = if tags.is_empty() {
+        reprise_session::runs::read_labels(&run.dir)?
+    } else if untag {
+        change_tags(&run.dir, &[], &tags)?
+    } else {
+        change_tags(&run.dir, &tags, &[])?
+    };
+    let line = if labels.tags.is_empty() {
+        format!("run {} has no tags\n", run.name())
+    } else {
+        format!("run {}: {}\n", run.name(), labels.tags.join(" "))
+    };
+    out.write_all(visible(&line).as_bytes())?;
+    Ok(())
+}
+
+/// Where a highlight starts and ends.
+struct Marks {
+    open: &'static str,
+    close: &'static str,
+}
+
+const COLOR_MARKS: Marks = Marks {
+    open: "\x1b[1;31m",
+    close: "\x1b[0m",
+};
+const PLAIN_MARKS: Marks = Marks {
+    open: "«",
+    close: "»",
+};
+
+/// `reprise search QUERY …`: the hits grouped by run, newest runs first.
+pub fn search(
+    runs_dir: &Path,
+    query: &SearchQuery,
+    only: Option<&str>,
+    json: bool,
+    color: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let list = list_runs(runs_dir)?;
+    for warning in &list.warnings {
+        eprint_line(&format!("warning: {warning}"));
+    }
+    let runs: Vec<RunSummary> = match only {
+        None => list.runs,
+        Some(spec) => {
+            let folder = find_run_or_title(runs_dir, spec)?;
+            list.runs
+                .into_iter()
+                .filter(|run| run.dir == folder.dir)
+                .collect()
+        }
+    };
+    let hits = search_runs(&runs, query)?;
+    if json {
+        let rows: Vec<_> = hits
+            .iter()
+            .map(|hit| {
+                let run = &runs[hit.run];
+                json!({
+                    "run": run.name(),
+                    "dir": run.dir,
+                    "title": run.title,
+                    "shownAs": run.display_title(80),
+                    "updatedAt": run.updated_at.to_string(),
+                    "agent": hit.agent,
+                    "role": hit.role,
+                    "entry": hit.entry.to_string(),
+                    "ts": hit.ts.to_string(),
+                    "snippet": hit.snippet,
+                    "highlights": hit.highlights,
+                    "matches": hit.matches,
+                })
+            })
+            .collect();
+        return write_json(out, &rows);
+    }
+    if hits.is_empty() {
+        writeln!(out, "no matches")?;
+        return Ok(());
+    }
+    let marks = if color { &COLOR_MARKS } else { &PLAIN_MARKS };
+    let tz = jiff::tz::TimeZone::system();
+    let mut text = String::new();
+    let mut current = None;
+    for hit in &hits {
+        let run = &runs[hit.run];
+        if current != Some(hit.run) {
+            if current.is_some() {
+                text.push('\n');
+            }
+            current = Some(hit.run);
+            let title = run.display_title(60);
+            text.push_str(&format!(
+                "{}  {}  {}\n",
+                run.name(),
+                show_date_in(run.updated_at, &tz),
+                visible(&title)
+            ));
+        }
+        text.push_str(&hit_line(hit, marks));
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// One hit: `  role [agent]: snippet`, every piece from the run passed through
+/// [`visible`] and the matches between `marks`.
+fn hit_line(hit: &SearchHit, marks: &Marks) -> String {
+    let mut line = format!("  {}", hit.role);
+    if let Some(agent) = &hit.agent {
+        line.push_str(&format!(" [{}]", visible(agent)));
+    }
+    line.push_str(": ");
+    let mut at = 0;
+    for &(start, end) in &hit.highlights {
+        if start < at || end > hit.snippet.len() {
+            continue;
+        }
+        line.push_str(&visible(&hit.snippet[at..start]));
+        line.push_str(marks.open);
+        line.push_str(&visible(&hit.snippet[start..end]));
+        line.push_str(marks.close);
+        at = end;
+    }
+    line.push_str(&visible(&hit.snippet[at..]));
+    if hit.matches > hit.highlights.len() {
+        line.push_str(&format!(" ({} matches)", hit.matches));
+    }
+    line.push('\n');
+    line
+}
+
+/// The size in bytes of everything under `dir` (links are not followed).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => dir_size(&entry.path()),
+            Ok(_) => entry.metadata().map_or(0, |meta| meta.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// A size as people read it: `512 B`, `3.4 KiB`, `1.2 GiB`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut size = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while size >= 1024.0 && unit + 1 < UNITS.len() {
+        size /= 1024.0;
+        unit += 1;
+    }
+    format!("{size:.1} {}", UNITS[unit])
+}
+
+/// `reprise du`: each run's size, largest first, then the total (the runs folder
+/// as a whole: runs, prompt history and anything else in it).
+pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
+    let list = list_runs(runs_dir)?;
+    let mut sized: Vec<(u64, &RunSummary)> = list
+        .runs
+        .iter()
+        .map(|run| (dir_size(&run.dir), run))
+        .collect();
+    sized.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name().cmp(b.1.name())));
+    let runs_total: u64 = sized.iter().map(|(size, _)| size).sum();
+    let total = dir_size(runs_dir);
+    if json {
+        let rows: Vec<_> = sized
+            .iter()
+            .map(|(size, run)| {
+                json!({
+                    "run": run.name(),
+                    "bytes": size,
+                    "updatedAt": run.updated_at.to_string(),
+                    "title": run.title,
+                })
+            })
+            .collect();
+        let value = json!({"runs": rows, "runsBytes": runs_total, "totalBytes": total});
+        return write_json(out, &value);
+    }
+    let tz = jiff::tz::TimeZone::system();
+    let mut text = format!(
+        "{:>10}  {:<16}  {:<40}  {}\n",
+        "SIZE", "DATE", "TITLE", "RUN"
+    );
+    for (size, run) in &sized {
+        text.push_str(&format!(
+            "{:>10}  {:<16}  {:<40}  {}\n",
+            human_size(*size),
+            show_date_in(run.updated_at, &tz),
+            run.display_title(40),
+            run.name()
+        ));
+    }
+    text.push_str(&format!(
+        "{:>10}  total: {} runs; {} in {} with the prompt history and runs without a conversation\n",
+        human_size(runs_total),
+        sized.len(),
+        human_size(total),
+        runs_dir.display()
+    ));
+    out.write_all(visible(&text).as_bytes())?;
+    Ok(())
+}
+
+/// `90d`, `12w`, `36h`, or a bare number of days.
+pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
+    let text = text.trim();
+    let (number, hours_per_unit) = match text.char_indices().last() {
+        Some((at, 'h')) => (&text[..at], 1),
+        Some((at, 'd')) => (&text[..at], 24),
+        Some((at, 'w')) => (&text[..at], 24 * 7),
+        _ => (text, 24),
+    };
+    let count: i64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: an age is a number with h, d or w (90d, 12w, 36h)"))?;
+    if count < 0 {
+        return Err(format!("{text:?}: an age cannot be negative"));
+    }
+    Ok(SignedDuration::from_hours(
+        count.saturating_mul(hours_per_unit),
+    ))
+}
+
+/// Which runs `prune` deletes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PrunePlan {
+    /// Runs last used longer ago than this.
+    pub older_than: Option<SignedDuration>,
+    /// All but the newest N runs.
+    pub keep: Option<usize>,
+}
+
+impl PrunePlan {
+    /// The runs of `runs` (newest first) that the plan deletes, as of `now`.
+    pub fn select<'r>(&self, runs: &'r [RunSummary], now: Timestamp) -> Vec<&'r RunSummary> {
+        runs.iter()
+            .enumerate()
+            .filter(|(index, run)| {
+                let beyond_keep = self.keep.is_none_or(|keep| *index >= keep);
+                let old = self
+                    .older_than
+                    .is_none_or(|age| now.duration_since(run.updated_at) > age);
+                beyond_keep && old
+            })
+            .map(|(_, run)| run)
+            .collect()
+    }
+}
+
+/// `reprise prune`: lists what goes, asks (unless `yes`), then deletes each run
+/// while holding its writer lock, so a chat can neither have it open nor open it
+/// meanwhile; a run open in a chat is skipped and said so.
+pub async fn prune(
+    runs_dir: &Path,
+    plan: &PrunePlan,
+    dry_run: bool,
+    yes: bool,
+    io: Io<'_>,
+) -> Result<()> {
+    if plan.older_than.is_none() && plan.keep.is_none() {
+        bail!("say which runs to delete: --older-than AGE, --keep N, or both");
+    }
+    if !dry_run && !yes && !io.stdin_terminal {
+        bail!(
+            "prune deletes runs: run it in a terminal to confirm, pass --yes, or see what \
+             it would delete with --dry-run"
+        );
+    }
+    let out = io.out;
+    let list = list_runs(runs_dir)?;
+    let chosen = plan.select(&list.runs, Timestamp::now());
+    if chosen.is_empty() {
+        writeln!(out, "no run to delete")?;
+        return Ok(());
+    }
+    let tz = jiff::tz::TimeZone::system();
+    let sizes: Vec<u64> = chosen.iter().map(|run| dir_size(&run.dir)).collect();
+    let total: u64 = sizes.iter().sum();
+    let mut text = String::new();
+    let verb = if dry_run { "would delete" } else { "to delete" };
+    text.push_str(&format!(
+        "{verb} {} runs ({}):\n",
+        chosen.len(),
+        human_size(total)
+    ));
+    for (run, size) in chosen.iter().zip(&sizes) {
+        text.push_str(&format!(
+            "  {}  {:>10}  {}  {}\n",
+            run.name(),
+            human_size(*size),
+            show_date_in(run.updated_at, &tz),
+            run.display_title(48)
+        ));
+    }
+    out.write_all(visible(&text).as_bytes())?;
+    if dry_run {
+        return Ok(());
+    }
+    if !yes {
+        write!(out, "delete these {} runs? [y/N] ", chosen.len())?;
+        out.flush()?;
+        let mut answer = String::new();
+        io.input.read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES") {
+            writeln!(out, "nothing deleted")?;
+            return Ok(());
+        }
+    }
+    let mut deleted = 0;
+    for run in chosen {
+        match delete_unless_open(run).await {
+            Ok(()) => {
+                deleted += 1;
+                writeln!(out, "deleted {}", run.name())?;
+            }
+            Err(error) => {
+                let line = format!("kept {}: {error:#}\n", run.name());
+                out.write_all(visible(&line).as_bytes())?;
+            }
+        }
+    }
+    writeln!(out, "deleted {deleted} runs")?;
+    Ok(())
+}
+
+/// Deletes a run's folder while holding its writer lock; a run that a chat has open
+/// is refused.
+async fn delete_unless_open(run: &RunSummary) -> Result<()> {
+    use reprise_session::SessionStore;
+    let store = reprise_session::runs::create_run_store(&run.dir);
+    let _lock = match store.lock(&run.session_id).await {
+        Ok(lock) => lock,
+        Err(error @ reprise_session::StoreError::Locked { .. }) => {
+            return Err(anyhow::Error::from(error).context("open in a chat"));
+        }
+        Err(error) => return Err(anyhow::Error::from(error).context("cannot lock it")),
+    };
+    std::fs::remove_dir_all(&run.dir)
+        .with_context(|| format!("cannot delete {}", run.dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_parse_in_hours_days_and_weeks() {
+        assert_eq!(parse_age("36h"), Ok(SignedDuration::from_hours(36)));
+        assert_eq!(parse_age("90d"), Ok(SignedDuration::from_hours(90 * 24)));
+        assert_eq!(parse_age("2w"), Ok(SignedDuration::from_hours(14 * 24)));
+        assert_eq!(parse_age("7"), Ok(SignedDuration::from_hours(7 * 24)));
+        assert!(parse_age("soon").is_err());
+        assert!(parse_age("-3d").is_err());
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(human_size(512), "512 B");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(3 * 1024 * 1024 * 1024), "3.0 GiB");
+    }
+}
