@@ -13,6 +13,7 @@ pub mod entry;
 pub mod error_text;
 pub mod mcp_cmds;
 pub mod plain;
+pub mod redraw;
 pub mod run_cmds;
 pub mod server_error;
 pub mod terminal_text;

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of, subagent_prefix};
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, subagent_prefix};
 use crate::terminal_text::{eprint_line, visible};
+use crate::tui::view::Item;
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -380,26 +381,101 @@ impl ShownSession {
     }
 }
 
+/// Rows assumed for a screen when stdout is not a terminal.
+const DEFAULT_ROWS: usize = 24;
+
+/// Redraws the end of the resumed conversation: the last items that fit a screen,
+/// after a line that says how many earlier messages `reprise show` prints.
 fn show_resumed(session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
-    let redraw = redraw_of(&session.folder.dir)?;
-    let mut text = String::new();
-    for (is_user, message) in &redraw.messages {
-        if *is_user {
-            for (i, line) in message.lines().enumerate() {
-                text.push_str(if i == 0 { "› " } else { "  " });
-                text.push_str(line);
-                text.push('\n');
-            }
-        } else {
-            text.push_str(message.trim_end());
-            text.push('\n');
+    // Piped output has no screen: a terminal's default size stands in for one.
+    let size = std::io::stdout()
+        .is_terminal()
+        .then(crossterm::terminal::size)
+        .and_then(Result::ok);
+    let (columns, rows) = size.map_or((80, DEFAULT_ROWS), |(c, r)| {
+        (usize::from(c), usize::from(r))
+    });
+    let redactor = session.redactor();
+    // Only the end is drawn: a screen holds no more messages than it has rows.
+    let entries = session.agent.entries();
+    let start = crate::redraw::tail_start(entries, rows);
+    let items = crate::redraw::redraw_items(&entries[start..]);
+    // From the end back, as many items as fit (the resumed line and the prompt
+    // take two rows).
+    let budget = rows.saturating_sub(2).max(1);
+    let mut used = 0;
+    let mut blocks = Vec::new();
+    let mut first_shown = items.len();
+    for (index, item) in items.iter().enumerate().rev() {
+        let block = redraw_text(item, &redactor);
+        let height: usize = block
+            .lines()
+            .map(|line| line.chars().count().div_ceil(columns.max(1)).max(1))
+            .sum();
+        if used + height > budget && !blocks.is_empty() {
+            break;
         }
+        used += height;
+        blocks.push(block);
+        first_shown = index;
+    }
+    let earlier = crate::redraw::shown_messages(&entries[..start])
+        + items[..first_shown]
+            .iter()
+            .filter(|item| matches!(item, Item::User(_) | Item::Assistant(_)))
+            .count();
+    let mut text = String::new();
+    if earlier > 0 {
+        text.push_str(&format!(
+            "({earlier} earlier messages; reprise show {} prints them all)\n",
+            session.run_name()
+        ));
+    }
+    for block in blocks.iter().rev() {
+        text.push_str(block);
     }
     printer.print(&text);
     let line = chat::resumed_line(&session.folder);
     session.log_line(&line);
     printer.line(&line);
     Ok(())
+}
+
+/// One redrawn item as plain lines, as the live plain view prints it.
+fn redraw_text(item: &Item, redactor: &reprise_redact::Redactor) -> String {
+    let mut text = String::new();
+    match item {
+        Item::User(message) => {
+            for (i, line) in message.lines().enumerate() {
+                text.push_str(if i == 0 { "› " } else { "  " });
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        Item::Tool(tool) => {
+            let args = redactor.redact(&one_line(&tool.arguments)).into_owned();
+            text.push_str(&format!("⚙ {} {args}\n", tool.name));
+            if let Some(result) = &tool.result {
+                let marker = if result.is_error { "✗" } else { "↳" };
+                let first = result.content.lines().next().unwrap_or("");
+                let more = result.content.lines().count().saturating_sub(1) + result.folded_lines;
+                let more = if more > 0 {
+                    format!(" (+{more} lines)")
+                } else {
+                    String::new()
+                };
+                text.push_str(&format!("  {marker} {}{more}\n", redactor.redact(first)));
+            }
+        }
+        Item::Assistant(message)
+        | Item::Notice(message)
+        | Item::Warning(message)
+        | Item::Error(message) => {
+            text.push_str(message.trim_end());
+            text.push('\n');
+        }
+    }
+    text
 }
 
 fn warn_load(session: &ChatSession, printer: &mut Printer) {

@@ -101,10 +101,19 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
         eprint_line(&format!("warning: {warning}"));
     }
     if json {
-        let rows: Vec<_> = conversation
+        // Rows borrow the texts: a long conversation is not copied once more.
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            role: &'a str,
+            text: &'a str,
+        }
+        let rows: Vec<Row<'_>> = conversation
             .messages
             .iter()
-            .map(|m| json!({"role": m.role.as_str(), "text": m.text}))
+            .map(|m| Row {
+                role: m.role.as_str(),
+                text: &m.text,
+            })
             .collect();
         return write_json(out, &rows);
     }

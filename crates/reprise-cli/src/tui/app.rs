@@ -25,7 +25,7 @@ use super::wrap::wrap_lines;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line as Typed, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of};
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent};
 
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
@@ -549,14 +549,11 @@ impl App {
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        match redraw_of(&session.folder.dir) {
-            Ok(redraw) => {
-                self.view.items.extend(redraw_items(&redraw.messages));
-                // Warnings reading the conversation match the agent's load warnings,
-                // which are shown once by show_load_warnings.
-            }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
-        }
+        // The conversation as the agent loaded it: the file is read once. Problems
+        // reading it are the agent's load warnings, shown by show_load_warnings.
+        self.view
+            .items
+            .extend(crate::redraw::redraw_items(session.agent.entries()));
         let line = chat::resumed_line(&session.folder);
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
@@ -569,18 +566,4 @@ impl App {
             }
         }
     }
-}
-
-/// The items that redraw a conversation.
-pub fn redraw_items(messages: &[(bool, String)]) -> Vec<Item> {
-    messages
-        .iter()
-        .map(|(is_user, text)| {
-            if *is_user {
-                Item::User(text.clone())
-            } else {
-                Item::Assistant(text.clone())
-            }
-        })
-        .collect()
 }

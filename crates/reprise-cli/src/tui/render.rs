@@ -17,7 +17,7 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 /// How many characters of a tool's arguments are shown.
 const ARGUMENTS_SHOWN: usize = 60;
 /// How many lines of a tool's result are shown.
-const RESULT_LINES_SHOWN: usize = 3;
+pub const RESULT_LINES_SHOWN: usize = 3;
 
 /// Text from outside (the model, tools, run folders, history) as the screen may show
 /// it: controls as visible escapes (see `terminal_text`), and tabs as spaces, since a
@@ -163,11 +163,9 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
                     style,
                 ));
             }
-            if content.len() > RESULT_LINES_SHOWN {
-                lines.push(Line::styled(
-                    format!("    … {} more lines", content.len() - RESULT_LINES_SHOWN),
-                    DIM,
-                ));
+            let more = content.len().saturating_sub(RESULT_LINES_SHOWN) + result.folded_lines;
+            if more > 0 {
+                lines.push(Line::styled(format!("    … {more} more lines"), DIM));
             }
         }
     }

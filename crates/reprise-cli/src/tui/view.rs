@@ -41,12 +41,15 @@ pub struct ToolView {
 }
 
 /// A tool call's result as shown.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolResultView {
-    /// What the tool returned.
+    /// What the tool returned (in a redrawn conversation, only the lines shown).
     pub content: String,
     /// Whether it failed (or was denied).
     pub is_error: bool,
+    /// Lines left out of `content` (a redrawn result keeps only what is shown, so
+    /// that a long conversation is not held twice).
+    pub folded_lines: usize,
 }
 
 /// The text being typed, with its cursor and the prompt history.
@@ -258,7 +261,11 @@ impl ChatView {
             _ => None,
         });
         if let Some(tool) = call {
-            tool.result = Some(ToolResultView { content, is_error });
+            tool.result = Some(ToolResultView {
+                content,
+                is_error,
+                folded_lines: 0,
+            });
         }
     }
 
