@@ -162,6 +162,17 @@ async fn continue_redraws_and_sends_the_whole_history() {
         "{}",
         out.stdout
     );
+    // The tool work between is redrawn as the live view shows it: the call, and its
+    // result's first line (redacted) with the count of the others.
+    let call_at = out
+        .stdout
+        .find("⚙ read_file {\"path\":\"notes.txt\"}\n  ↳ buy milk (+2 lines)\n")
+        .expect(&out.stdout);
+    assert!(
+        redraw_at < call_at && call_at < resumed_at,
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("Still here."));
 
     let bodies = server.request_bodies();

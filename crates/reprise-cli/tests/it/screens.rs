@@ -154,7 +154,10 @@ async fn the_redraw_after_continue() {
                 "{\"path\":\"notes.txt\"}",
             )],
         )),
-        Entry::message(Message::tool("call_1", "buy milk")),
+        Entry::message(Message::tool(
+            "call_1",
+            "buy milk\nbread\neggs\ncoffee\ntea",
+        )),
         Entry::message(Message::assistant("The note says **buy milk**.")),
         Entry::message(Message::user("thanks")),
         Entry::message(Message::assistant("You are welcome.")),
@@ -166,7 +169,8 @@ async fn the_redraw_after_continue() {
     view.items = redraw_items(&loaded.entries);
     view.items
         .push(Item::Notice(resumed_text("2026-11-30 09:38")));
-    let terminal = screen(&view, 60, 16);
+    // The tool call and its result, folded as the live view folds them.
+    let terminal = screen(&view, 60, 20);
     insta::assert_snapshot!(terminal.backend());
 }
 
