@@ -345,7 +345,8 @@ fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{args:?} failed"
     );
-    (elapsed, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+    let shown = shown.expect("the marker was never printed");
+    (shown, elapsed, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
 #[tokio::main]
