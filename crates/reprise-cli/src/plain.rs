@@ -317,12 +317,14 @@ async fn turn(
     let end = loop {
         tokio::select! {
             end = &mut turn => break end,
-            Some(event) = ui.recv() => shown.handle(event, lines, printer).await,
+            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, &cancel).await,
             _ = interrupts.next() => cancel.cancel(),
         }
     };
     while let Ok(event) = ui.try_recv() {
-        shown.handle(event, lines, printer).await;
+        shown
+            .handle(event, lines, printer, interrupts, &cancel)
+            .await;
     }
     end
 }
@@ -340,7 +342,14 @@ impl ShownSession {
         }
     }
 
-    async fn handle(&self, event: UiEvent, lines: &mut Lines, printer: &mut Printer) {
+    async fn handle(
+        &self,
+        event: UiEvent,
+        lines: &mut Lines,
+        printer: &mut Printer,
+        interrupts: &mut Interrupts,
+        cancel: &CancellationToken,
+    ) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
             UiEvent::Mcp(notice) => eprint_line(&notice.to_string()),
@@ -365,7 +374,16 @@ impl ShownSession {
                     one_line(&ask.arguments)
                 ));
                 let answer = loop {
-                    match lines.next().await {
+                    let line = tokio::select! {
+                        line = lines.next() => line,
+                        // Ctrl-C stops the whole turn: this call and the ones after it
+                        // get an "interrupted" result, and nothing more is asked.
+                        _ = interrupts.next() => {
+                            cancel.cancel();
+                            return;
+                        }
+                    };
+                    match line {
                         None => break Answer::No,
                         Some(line) => match line.trim() {
                             "y" | "yes" | "Y" => break Answer::Yes,

@@ -34,7 +34,43 @@ const INLINE_HEIGHT: u16 = 14;
 struct Running {
     task: JoinHandle<(ChatSession, TurnEnd)>,
     cancel: CancellationToken,
+    clock: TurnClock,
+}
+
+/// How long a turn has worked: the time the step gate waits for the person is
+/// left out, so the elapsed time shown stands still meanwhile.
+struct TurnClock {
     started: Instant,
+    asking_since: Option<Instant>,
+}
+
+impl TurnClock {
+    fn start(now: Instant) -> TurnClock {
+        TurnClock {
+            started: now,
+            asking_since: None,
+        }
+    }
+
+    /// How long the turn has worked, as of `now`.
+    fn worked(&self, now: Instant) -> Duration {
+        self.asking_since
+            .unwrap_or(now)
+            .saturating_duration_since(self.started)
+    }
+
+    /// The gate asks: the clock stops.
+    fn pause(&mut self, now: Instant) {
+        self.asking_since.get_or_insert(now);
+    }
+
+    /// The person answered (or stopped the turn): the clock goes on from where it
+    /// stopped.
+    fn resume(&mut self, now: Instant) {
+        if let Some(since) = self.asking_since.take() {
+            self.started += now.saturating_duration_since(since);
+        }
+    }
 }
 
 /// The chat's state outside the view: the session (or the turn holding it), the
@@ -188,7 +224,7 @@ impl App {
                 }
                 _ = ticker.tick(), if self.running.is_some() => {
                     if let Some(running) = &self.running {
-                        self.view.busy = Some(running.started.elapsed());
+                        self.view.busy = Some(running.clock.worked(Instant::now()));
                         self.view.tick = self.view.tick.wrapping_add(1);
                     }
                 }
@@ -279,15 +315,22 @@ impl App {
                 }
             }
             Action::CancelTurn => {
-                if let Some(running) = &self.running {
+                if let Some(running) = &mut self.running {
                     running.cancel.cancel();
+                    running.clock.resume(Instant::now());
                 }
+                // A question open now is not answered: the cancelled turn closes its
+                // call, and every later one, as interrupted.
+                self.reply = None;
             }
             Action::Exit => self.exit = true,
             Action::Resume(name) => self.resume(&name).await,
             Action::Answer(answer) => {
                 if let Some(reply) = self.reply.take() {
                     let _ = reply.send(answer);
+                }
+                if let Some(running) = &mut self.running {
+                    running.clock.resume(Instant::now());
                 }
             }
         }
@@ -341,7 +384,7 @@ impl App {
         self.running = Some(Running {
             task,
             cancel,
-            started: Instant::now(),
+            clock: TurnClock::start(Instant::now()),
         });
     }
 
@@ -388,6 +431,9 @@ impl App {
                     },
                 });
                 self.reply = Some(ask.reply);
+                if let Some(running) = &mut self.running {
+                    running.clock.pause(Instant::now());
+                }
             }
             UiEvent::Mcp(notice) => {
                 use reprise_mcp::NoticeKind;
@@ -565,5 +611,22 @@ impl App {
                 self.view.items.push(Item::Warning(warning));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_stands_still_while_the_gate_asks() {
+        let start = Instant::now();
+        let mut clock = TurnClock::start(start);
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(clock.worked(at(3)), Duration::from_secs(3));
+        clock.pause(at(3));
+        assert_eq!(clock.worked(at(60)), Duration::from_secs(3));
+        clock.resume(at(60));
+        assert_eq!(clock.worked(at(62)), Duration::from_secs(5));
     }
 }

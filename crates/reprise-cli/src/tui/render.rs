@@ -122,8 +122,22 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
     }
 }
 
+/// The call the step gate is asking about: the latest call of the asked tool
+/// that has no result yet (calls are announced, then asked about, one by one).
+fn waiting_call(view: &ChatView) -> Option<usize> {
+    let question = view.question.as_ref()?;
+    view.items.iter().rposition(|item| {
+        matches!(item, Item::Tool(tool) if tool.result.is_none() && tool.name == question.tool)
+    })
+}
+
 /// A tool call in a few lines: name, short arguments, a trimmed result.
 pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
+    tool_lines_pending(tool, "  … running")
+}
+
+/// [`tool_lines`], saying `pending` while the call has no result.
+fn tool_lines_pending(tool: &ToolView, pending: &'static str) -> Vec<Line<'static>> {
     let mut head = vec![Span::styled("⚙ ", Style::new().fg(Color::Magenta))];
     if !tool.agent.is_empty() {
         head.push(Span::styled(
@@ -144,7 +158,7 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
     ));
     let mut lines = vec![Line::from(head)];
     match &tool.result {
-        None => lines.push(Line::styled("  … running", DIM)),
+        None => lines.push(Line::styled(pending, DIM)),
         Some(result) => {
             let (marker, style) = if result.is_error {
                 ("  ✗ ", Style::new().fg(Color::Red))
@@ -198,11 +212,18 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         count += lines.len();
         blocks.push(lines);
     }
-    for item in view.items.iter().rev() {
+    let waiting = waiting_call(view);
+    for (index, item) in view.items.iter().enumerate().rev() {
         if count >= wanted {
             break;
         }
-        let mut lines = wrap_lines(&item_lines(item), width);
+        let shown = match item {
+            Item::Tool(tool) if Some(index) == waiting => {
+                tool_lines_pending(tool, "  … waiting for your answer")
+            }
+            _ => item_lines(item),
+        };
+        let mut lines = wrap_lines(&shown, width);
         lines.push(Line::default());
         count += lines.len();
         blocks.push(lines);
@@ -226,7 +247,13 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
             Style::new().fg(Color::Cyan),
         ));
         left.push(Span::raw(format!("working {}s", elapsed.as_secs())));
-        left.push(Span::styled("  Ctrl-C stops", DIM));
+        // The clock stands still while the gate waits for the person.
+        let hint = if view.question.is_some() {
+            "  paused"
+        } else {
+            "  Ctrl-C stops"
+        };
+        left.push(Span::styled(hint, DIM));
     } else if view.scroll > 0 {
         left.push(Span::styled(
             format!("scrolled up {} lines (PgDn)", view.scroll),
@@ -340,7 +367,7 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(Style::new().fg(Color::Yellow))
-        .title(" the step gate asks ");
+        .title(" the step gate asks · Ctrl-C stops the turn ");
     let who = if question.agent.is_empty() {
         String::new()
     } else {

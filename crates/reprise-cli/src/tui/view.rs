@@ -281,7 +281,12 @@ impl ChatView {
                 KeyCode::Char('y') | KeyCode::Enter => Some(Answer::Yes),
                 KeyCode::Char('a') => Some(Answer::Always),
                 KeyCode::Char('n') | KeyCode::Esc => Some(Answer::No),
-                KeyCode::Char('c') if ctrl => Some(Answer::No),
+                // Ctrl-C stops the whole turn: this call and every one after it get
+                // an "interrupted" result, and no further question is asked.
+                KeyCode::Char('c') if ctrl => {
+                    self.question = None;
+                    return Some(Action::CancelTurn);
+                }
                 _ => None,
             };
             if answer.is_some() {
@@ -550,6 +555,22 @@ mod tests {
             view.on_key(key(KeyCode::Char('a'))),
             Some(Action::Answer(Answer::Always))
         );
+        assert!(view.question.is_none());
+    }
+
+    #[test]
+    fn ctrl_c_at_a_question_stops_the_turn_rather_than_answering() {
+        let mut view = ChatView {
+            question: Some(Question {
+                tool: "t".into(),
+                arguments: "{}".into(),
+                agent: String::new(),
+            }),
+            busy: Some(Duration::from_secs(2)),
+            ..ChatView::default()
+        };
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(view.on_key(ctrl_c), Some(Action::CancelTurn));
         assert!(view.question.is_none());
     }
 
