@@ -103,10 +103,11 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
         }
         Item::Assistant(text) => markdown::render(&screen_text(text)),
         Item::Tool(tool) => tool_lines(tool),
-        Item::Notice(text) => vec![Line::styled(
-            screen_text(text),
-            DIM.add_modifier(Modifier::ITALIC),
-        )],
+        // A notice can hold a reply cut off mid-way: its line breaks are kept.
+        Item::Notice(text) => screen_text(text)
+            .split('\n')
+            .map(|line| Line::styled(line.to_owned(), DIM.add_modifier(Modifier::ITALIC)))
+            .collect(),
         Item::Warning(text) => vec![Line::styled(
             format!("! {}", screen_text(text)),
             Style::new().fg(Color::Yellow),

@@ -213,3 +213,15 @@ fn a_long_conversation_shows_its_end_and_scrolls_back() {
     assert!(!text.contains("answer 1999"), "{text}");
     assert_contains!(text, "scrolled up 12 lines");
 }
+
+#[test]
+fn a_cut_off_reply_keeps_its_line_breaks() {
+    let mut view = base_view();
+    view.items.push(Item::User("list three things".into()));
+    view.items.push(Item::Notice(
+        "1. apples\n2. pears\n3. plu … (cut off: this unfinished reply is not kept)".into(),
+    ));
+    view.items.push(Item::Notice("(cancelled)".into()));
+    let terminal = screen(&view, 60, 12);
+    insta::assert_snapshot!(terminal.backend());
+}
