@@ -52,6 +52,13 @@ impl Lines {
 struct Printer {
     at_line_start: bool,
     interactive: bool,
+    /// Whether the reply's text waits until its message is recorded before it is
+    /// printed: when stdout is not a terminal (`reprise … > answer.txt`), where text
+    /// once printed cannot be withdrawn, and an attempt that is retried, cancelled
+    /// or fails keeps nothing.
+    hold_text: bool,
+    /// The text of the attempt under way, while `hold_text`.
+    held: String,
 }
 
 impl Printer {
@@ -86,7 +93,19 @@ impl Printer {
     fn event(&mut self, redactor: &reprise_redact::Redactor, event: &AgentEvent) {
         match event {
             AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
-                self.print(text);
+                if self.hold_text {
+                    self.held.push_str(text);
+                } else {
+                    self.print(text);
+                }
+            }
+            AgentEvent::MessageRecorded { agent, message, .. }
+                if agent == reprise_agent::DEFAULT_AGENT_NAME
+                    && message.role == reprise_session::Role::Assistant =>
+            {
+                // The attempt is complete and kept: its text can go out.
+                let held = std::mem::take(&mut self.held);
+                self.print(&held);
             }
             AgentEvent::ToolCallStarted {
                 agent,
@@ -112,6 +131,8 @@ impl Printer {
             AgentEvent::Retrying {
                 attempt, reason, ..
             } => {
+                // The failed attempt's text is not kept.
+                self.held.clear();
                 eprint_line(&format!(
                     "(retrying, attempt {attempt}: {})",
                     first_clause(reason)
@@ -139,6 +160,8 @@ pub async fn run(
     let mut printer = Printer {
         at_line_start: true,
         interactive,
+        hold_text: !std::io::stdout().is_terminal(),
+        held: String::new(),
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;
@@ -326,6 +349,8 @@ async fn turn(
             .handle(event, lines, printer, interrupts, &cancel)
             .await;
     }
+    // Text of an attempt that ended unrecorded (cancelled, failed) is not kept.
+    printer.held.clear();
     end
 }
 
