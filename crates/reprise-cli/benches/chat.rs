@@ -308,6 +308,7 @@ async fn big_bench(root: &Path) {
 
 /// Runs a command to its end; when `marker` first appeared on its stdout, its wall
 /// time, and its own peak RSS (KiB), from wait4.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
 fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u64) {
     let start = Instant::now();
     let mut child = command(cwd, args).spawn().unwrap();
