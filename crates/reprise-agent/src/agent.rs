@@ -323,6 +323,12 @@ impl Agent {
         self.thread.history()
     }
 
+    /// The session's entries (the main transcript) as loaded and recorded since:
+    /// the messages with their uuids and the fields beside them.
+    pub fn entries(&self) -> &[reprise_session::Entry] {
+        self.thread.entries()
+    }
+
     /// The messages the next model call would send: the system prompt, then the
     /// history with tool results whose call is missing left out.
     pub fn model_view(&self) -> &ChatRequest {

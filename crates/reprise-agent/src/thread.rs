@@ -6,8 +6,8 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
@@ -119,11 +119,16 @@ pub(crate) struct Thread {
     turn_timeout: Option<Duration>,
     /// Every entry of the transcript, as recorded (resume repair reads them).
     entries: Vec<Entry>,
-    /// The messages among `entries`.
-    history: Vec<Message>,
-    /// The next request: system prompt, the model view of `history`, the tools. Kept
-    /// up to date as messages are recorded so that a turn never rebuilds it.
-    request: ChatRequest,
+    /// The messages among `entries`, copied out only when asked for: a resumed
+    /// session is held once as entries and once as the request, not a third time.
+    history: OnceLock<Vec<Message>>,
+    /// The tools offered to the model.
+    specs: Vec<ToolSpec>,
+    /// The next request: system prompt, the model view of `history`, the tools.
+    /// Built when first needed (a resumed session is not held twice before a turn
+    /// or a caller asks for it), then kept up to date as messages are recorded so
+    /// that a turn never rebuilds it.
+    request: OnceLock<ChatRequest>,
     warnings: Vec<LoadWarning>,
     /// Set when a run ended early; the next run first closes any call left open.
     needs_repair: bool,
@@ -154,12 +159,6 @@ impl Thread {
     /// a result, and prepares the model view.
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
         let loaded = config.store.load(&config.key).await?.unwrap_or_default();
-        let history: Vec<Message> = loaded
-            .entries
-            .iter()
-            .filter_map(Entry::as_message)
-            .cloned()
-            .collect();
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
         let tools = config
             .tools
@@ -177,11 +176,9 @@ impl Thread {
             max_turns: config.max_turns,
             turn_timeout: config.turn_timeout,
             entries: loaded.entries,
-            history,
-            request: ChatRequest {
-                messages: Vec::new(),
-                tools: specs,
-            },
+            history: OnceLock::new(),
+            specs,
+            request: OnceLock::new(),
             warnings: loaded.warnings,
             needs_repair: true,
         };
@@ -196,7 +193,18 @@ impl Thread {
     }
 
     pub fn history(&self) -> &[Message] {
-        &self.history
+        self.history.get_or_init(|| {
+            self.entries
+                .iter()
+                .filter_map(Entry::as_message)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Every entry of the transcript, as loaded and recorded since.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     pub fn warnings(&self) -> &[LoadWarning] {
@@ -205,7 +213,17 @@ impl Thread {
 
     /// The request the next model call would send (before the next prompt).
     pub fn request(&self) -> &ChatRequest {
-        &self.request
+        self.request.get_or_init(|| {
+            let mut messages = Vec::with_capacity(self.entries.len() + 1);
+            if let Some(system) = &self.system {
+                messages.push(Message::system(system.clone()));
+            }
+            messages.extend(model_view(&self.entries));
+            ChatRequest {
+                messages,
+                tools: self.specs.clone(),
+            }
+        })
     }
 
     /// Records a result for every call left without one, then rebuilds the model view
@@ -217,12 +235,8 @@ impl Thread {
         for entry in repair_entries(&self.entries) {
             self.record_entry(entry, ctx).await?;
         }
-        let mut messages = Vec::with_capacity(self.history.len() + 1);
-        if let Some(system) = &self.system {
-            messages.push(Message::system(system.clone()));
-        }
-        messages.extend(model_view(&self.entries));
-        self.request.messages = messages;
+        // Rebuilt from the entries when next needed.
+        self.request = OnceLock::new();
         self.needs_repair = false;
         Ok(())
     }
@@ -244,8 +258,12 @@ impl Thread {
                 uuid: entry.uuid,
                 message: message.clone(),
             });
-            self.request.messages.push(request_message(message));
-            self.history.push(message.clone());
+            if let Some(request) = self.request.get_mut() {
+                request.messages.push(request_message(message));
+            }
+            if let Some(history) = self.history.get_mut() {
+                history.push(message.clone());
+            }
         }
         self.entries.push(entry);
         Ok(())
@@ -377,13 +395,13 @@ impl Thread {
             return tokio::select! {
                 biased;
                 _ = cancel.cancelled() => Err(AgentError::Cancelled),
-                result = self.provider.complete(&self.request, None, cancel) => Ok(result?),
+                result = self.provider.complete(self.request(), None, cancel) => Ok(result?),
             };
         };
         let (stream_tx, mut stream_rx) = unbounded_channel();
         let call = self
             .provider
-            .complete(&self.request, Some(&stream_tx), cancel);
+            .complete(self.request(), Some(&stream_tx), cancel);
         tokio::pin!(call);
         // Set once the stream reported usage; otherwise the completion's is reported.
         let saw_usage = std::sync::atomic::AtomicBool::new(false);

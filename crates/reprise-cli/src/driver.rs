@@ -5,7 +5,7 @@
 //! Screens talk to it through [`UiEvent`]s (what happened, and questions for the
 //! person) and by calling [`ChatSession::turn`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -16,7 +16,6 @@ use reprise_provider::Provider;
 use reprise_redact::Redactor;
 use reprise_session::runs::{
     RunFolder, RunStore, SessionLog, Transcript, TranscriptRecord, create_run_folder,
-    read_conversation_with_warnings,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
@@ -256,39 +255,6 @@ impl Opener {
         )
         .await?;
         Ok(Some(hub))
-    }
-}
-
-/// A conversation to redraw, with the problems met reading it.
-pub struct Redraw {
-    /// `(is_user, text)` per message.
-    pub messages: Vec<(bool, String)>,
-    /// Lines skipped or cut, as sentences for the person.
-    pub warnings: Vec<String>,
-}
-
-/// Reads what to redraw for a run folder that holds its conversation.
-pub fn redraw_of(dir: &Path) -> Result<Redraw> {
-    Ok(redraw_from(read_conversation_with_warnings(dir)?))
-}
-
-/// Reads what to redraw for a run, wherever its conversation is kept.
-pub fn redraw_of_run(runs: &crate::run_source::RunSource, folder: &RunFolder) -> Result<Redraw> {
-    Ok(redraw_from(runs.conversation(folder)?))
-}
-
-fn redraw_from(conversation: reprise_session::runs::Conversation) -> Redraw {
-    Redraw {
-        messages: conversation
-            .messages
-            .into_iter()
-            .map(|m| (m.role == reprise_session::Role::User, m.text))
-            .collect(),
-        warnings: conversation
-            .warnings
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod history_cmds;
 pub mod import_cmd;
 pub mod mcp_cmds;
 pub mod plain;
+pub mod redraw;
 pub mod run_cmds;
 pub mod run_source;
 pub mod server_error;

@@ -11,10 +11,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{
-    ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of_run, subagent_prefix,
-};
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, subagent_prefix};
 use crate::terminal_text::{eprint_line, visible};
+use crate::tui::view::Item;
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -56,6 +55,13 @@ struct Printer {
     /// A subagent's streamed text not yet ending in a line end, by subagent: its
     /// lines are printed whole, each prefixed with `[name]`.
     partial: std::collections::HashMap<String, String>,
+    /// Whether the reply's text waits until its message is recorded before it is
+    /// printed: when stdout is not a terminal (`reprise … > answer.txt`), where text
+    /// once printed cannot be withdrawn, and an attempt that is retried, cancelled
+    /// or fails keeps nothing.
+    hold_text: bool,
+    /// The text of the attempt under way, while `hold_text`.
+    held: String,
 }
 
 impl Printer {
@@ -117,7 +123,18 @@ impl Printer {
         let main = event.agent() == reprise_agent::DEFAULT_AGENT_NAME;
         match event {
             AgentEvent::TextDelta { text, .. } if main => {
-                self.print(text);
+                if self.hold_text {
+                    self.held.push_str(text);
+                } else {
+                    self.print(text);
+                }
+            }
+            AgentEvent::MessageRecorded { message, .. }
+                if main && message.role == reprise_session::Role::Assistant =>
+            {
+                // The attempt is complete and kept: its text can go out.
+                let held = std::mem::take(&mut self.held);
+                self.print(&held);
             }
             AgentEvent::TextDelta { agent, text } => {
                 self.partial
@@ -169,6 +186,8 @@ impl Printer {
             AgentEvent::Retrying {
                 attempt, reason, ..
             } => {
+                // The failed attempt's text is not kept.
+                self.held.clear();
                 eprint_line(&format!(
                     "(retrying, attempt {attempt}: {})",
                     first_clause(reason)
@@ -197,6 +216,8 @@ pub async fn run(
         at_line_start: true,
         interactive,
         partial: std::collections::HashMap::new(),
+        hold_text: !std::io::stdout().is_terminal(),
+        held: String::new(),
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;
@@ -385,13 +406,17 @@ async fn turn(
     let end = loop {
         tokio::select! {
             end = &mut turn => break end,
-            Some(event) = ui.recv() => shown.handle(event, lines, printer).await,
+            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, &cancel).await,
             _ = interrupts.next() => cancel.cancel(),
         }
     };
     while let Ok(event) = ui.try_recv() {
-        shown.handle(event, lines, printer).await;
+        shown
+            .handle(event, lines, printer, interrupts, &cancel)
+            .await;
     }
+    // Text of an attempt that ended unrecorded (cancelled, failed) is not kept.
+    printer.held.clear();
     end
 }
 
@@ -408,7 +433,14 @@ impl ShownSession {
         }
     }
 
-    async fn handle(&self, event: UiEvent, lines: &mut Lines, printer: &mut Printer) {
+    async fn handle(
+        &self,
+        event: UiEvent,
+        lines: &mut Lines,
+        printer: &mut Printer,
+        interrupts: &mut Interrupts,
+        cancel: &CancellationToken,
+    ) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
             UiEvent::Mcp(notice) => eprint_line(&notice.to_string()),
@@ -433,7 +465,16 @@ impl ShownSession {
                     one_line(&ask.arguments)
                 ));
                 let answer = loop {
-                    match lines.next().await {
+                    let line = tokio::select! {
+                        line = lines.next() => line,
+                        // Ctrl-C stops the whole turn: this call and the ones after it
+                        // get an "interrupted" result, and nothing more is asked.
+                        _ = interrupts.next() => {
+                            cancel.cancel();
+                            return;
+                        }
+                    };
+                    match line {
                         None => break Answer::No,
                         Some(line) => match line.trim() {
                             "y" | "yes" | "Y" => break Answer::Yes,
@@ -449,38 +490,110 @@ impl ShownSession {
     }
 }
 
+/// Rows assumed for a screen when stdout is not a terminal.
+const DEFAULT_ROWS: usize = 24;
+
+/// Redraws the end of the resumed conversation: the last items that fit a screen,
+/// after a line that says how many earlier messages `reprise show` prints.
 fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
-    let redraw = redraw_of_run(&opener.runs, &session.folder)?;
+    // Piped output has no screen: a terminal's default size stands in for one.
+    let size = std::io::stdout()
+        .is_terminal()
+        .then(crossterm::terminal::size)
+        .and_then(Result::ok);
+    let (columns, rows) = size.map_or((80, DEFAULT_ROWS), |(c, r)| {
+        (usize::from(c), usize::from(r))
+    });
     let redactor = session.redactor();
-    let calls: Vec<_> = crate::subagents::past_calls(&session.folder.dir)?
-        .iter()
-        .map(|call| call.redacted(&redactor))
-        .collect();
-    let mut calls = calls.iter().peekable();
-    let mut text = String::new();
-    while let Some(call) = calls.next_if(|call| call.after_shown == 0) {
-        text.push_str(&call.folded_text());
+    // Calls to subagents are drawn folded, with a line for their work.
+    let calls: std::collections::HashMap<String, crate::subagents::PastCall> =
+        crate::subagents::past_calls(&session.folder.dir)?
+            .iter()
+            .map(|call| (call.id.clone(), call.redacted(&redactor)))
+            .collect();
+    // Only the end is drawn: a screen holds no more messages than it has rows.
+    let entries = session.agent.entries();
+    let start = crate::redraw::tail_start(entries, rows);
+    let items = crate::redraw::redraw_items(&entries[start..]);
+    // From the end back, as many items as fit (the resumed line and the prompt
+    // take two rows).
+    let budget = rows.saturating_sub(2).max(1);
+    let mut used = 0;
+    let mut blocks = Vec::new();
+    let mut first_shown = items.len();
+    for (index, item) in items.iter().enumerate().rev() {
+        let block = match item {
+            Item::Tool(tool) if calls.contains_key(&tool.id) => calls[&tool.id].folded_text(),
+            _ => redraw_text(item, &redactor),
+        };
+        let height: usize = block
+            .lines()
+            .map(|line| line.chars().count().div_ceil(columns.max(1)).max(1))
+            .sum();
+        if used + height > budget && !blocks.is_empty() {
+            break;
+        }
+        used += height;
+        blocks.push(block);
+        first_shown = index;
     }
-    for (shown, (is_user, message)) in redraw.messages.iter().enumerate() {
-        if *is_user {
-            for (i, line) in message.lines().enumerate() {
-                text.push_str(if i == 0 { "› " } else { "  " });
-                text.push_str(line);
-                text.push('\n');
-            }
-        } else {
-            text.push_str(message.trim_end());
-            text.push('\n');
-        }
-        while let Some(call) = calls.next_if(|call| call.after_shown <= shown + 1) {
-            text.push_str(&call.folded_text());
-        }
+    let earlier = crate::redraw::shown_messages(&entries[..start])
+        + items[..first_shown]
+            .iter()
+            .filter(|item| matches!(item, Item::User(_) | Item::Assistant(_)))
+            .count();
+    let mut text = String::new();
+    if earlier > 0 {
+        text.push_str(&format!(
+            "({earlier} earlier messages; reprise show {} prints them all)\n",
+            session.run_name()
+        ));
+    }
+    for block in blocks.iter().rev() {
+        text.push_str(block);
     }
     printer.print(&text);
     let line = chat::resumed_line(&opener.runs, &session.folder);
     session.log_line(&line);
     printer.line(&line);
     Ok(())
+}
+
+/// One redrawn item as plain lines, as the live plain view prints it.
+fn redraw_text(item: &Item, redactor: &reprise_redact::Redactor) -> String {
+    let mut text = String::new();
+    match item {
+        Item::User(message) => {
+            for (i, line) in message.lines().enumerate() {
+                text.push_str(if i == 0 { "› " } else { "  " });
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        Item::Tool(tool) => {
+            let args = redactor.redact(&one_line(&tool.arguments)).into_owned();
+            text.push_str(&format!("⚙ {} {args}\n", tool.name));
+            if let Some(result) = &tool.result {
+                let marker = if result.is_error { "✗" } else { "↳" };
+                let first = result.content.lines().next().unwrap_or("");
+                let more = result.content.lines().count().saturating_sub(1) + result.folded_lines;
+                let more = if more > 0 {
+                    format!(" (+{more} lines)")
+                } else {
+                    String::new()
+                };
+                text.push_str(&format!("  {marker} {}{more}\n", redactor.redact(first)));
+            }
+        }
+        Item::Assistant(message)
+        | Item::Notice(message)
+        | Item::Warning(message)
+        | Item::Error(message) => {
+            text.push_str(message.trim_end());
+            text.push('\n');
+        }
+    }
+    text
 }
 
 fn warn_load(session: &ChatSession, printer: &mut Printer) {

@@ -162,12 +162,29 @@ pub fn show(
     };
     // The calls made after `shown` messages, in order.
     let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
-    if options.json {
+    if options.json && options.subagents {
         let mut rows: Vec<_> = calls_after(0).map(past_call_json).collect();
         for (i, m) in conversation.messages.iter().enumerate() {
             rows.push(json!({"role": m.role.as_str(), "text": m.text}));
             rows.extend(calls_after(i + 1).map(past_call_json));
         }
+        return write_json(out, &rows);
+    }
+    if options.json {
+        // Rows borrow the texts: a long conversation is not copied once more.
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            role: &'a str,
+            text: &'a str,
+        }
+        let rows: Vec<Row<'_>> = conversation
+            .messages
+            .iter()
+            .map(|m| Row {
+                role: m.role.as_str(),
+                text: &m.text,
+            })
+            .collect();
         return write_json(out, &rows);
     }
     let mut text = String::new();

@@ -25,7 +25,7 @@ use super::wrap::wrap_lines;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line as Typed, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of_run};
+use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent};
 
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
@@ -34,7 +34,43 @@ const INLINE_HEIGHT: u16 = 14;
 struct Running {
     task: JoinHandle<(ChatSession, TurnEnd)>,
     cancel: CancellationToken,
+    clock: TurnClock,
+}
+
+/// How long a turn has worked: the time the step gate waits for the person is
+/// left out, so the elapsed time shown stands still meanwhile.
+struct TurnClock {
     started: Instant,
+    asking_since: Option<Instant>,
+}
+
+impl TurnClock {
+    fn start(now: Instant) -> TurnClock {
+        TurnClock {
+            started: now,
+            asking_since: None,
+        }
+    }
+
+    /// How long the turn has worked, as of `now`.
+    fn worked(&self, now: Instant) -> Duration {
+        self.asking_since
+            .unwrap_or(now)
+            .saturating_duration_since(self.started)
+    }
+
+    /// The gate asks: the clock stops.
+    fn pause(&mut self, now: Instant) {
+        self.asking_since.get_or_insert(now);
+    }
+
+    /// The person answered (or stopped the turn): the clock goes on from where it
+    /// stopped.
+    fn resume(&mut self, now: Instant) {
+        if let Some(since) = self.asking_since.take() {
+            self.started += now.saturating_duration_since(since);
+        }
+    }
 }
 
 /// The chat's state outside the view: the session (or the turn holding it), the
@@ -192,7 +228,7 @@ impl App {
                 }
                 _ = ticker.tick(), if self.running.is_some() => {
                     if let Some(running) = &self.running {
-                        self.view.busy = Some(running.started.elapsed());
+                        self.view.busy = Some(running.clock.worked(Instant::now()));
                         self.view.tick = self.view.tick.wrapping_add(1);
                     }
                 }
@@ -286,15 +322,22 @@ impl App {
                 }
             }
             Action::CancelTurn => {
-                if let Some(running) = &self.running {
+                if let Some(running) = &mut self.running {
                     running.cancel.cancel();
+                    running.clock.resume(Instant::now());
                 }
+                // A question open now is not answered: the cancelled turn closes its
+                // call, and every later one, as interrupted.
+                self.reply = None;
             }
             Action::Exit => self.exit = true,
             Action::Resume(name) => self.resume(&name).await,
             Action::Answer(answer) => {
                 if let Some(reply) = self.reply.take() {
                     let _ = reply.send(answer);
+                }
+                if let Some(running) = &mut self.running {
+                    running.clock.resume(Instant::now());
                 }
             }
         }
@@ -357,7 +400,7 @@ impl App {
         self.running = Some(Running {
             task,
             cancel,
-            started: Instant::now(),
+            clock: TurnClock::start(Instant::now()),
         });
     }
 
@@ -404,6 +447,9 @@ impl App {
                     },
                 });
                 self.reply = Some(ask.reply);
+                if let Some(running) = &mut self.running {
+                    running.clock.pause(Instant::now());
+                }
             }
             UiEvent::Mcp(notice) => {
                 use reprise_mcp::NoticeKind;
@@ -641,28 +687,23 @@ impl App {
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        match redraw_of_run(&self.opener.runs, &session.folder) {
-            Ok(redraw) => {
-                let calls: Vec<_> = match crate::subagents::past_calls(&session.folder.dir) {
-                    Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
-                    Err(error) => {
-                        self.view.items.push(Item::Warning(format!(
-                            "the subagents' work cannot be redrawn: {error:#}"
-                        )));
-                        Vec::new()
-                    }
-                };
-                let (items, work) = redraw_items_with_subagents(&redraw.messages, &calls);
-                let offset = self.view.items.len();
-                self.view.items.extend(items);
-                self.view
-                    .work
-                    .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
-                // Warnings reading the conversation match the agent's load warnings,
-                // which are shown once by show_load_warnings.
+        let calls: Vec<_> = match crate::subagents::past_calls(&session.folder.dir) {
+            Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
+            Err(error) => {
+                self.view.items.push(Item::Warning(format!(
+                    "the subagents' work cannot be redrawn: {error:#}"
+                )));
+                Vec::new()
             }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
-        }
+        };
+        // The conversation as the agent loaded it: the file is read once. Problems
+        // reading it are the agent's load warnings, shown by show_load_warnings.
+        let (items, work) = redraw_with_subagents(session.agent.entries(), &calls);
+        let offset = self.view.items.len();
+        self.view.items.extend(items);
+        self.view
+            .work
+            .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
         let line = chat::resumed_line(&self.opener.runs, &session.folder);
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
@@ -677,83 +718,71 @@ impl App {
     }
 }
 
-/// The items that redraw a conversation.
-pub fn redraw_items(messages: &[(bool, String)]) -> Vec<Item> {
-    messages
-        .iter()
-        .map(|(is_user, text)| {
-            if *is_user {
-                Item::User(text.clone())
-            } else {
-                Item::Assistant(text.clone())
-            }
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_stands_still_while_the_gate_asks() {
+        let start = Instant::now();
+        let mut clock = TurnClock::start(start);
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(clock.worked(at(3)), Duration::from_secs(3));
+        clock.pause(at(3));
+        assert_eq!(clock.worked(at(60)), Duration::from_secs(3));
+        clock.resume(at(60));
+        assert_eq!(clock.worked(at(62)), Duration::from_secs(5));
+    }
 }
 
-/// The items that redraw a conversation with its calls to subagents, each call's
-/// work folded under it (by the index of its item).
-pub fn redraw_items_with_subagents(
-    messages: &[(bool, String)],
+/// The items that redraw a conversation of `entries` with its calls to subagents,
+/// each call's work folded under it (by the index of its item).
+pub fn redraw_with_subagents(
+    entries: &[reprise_session::Entry],
     calls: &[crate::subagents::PastCall],
 ) -> (Vec<Item>, std::collections::BTreeMap<usize, SubagentWork>) {
     use super::view::ToolResultView;
     use crate::subagents::PastStep;
-    let mut items = Vec::with_capacity(messages.len() + calls.len());
+    let items = crate::redraw::redraw_items(entries);
     let mut work = std::collections::BTreeMap::new();
-    let mut calls = calls.iter().peekable();
-    let shown = redraw_items(messages);
-    for (position, item) in std::iter::once(None)
-        .chain(shown.into_iter().map(Some))
-        .enumerate()
-    {
-        items.extend(item);
-        while let Some(call) = calls.next_if(|call| call.after_shown <= position) {
-            let result = |result: &Option<crate::subagents::PastResult>| {
-                result.as_ref().map(|r| ToolResultView {
-                    content: r.content.clone(),
-                    is_error: r.is_error,
-                })
-            };
-            let steps = call
-                .steps
-                .iter()
-                .map(|step| match step {
-                    PastStep::Text(text) => Item::Assistant(text.clone()),
-                    PastStep::Tool {
-                        id,
-                        name,
-                        arguments,
-                        result: step_result,
-                    } => Item::Tool(ToolView {
-                        id: id.clone(),
-                        agent: String::new(),
-                        name: name.clone(),
-                        arguments: arguments.clone(),
-                        result: result(step_result),
+    for (index, item) in items.iter().enumerate() {
+        let Item::Tool(tool) = item else {
+            continue;
+        };
+        let Some(call) = calls.iter().find(|call| call.id == tool.id) else {
+            continue;
+        };
+        let steps = call
+            .steps
+            .iter()
+            .map(|step| match step {
+                PastStep::Text(text) => Item::Assistant(text.clone()),
+                PastStep::Tool {
+                    id,
+                    name,
+                    arguments,
+                    result,
+                } => Item::Tool(ToolView {
+                    id: id.clone(),
+                    agent: String::new(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    result: result.as_ref().map(|r| ToolResultView {
+                        content: r.content.clone(),
+                        is_error: r.is_error,
+                        folded_lines: 0,
                     }),
-                })
-                .collect();
-            work.insert(
-                items.len(),
-                SubagentWork {
-                    agent: call.agent.clone(),
-                    items: steps,
-                    streaming: String::new(),
-                },
-            );
-            items.push(Item::Tool(ToolView {
-                id: call.id.clone(),
-                agent: String::new(),
-                name: call.agent.clone(),
-                arguments: call.arguments.clone(),
-                // A call that never returned was closed on resume; shown as stopped.
-                result: Some(result(&call.result).unwrap_or(ToolResultView {
-                    content: "(interrupted)".to_owned(),
-                    is_error: true,
-                })),
-            }));
-        }
+                }),
+            })
+            .collect();
+        work.insert(
+            index,
+            SubagentWork {
+                agent: call.agent.clone(),
+                items: steps,
+                streaming: String::new(),
+            },
+        );
     }
     (items, work)
 }

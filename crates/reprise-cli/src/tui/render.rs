@@ -17,7 +17,7 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 /// How many characters of a tool's arguments are shown.
 const ARGUMENTS_SHOWN: usize = 60;
 /// How many lines of a tool's result are shown.
-const RESULT_LINES_SHOWN: usize = 3;
+pub const RESULT_LINES_SHOWN: usize = 3;
 
 /// Text from outside (the model, tools, run folders, history) as the screen may show
 /// it: controls as visible escapes (see `terminal_text`), and tabs as spaces, since a
@@ -115,10 +115,11 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
         }
         Item::Assistant(text) => markdown::render(&screen_text(text)),
         Item::Tool(tool) => tool_lines(tool),
-        Item::Notice(text) => vec![Line::styled(
-            screen_text(text),
-            DIM.add_modifier(Modifier::ITALIC),
-        )],
+        // A notice can hold a reply cut off mid-way: its line breaks are kept.
+        Item::Notice(text) => screen_text(text)
+            .split('\n')
+            .map(|line| Line::styled(line.to_owned(), DIM.add_modifier(Modifier::ITALIC)))
+            .collect(),
         Item::Warning(text) => vec![Line::styled(
             format!("! {}", screen_text(text)),
             Style::new().fg(Color::Yellow),
@@ -176,8 +177,22 @@ pub fn tool_lines_with_work(tool: &ToolView, work: &SubagentWork) -> Vec<Line<'s
     lines
 }
 
+/// The call the step gate is asking about: the latest call of the asked tool
+/// that has no result yet (calls are announced, then asked about, one by one).
+fn waiting_call(view: &ChatView) -> Option<usize> {
+    let question = view.question.as_ref()?;
+    view.items.iter().rposition(|item| {
+        matches!(item, Item::Tool(tool) if tool.result.is_none() && tool.name == question.tool)
+    })
+}
+
 /// A tool call in a few lines: name, short arguments, a trimmed result.
 pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
+    tool_lines_pending(tool, "  … running")
+}
+
+/// [`tool_lines`], saying `pending` while the call has no result.
+fn tool_lines_pending(tool: &ToolView, pending: &'static str) -> Vec<Line<'static>> {
     let mut head = vec![Span::styled("⚙ ", Style::new().fg(Color::Magenta))];
     if !tool.agent.is_empty() {
         head.push(Span::styled(
@@ -198,7 +213,7 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
     ));
     let mut lines = vec![Line::from(head)];
     match &tool.result {
-        None => lines.push(Line::styled("  … running", DIM)),
+        None => lines.push(Line::styled(pending, DIM)),
         Some(result) => {
             let (marker, style) = if result.is_error {
                 ("  ✗ ", Style::new().fg(Color::Red))
@@ -217,11 +232,9 @@ pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
                     style,
                 ));
             }
-            if content.len() > RESULT_LINES_SHOWN {
-                lines.push(Line::styled(
-                    format!("    … {} more lines", content.len() - RESULT_LINES_SHOWN),
-                    DIM,
-                ));
+            let more = content.len().saturating_sub(RESULT_LINES_SHOWN) + result.folded_lines;
+            if more > 0 {
+                lines.push(Line::styled(format!("    … {more} more lines"), DIM));
             }
         }
     }
@@ -254,11 +267,18 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         count += lines.len();
         blocks.push(lines);
     }
+    let waiting = waiting_call(view);
     for index in (0..view.items.len()).rev() {
         if count >= wanted {
             break;
         }
-        let mut lines = wrap_lines(&view_item_lines(view, index), width);
+        let shown = match &view.items[index] {
+            Item::Tool(tool) if Some(index) == waiting => {
+                tool_lines_pending(tool, "  … waiting for your answer")
+            }
+            _ => view_item_lines(view, index),
+        };
+        let mut lines = wrap_lines(&shown, width);
         lines.push(Line::default());
         count += lines.len();
         blocks.push(lines);
@@ -282,7 +302,13 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
             Style::new().fg(Color::Cyan),
         ));
         left.push(Span::raw(format!("working {}s", elapsed.as_secs())));
-        left.push(Span::styled("  Ctrl-C stops", DIM));
+        // The clock stands still while the gate waits for the person.
+        let hint = if view.question.is_some() {
+            "  paused"
+        } else {
+            "  Ctrl-C stops"
+        };
+        left.push(Span::styled(hint, DIM));
     } else if view.scroll > 0 {
         left.push(Span::styled(
             format!("scrolled up {} lines (PgDn)", view.scroll),
@@ -403,7 +429,7 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(Style::new().fg(Color::Yellow))
-        .title(" the step gate asks ");
+        .title(" the step gate asks · Ctrl-C stops the turn ");
     let who = if question.agent.is_empty() {
         String::new()
     } else {

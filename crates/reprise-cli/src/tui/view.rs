@@ -42,12 +42,15 @@ pub struct ToolView {
 }
 
 /// A tool call's result as shown.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolResultView {
-    /// What the tool returned.
+    /// What the tool returned (in a redrawn conversation, only the lines shown).
     pub content: String,
     /// Whether it failed (or was denied).
     pub is_error: bool,
+    /// Lines left out of `content` (a redrawn result keeps only what is shown, so
+    /// that a long conversation is not held twice).
+    pub folded_lines: usize,
 }
 
 /// A subagent's work, shown under the call that started it.
@@ -77,7 +80,11 @@ impl SubagentWork {
                 |item| matches!(item, Item::Tool(tool) if tool.id == id && tool.result.is_none()),
             )
         {
-            tool.result = Some(ToolResultView { content, is_error });
+            tool.result = Some(ToolResultView {
+                content,
+                is_error,
+                folded_lines: 0,
+            });
         }
     }
 }
@@ -309,7 +316,11 @@ impl ChatView {
             _ => None,
         });
         if let Some(tool) = call {
-            tool.result = Some(ToolResultView { content, is_error });
+            tool.result = Some(ToolResultView {
+                content,
+                is_error,
+                folded_lines: 0,
+            });
         }
     }
 
@@ -367,7 +378,12 @@ impl ChatView {
                 KeyCode::Char('y') | KeyCode::Enter => Some(Answer::Yes),
                 KeyCode::Char('a') => Some(Answer::Always),
                 KeyCode::Char('n') | KeyCode::Esc => Some(Answer::No),
-                KeyCode::Char('c') if ctrl => Some(Answer::No),
+                // Ctrl-C stops the whole turn: this call and every one after it get
+                // an "interrupted" result, and no further question is asked.
+                KeyCode::Char('c') if ctrl => {
+                    self.question = None;
+                    return Some(Action::CancelTurn);
+                }
                 _ => None,
             };
             if answer.is_some() {
@@ -637,6 +653,22 @@ mod tests {
             view.on_key(key(KeyCode::Char('a'))),
             Some(Action::Answer(Answer::Always))
         );
+        assert!(view.question.is_none());
+    }
+
+    #[test]
+    fn ctrl_c_at_a_question_stops_the_turn_rather_than_answering() {
+        let mut view = ChatView {
+            question: Some(Question {
+                tool: "t".into(),
+                arguments: "{}".into(),
+                agent: String::new(),
+            }),
+            busy: Some(Duration::from_secs(2)),
+            ..ChatView::default()
+        };
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(view.on_key(ctrl_c), Some(Action::CancelTurn));
         assert!(view.question.is_none());
     }
 

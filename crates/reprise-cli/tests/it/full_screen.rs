@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::support::{Sandbox, roles_and_texts};
 use reprise_testkit::pty::Pty;
-use reprise_testkit::{Reply, ScriptedServer};
+use reprise_testkit::{Reply, ScriptedCall, ScriptedServer};
 
 const UP: &str = "\x1b[A";
 const DOWN: &str = "\x1b[B";
@@ -338,6 +338,58 @@ async fn the_gate_asks_in_a_box_and_ctrl_c_at_an_empty_prompt_exits() {
         .await;
     pty.send(CTRL_C);
     assert!(pty.wait_exit().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_the_gate_ends_the_whole_turn_and_closes_every_call() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::tool_calls([
+        ScriptedCall::new("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        ScriptedCall::new("call_2", "read_file", r#"{"path":"other.txt"}"#),
+    ])]);
+    let mut pty = chat(&sandbox, &server, &[]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("read my notes");
+    pty.wait_text("the step gate asks").await;
+    // The call asked about waits for the person, and so does the clock.
+    pty.wait_text("… waiting for your answer").await;
+    pty.wait_text("s  paused").await;
+    assert!(!pty.contents().contains("… running"), "{}", pty.contents());
+    pty.send(CTRL_C);
+    pty.wait_text("(cancelled)").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    // No second question, no further model request.
+    assert!(
+        !pty.contents().contains("the step gate asks"),
+        "{}",
+        pty.contents()
+    );
+    assert_eq!(server.request_count(), 1);
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+    // Both calls are closed in the conversation, neither was run.
+    let run = sandbox.conversations().remove(0);
+    let lines = crate::support::jsonl(&run.join("conversation.jsonl"));
+    let results: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|line| line["message"]["role"] == "tool")
+        .map(|line| {
+            (
+                line["message"]["tool_call_id"].as_str().unwrap(),
+                line["message"]["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("call_1", reprise_agent::CANCELLED_BY_USER),
+            ("call_2", reprise_agent::CANCELLED_BY_USER)
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -162,6 +162,17 @@ async fn continue_redraws_and_sends_the_whole_history() {
         "{}",
         out.stdout
     );
+    // The tool work between is redrawn as the live view shows it: the call, and its
+    // result's first line (redacted) with the count of the others.
+    let call_at = out
+        .stdout
+        .find("⚙ read_file {\"path\":\"notes.txt\"}\n  ↳ buy milk (+2 lines)\n")
+        .expect(&out.stdout);
+    assert!(
+        redraw_at < call_at && call_at < resumed_at,
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("Still here."));
 
     let bodies = server.request_bodies();
@@ -432,15 +443,9 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     stdin.write_all(b"tell me a story\n").await.unwrap();
-    // Wait for the first words of the reply (read byte by byte: no newline yet).
-    let mut seen = Vec::new();
-    while !String::from_utf8_lossy(&seen).contains("An e") {
-        let mut byte = [0u8; 1];
-        let n = tokio::io::AsyncReadExt::read(&mut stdout, &mut byte)
-            .await
-            .unwrap();
-        assert!(n > 0, "stdout closed: {}", String::from_utf8_lossy(&seen));
-        seen.push(byte[0]);
+    // Wait for the reply to be under way (its first chunks sent, then it stalls).
+    while server.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let pid = child.id().unwrap();
     let status = std::process::Command::new("kill")
@@ -455,6 +460,8 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
             stdout.read_line(&mut line).await.unwrap() > 0,
             "the chat exited"
         );
+        // The unfinished reply is not kept, so stdout never shows it.
+        assert!(!line.contains("An e"), "{line}");
         if line.contains("(cancelled)") {
             break;
         }
@@ -490,4 +497,31 @@ async fn a_run_with_no_conversation_holds_only_its_session_log() {
     visible.sort();
     assert_eq!(visible, ["session.log"]);
     assert!(server.request_bodies().is_empty());
+}
+
+#[tokio::test]
+async fn stdout_holds_only_the_kept_reply_when_an_attempt_is_retried() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("Half of a first try that breaks")
+            .chunk_chars(5)
+            .cut_after(3),
+        Reply::text("The real answer."),
+    ]);
+    let out = sandbox.chat(&server.base_url(), &[], "hello\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stderr, "retrying");
+    assert_eq!(server.request_count(), 2);
+    // Only what the conversation keeps reaches stdout: `reprise … > answer.txt`.
+    assert!(!out.stdout.contains("Half"), "{}", out.stdout);
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.contains("The real answer."))
+            .count(),
+        1,
+        "{}",
+        out.stdout
+    );
 }

@@ -7,8 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use reprise_cli::chat::resumed_text;
-use reprise_cli::driver::redraw_of;
-use reprise_cli::tui::app::redraw_items;
+use reprise_cli::redraw::redraw_items;
 use reprise_cli::tui::render::draw;
 use reprise_cli::tui::view::{
     ChatView, Item, Picker, PickerRow, Question, ToolResultView, ToolView,
@@ -65,6 +64,7 @@ fn tool_calls_are_compact_and_errors_marked() {
         name: "read_file".into(),
         arguments: "{\"path\": \"notes.txt\"}".into(),
         result: Some(ToolResultView {
+            folded_lines: 0,
             content: "buy milk\ncall mum\nfix the bike\nwater the plants\npay rent".into(),
             is_error: false,
         }),
@@ -75,6 +75,7 @@ fn tool_calls_are_compact_and_errors_marked() {
         name: "read_file".into(),
         arguments: "{\"path\": \"../secrets.txt\", \"why\": \"a long reason that goes on and on past the width\"}".into(),
         result: Some(ToolResultView {
+            folded_lines: 0,
             content: "../secrets.txt: paths may not go up with ..".into(),
             is_error: true,
         }),
@@ -154,19 +155,23 @@ async fn the_redraw_after_continue() {
                 "{\"path\":\"notes.txt\"}",
             )],
         )),
-        Entry::message(Message::tool("call_1", "buy milk")),
+        Entry::message(Message::tool(
+            "call_1",
+            "buy milk\nbread\neggs\ncoffee\ntea",
+        )),
         Entry::message(Message::assistant("The note says **buy milk**.")),
         Entry::message(Message::user("thanks")),
         Entry::message(Message::assistant("You are welcome.")),
     ];
     store.append(&key, &entries).await.unwrap();
-    let redraw = redraw_of(&folder.dir).unwrap();
-    assert!(redraw.warnings.is_empty());
+    let loaded = store.load(&key).await.unwrap().unwrap();
+    assert!(loaded.warnings.is_empty());
     let mut view = base_view();
-    view.items = redraw_items(&redraw.messages);
+    view.items = redraw_items(&loaded.entries);
     view.items
         .push(Item::Notice(resumed_text("2026-11-30 09:38")));
-    let terminal = screen(&view, 60, 16);
+    // The tool call and its result, folded as the live view folds them.
+    let terminal = screen(&view, 60, 20);
     insta::assert_snapshot!(terminal.backend());
 }
 
@@ -208,4 +213,16 @@ fn a_long_conversation_shows_its_end_and_scrolls_back() {
     assert_contains!(text, "answer 1996");
     assert!(!text.contains("answer 1999"), "{text}");
     assert_contains!(text, "scrolled up 12 lines");
+}
+
+#[test]
+fn a_cut_off_reply_keeps_its_line_breaks() {
+    let mut view = base_view();
+    view.items.push(Item::User("list three things".into()));
+    view.items.push(Item::Notice(
+        "1. apples\n2. pears\n3. plu … (cut off: this unfinished reply is not kept)".into(),
+    ));
+    view.items.push(Item::Notice("(cancelled)".into()));
+    let terminal = screen(&view, 60, 12);
+    insta::assert_snapshot!(terminal.backend());
 }

@@ -473,6 +473,7 @@ fn tool(id: &str, name: &str, arguments: &str, result: Option<(&str, bool)>) -> 
         result: result.map(|(content, is_error)| ToolResultView {
             content: content.into(),
             is_error,
+            folded_lines: 0,
         }),
     }
 }
@@ -557,12 +558,14 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let run = sandbox.conversations().remove(0);
-    let redraw = reprise_cli::driver::redraw_of(&run).unwrap();
+    let entries = reprise_session::runs::read_run_entries(&run, None)
+        .unwrap()
+        .unwrap()
+        .entries;
     let calls = reprise_cli::subagents::past_calls(&run).unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].after_shown, 1, "after the person's message");
-    let (items, work) =
-        reprise_cli::tui::app::redraw_items_with_subagents(&redraw.messages, &calls);
+    let (items, work) = reprise_cli::tui::app::redraw_with_subagents(&entries, &calls);
     let mut view = ChatView {
         items,
         work,

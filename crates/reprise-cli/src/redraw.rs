@@ -1,0 +1,208 @@
+//! What a resumed conversation shows, from the entries the agent loaded: the
+//! person's messages, the replies, and the tool calls with their results folded as
+//! the live view folds them. The conversation file is read once, by the agent.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use reprise_session::runs::is_command_expansion;
+use reprise_session::{Content, Entry, INTERRUPTED, Message, Role};
+
+use crate::tui::render::RESULT_LINES_SHOWN;
+use crate::tui::view::{Item, ToolResultView, ToolView};
+
+/// How much of a call's arguments a redrawn call keeps: more than a screen shows,
+/// far less than a file written through a tool.
+const ARGUMENTS_KEPT: usize = 400;
+
+/// The items that redraw a conversation of `entries` (system messages, entries of
+/// other kinds and slash-command expansions left out).
+pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
+    let mut items = Vec::new();
+    // Calls waiting for their result, by id: the item that shows each.
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    for entry in entries {
+        let Some(message) = entry.as_message() else {
+            continue;
+        };
+        if is_command_expansion(entry) {
+            continue;
+        }
+        match message.role {
+            Role::User | Role::Assistant => {
+                let text = text_of(message);
+                if !text.trim().is_empty() {
+                    let text = text.into_owned();
+                    items.push(if message.role == Role::User {
+                        Item::User(text)
+                    } else {
+                        Item::Assistant(text)
+                    });
+                }
+                for call in message.calls() {
+                    open.insert(&call.id, items.len());
+                    items.push(Item::Tool(ToolView {
+                        id: call.id.clone(),
+                        agent: String::new(),
+                        name: call.function.name.clone(),
+                        arguments: prefix(&call.function.arguments, ARGUMENTS_KEPT),
+                        result: None,
+                    }));
+                }
+            }
+            Role::Tool => {
+                let index = message
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| open.remove(id));
+                if let Some(Item::Tool(tool)) = index.and_then(|i| items.get_mut(i)) {
+                    // A result recorded for a call that never got one is a failure.
+                    let is_error = entry.extra.get(INTERRUPTED) == Some(&true.into());
+                    tool.result = Some(folded(&text_of(message), is_error));
+                }
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// Where to start redrawing to show at least the last `wanted` messages: at a
+/// person's message, so that every call shown has its result. Entries before it
+/// hold [`shown_messages`] of them.
+pub fn tail_start(entries: &[Entry], wanted: usize) -> usize {
+    let mut seen = 0;
+    for (index, entry) in entries.iter().enumerate().rev() {
+        let Some(message) = entry.as_message() else {
+            continue;
+        };
+        seen += 1;
+        if seen >= wanted && message.role == Role::User {
+            return index;
+        }
+    }
+    0
+}
+
+/// How many of `entries` a redraw shows as a message (the person's or a reply's
+/// text), without copying any text.
+pub fn shown_messages(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .filter(|entry| {
+            entry.as_message().is_some_and(|message| {
+                matches!(message.role, Role::User | Role::Assistant)
+                    && !text_of(message).trim().is_empty()
+            }) && !is_command_expansion(entry)
+        })
+        .count()
+}
+
+/// A message's text, borrowed when it is one string (most are).
+fn text_of(message: &Message) -> Cow<'_, str> {
+    match &message.content {
+        Some(Content::Text(text)) => Cow::Borrowed(text),
+        None => Cow::Borrowed(""),
+        Some(Content::Parts(_)) => Cow::Owned(message.text()),
+    }
+}
+
+/// A result as the screen shows it: its first lines, and how many are left out.
+fn folded(content: &str, is_error: bool) -> ToolResultView {
+    let trimmed = content.trim_end();
+    let mut lines = trimmed.lines();
+    let shown: Vec<&str> = lines.by_ref().take(RESULT_LINES_SHOWN).collect();
+    ToolResultView {
+        content: shown.join("\n"),
+        is_error,
+        folded_lines: lines.count(),
+    }
+}
+
+/// The first `max` characters of `text`.
+fn prefix(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reprise_session::{Message, ToolCall};
+
+    #[test]
+    fn calls_carry_their_folded_results_and_orphans_are_left_out() {
+        let long = (1..=10).map(|i| format!("line {i}")).collect::<Vec<_>>();
+        let entries = vec![
+            Entry::message(Message::user("read it")),
+            Entry::message(Message::assistant_tool_calls(
+                Some("Reading.".into()),
+                vec![
+                    ToolCall::function("a", "read_file", "{\"path\":\"x\"}"),
+                    ToolCall::function("b", "list", "{}"),
+                ],
+            )),
+            Entry::message(Message::tool("b", "one\ntwo")),
+            Entry::message(Message::tool("a", long.join("\n"))),
+            Entry::message(Message::tool("nobody", "lost")),
+            Entry::message(Message::assistant("Done.")),
+        ];
+        let items = redraw_items(&entries);
+        assert_eq!(items.len(), 5, "{items:?}");
+        assert_eq!(items[0], Item::User("read it".into()));
+        assert_eq!(items[1], Item::Assistant("Reading.".into()));
+        let Item::Tool(a) = &items[2] else {
+            panic!("{items:?}")
+        };
+        assert_eq!((a.id.as_str(), a.name.as_str()), ("a", "read_file"));
+        let result = a.result.as_ref().unwrap();
+        assert_eq!(result.content, "line 1\nline 2\nline 3");
+        assert_eq!(result.folded_lines, 7);
+        let Item::Tool(b) = &items[3] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(b.result.as_ref().unwrap().content, "one\ntwo");
+        assert_eq!(b.result.as_ref().unwrap().folded_lines, 0);
+        assert_eq!(items[4], Item::Assistant("Done.".into()));
+    }
+
+    #[test]
+    fn a_tail_starts_at_a_person_s_message_and_earlier_ones_are_counted() {
+        let mut entries = Vec::new();
+        for i in 0..10 {
+            entries.push(Entry::message(Message::user(format!("q{i}"))));
+            entries.push(Entry::message(Message::assistant_tool_calls(
+                None,
+                vec![ToolCall::function(format!("c{i}"), "t", "{}")],
+            )));
+            entries.push(Entry::message(Message::tool(format!("c{i}"), "r")));
+            entries.push(Entry::message(Message::assistant(format!("a{i}"))));
+        }
+        let start = tail_start(&entries, 6);
+        assert_eq!(start, 32, "two whole turns: the last 8 entries");
+        assert_eq!(shown_messages(&entries[..start]), 16);
+        let items = redraw_items(&entries[start..]);
+        assert_eq!(items[0], Item::User("q8".into()));
+        assert!(
+            items
+                .iter()
+                .all(|item| !matches!(item, Item::Tool(t) if t.result.is_none()))
+        );
+        assert_eq!(tail_start(&entries, 1000), 0);
+    }
+
+    #[test]
+    fn long_arguments_are_kept_only_as_far_as_shown() {
+        let arguments = format!("{{\"text\":\"{}\"}}", "é".repeat(2000));
+        let entries = vec![Entry::message(Message::assistant_tool_calls(
+            None,
+            vec![ToolCall::function("a", "write_file", arguments)],
+        ))];
+        let Item::Tool(tool) = &redraw_items(&entries)[0] else {
+            panic!()
+        };
+        assert_eq!(tool.arguments.chars().count(), ARGUMENTS_KEPT);
+    }
+}
