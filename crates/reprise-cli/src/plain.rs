@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, redraw_of, subagent_prefix};
+use crate::driver::{
+    ChatSession, Opener, Said, TurnEnd, UiEvent, one_line, redraw_of, subagent_prefix,
+};
 use crate::terminal_text::{eprint_line, visible};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
@@ -121,6 +123,11 @@ impl Printer {
                     self.print("\n");
                 }
                 eprint_line(&format!("! {}", crate::driver::cut_off_note(*max_tokens)));
+            }
+            AgentEvent::Compacted { .. } => {
+                if let Some(line) = crate::driver::compaction_line(event) {
+                    self.line(&line);
+                }
             }
             _ => {}
         }
@@ -257,6 +264,23 @@ pub async fn run(
                     Err(error) => printer.line(&format!("✗ {error:#}")),
                 }
             }
+            Line::Compact(focus) => {
+                chat::remember(&opener, &text, session.run_name());
+                let end = compact(
+                    &mut session,
+                    focus.as_deref(),
+                    &mut ui,
+                    &mut lines,
+                    &mut printer,
+                    &mut interrupts,
+                )
+                .await;
+                match end {
+                    TurnEnd::Answered => {}
+                    TurnEnd::Cancelled => printer.line("(cancelled)"),
+                    TurnEnd::Failed(message) => eprint_line(&format!("✗ {message}")),
+                }
+            }
             Line::Message(message) => {
                 chat::remember(&opener, &message, session.run_name());
                 let end = turn(
@@ -326,6 +350,32 @@ async fn turn(
     end
 }
 
+/// `/compact`, its events printed as a turn's are.
+async fn compact(
+    session: &mut ChatSession,
+    focus: Option<&str>,
+    ui: &mut UnboundedReceiver<UiEvent>,
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+) -> TurnEnd {
+    let cancel = CancellationToken::new();
+    let shown = ShownSession::of(session);
+    let work = session.compact(focus, cancel.clone());
+    tokio::pin!(work);
+    let end = loop {
+        tokio::select! {
+            end = &mut work => break end,
+            Some(event) = ui.recv() => shown.handle(event, lines, printer).await,
+            _ = interrupts.next() => cancel.cancel(),
+        }
+    };
+    while let Ok(event) = ui.try_recv() {
+        shown.handle(event, lines, printer).await;
+    }
+    end
+}
+
 /// What printing an event needs from the session, so printing can go on while the
 /// turn holds the session.
 struct ShownSession {
@@ -383,16 +433,19 @@ impl ShownSession {
 fn show_resumed(session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
     let redraw = redraw_of(&session.folder.dir)?;
     let mut text = String::new();
-    for (is_user, message) in &redraw.messages {
-        if *is_user {
-            for (i, line) in message.lines().enumerate() {
-                text.push_str(if i == 0 { "› " } else { "  " });
-                text.push_str(line);
+    for said in &redraw.messages {
+        match said {
+            Said::User(message) => {
+                for (i, line) in message.lines().enumerate() {
+                    text.push_str(if i == 0 { "› " } else { "  " });
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+            Said::Assistant(message) | Said::Compacted(message) => {
+                text.push_str(message.trim_end());
                 text.push('\n');
             }
-        } else {
-            text.push_str(message.trim_end());
-            text.push('\n');
         }
     }
     printer.print(&text);

@@ -104,13 +104,20 @@ pub fn show(runs_dir: &Path, spec: &str, json: bool, out: &mut dyn Write) -> Res
         let rows: Vec<_> = conversation
             .messages
             .iter()
-            .map(|m| json!({"role": m.role.as_str(), "text": m.text}))
+            .map(|m| match m.role {
+                Role::System => json!({"kind": "compaction", "text": m.text}),
+                _ => json!({"role": m.role.as_str(), "text": m.text}),
+            })
             .collect();
         return write_json(out, &rows);
     }
     let mut text = String::new();
     for message in &conversation.messages {
-        if message.role == Role::User {
+        if message.role == Role::System {
+            // A compaction marker: where the model's view was summarised.
+            text.push_str(&message.text);
+            text.push('\n');
+        } else if message.role == Role::User {
             for (i, line) in message.text.lines().enumerate() {
                 text.push_str(if i == 0 { "› " } else { "  " });
                 text.push_str(line);

@@ -25,7 +25,7 @@ use super::wrap::wrap_lines;
 use crate::approval::Answer;
 use crate::chat::{self, HELP, Line as Typed, StartWith};
 use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, redraw_of};
+use crate::driver::{ChatSession, Opener, Said, TurnEnd, UiEvent, redraw_of};
 
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
@@ -208,6 +208,8 @@ impl App {
     }
 
     fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+        // Between turns the session is here to ask; during one, events update it.
+        self.show_context();
         if self.inline {
             self.print_finished(terminal)?;
             terminal.draw(|frame| render::draw_live(frame, &self.view))?;
@@ -321,6 +323,7 @@ impl App {
             ))),
             Typed::Resume => self.open_picker(),
             Typed::Fork => self.fork().await,
+            Typed::Compact(focus) => self.start_compaction(focus),
             Typed::Message(message) => self.start_turn(message),
         }
     }
@@ -343,6 +346,34 @@ impl App {
             cancel,
             started: Instant::now(),
         });
+    }
+
+    /// `/compact`: runs in the background like a turn (Ctrl-C stops it).
+    fn start_compaction(&mut self, focus: Option<String>) {
+        let Some(mut session) = self.session.take() else {
+            return;
+        };
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let end = session.compact(focus.as_deref(), token).await;
+            (session, end)
+        });
+        self.view.busy = Some(Duration::ZERO);
+        self.running = Some(Running {
+            task,
+            cancel,
+            started: Instant::now(),
+        });
+    }
+
+    /// The status line's context figures, from the session.
+    fn show_context(&mut self) {
+        if let Some(session) = &self.session {
+            self.view.context = session
+                .context_window()
+                .map(|window| (session.context_used(), window));
+        }
     }
 
     fn turn_ended(&mut self, end: TurnEnd) {
@@ -404,6 +435,10 @@ impl App {
 
     fn on_agent_event(&mut self, event: AgentEvent) {
         let main = event.agent() == DEFAULT_AGENT_NAME;
+        // Printed where it happened; nothing on screen is cleared.
+        if let Some(line) = crate::driver::compaction_line(&event) {
+            self.view.items.push(Item::Notice(line));
+        }
         match event {
             AgentEvent::TextDelta { text, .. } if main => self.view.push_delta(&text),
             AgentEvent::MessageRecorded { message, .. }
@@ -432,7 +467,21 @@ impl App {
                 let content = self.redactor.redact(&output.content).into_owned();
                 self.view.tool_result(&id, content, output.is_error);
             }
-            AgentEvent::Usage { usage, .. } if main => self.view.usage = Some(usage),
+            AgentEvent::Usage { usage, .. } => {
+                // The session's running totals: every model call, subagents' too.
+                let totals = self.view.usage.get_or_insert_with(Default::default);
+                totals.prompt_tokens += usage.prompt_tokens;
+                totals.completion_tokens += usage.completion_tokens;
+                totals.total_tokens += usage.total_tokens;
+                if main && let Some((used, _)) = self.view.context.as_mut() {
+                    *used = usage.prompt_tokens + usage.completion_tokens;
+                }
+            }
+            AgentEvent::Compacted { tokens_after, .. } => {
+                if main && let Some((used, _)) = self.view.context.as_mut() {
+                    *used = tokens_after;
+                }
+            }
             AgentEvent::Retrying {
                 attempt, reason, ..
             } => self.view.items.push(Item::Notice(format!(
@@ -572,15 +621,13 @@ impl App {
 }
 
 /// The items that redraw a conversation.
-pub fn redraw_items(messages: &[(bool, String)]) -> Vec<Item> {
+pub fn redraw_items(messages: &[Said]) -> Vec<Item> {
     messages
         .iter()
-        .map(|(is_user, text)| {
-            if *is_user {
-                Item::User(text.clone())
-            } else {
-                Item::Assistant(text.clone())
-            }
+        .map(|said| match said {
+            Said::User(text) => Item::User(text.clone()),
+            Said::Assistant(text) => Item::Assistant(text.clone()),
+            Said::Compacted(marker) => Item::Notice(marker.clone()),
         })
         .collect()
 }
