@@ -17,7 +17,9 @@ use crate::compact::ContextSettings;
 use crate::error::AgentError;
 use crate::events::AgentEvent;
 use crate::subagent::{Subagent, SubagentHandle};
-use crate::thread::{Callable, CompactionReport, RunContext, Thread, ThreadConfig};
+use crate::thread::{
+    Callable, CompactionCause, CompactionReport, RunContext, Thread, ThreadConfig,
+};
 use crate::tool::{Tool, ToolApprover};
 
 /// The default turn budget of a run.
@@ -357,9 +359,9 @@ impl Agent {
         self.thread.context().window
     }
 
-    /// Compacts the history now: the older part is summarised by the model (with
-    /// `focus`, what the summary must keep, added to its instructions) and one
-    /// compaction entry is appended. The latest messages stay verbatim. `Ok(None)`
+    /// Compacts the history now: everything but the latest message is summarised by
+    /// the model (with `focus`, what the summary must keep, added to its
+    /// instructions) and one compaction entry is appended. `Ok(None)`
     /// when there is too little to compact. What happens goes to `events`;
     /// cancelling `cancel` stops it with nothing written.
     pub async fn compact(
@@ -369,7 +371,10 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<Option<CompactionReport>, AgentError> {
         let ctx = RunContext::new(events, cancel);
-        let result = self.thread.compact(focus, false, &ctx).await;
+        let result = self
+            .thread
+            .compact(focus, CompactionCause::Requested, &ctx)
+            .await;
         if result.is_err() {
             self.thread.mark_needs_repair();
         }

@@ -115,6 +115,18 @@ pub(crate) struct ThreadConfig {
     pub context: ContextSettings,
 }
 
+/// Why a compaction is made; it decides how much stays verbatim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompactionCause {
+    /// The next request would pass the threshold: the recent messages that fit a
+    /// share of the limit stay.
+    Threshold,
+    /// The server refused a request as too long: fewer stay.
+    Exceeded,
+    /// Asked for (`/compact`): only the latest message stays.
+    Requested,
+}
+
 /// What a compaction did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompactionReport {
@@ -300,22 +312,22 @@ impl Thread {
             return Ok(());
         };
         if self.context_used() > self.budget(window).limit {
-            self.compact(None, false, ctx).await?;
+            self.compact(None, CompactionCause::Threshold, ctx).await?;
         }
         Ok(())
     }
 
     /// Summarises the older part of the view and appends one compaction entry. The
-    /// latest messages stay verbatim (less of them `after_exceeded`, when the server
-    /// refused a request the estimate let through). `None` when there is nothing
-    /// old enough to summarise. Nothing is written unless the summary is complete:
-    /// the entry is one append.
+    /// latest messages stay verbatim (how many depends on the `cause`). `None` when
+    /// there is nothing old enough to summarise. Nothing is written unless the
+    /// summary is complete: the entry is one append.
     pub async fn compact(
         &mut self,
         focus: Option<&str>,
-        after_exceeded: bool,
+        cause: CompactionCause,
         ctx: &RunContext,
     ) -> Result<Option<CompactionReport>, AgentError> {
+        let after_exceeded = cause == CompactionCause::Exceeded;
         self.repair(ctx).await?;
         let before = self.context_used();
         let mut window = self.context.window.unwrap_or(FALLBACK_CONTEXT_WINDOW);
@@ -326,12 +338,23 @@ impl Thread {
             window = window.min(refused.max(MIN_ASSUMED_WINDOW));
         }
         let budget = self.budget(window);
-        let Some(cut) = choose_cut(&self.entries, self.view_start, budget.keep(after_exceeded))
-        else {
+        let keep = match cause {
+            CompactionCause::Threshold => budget.keep(false),
+            CompactionCause::Exceeded => budget.keep(true),
+            // Asked for: everything but the latest message.
+            CompactionCause::Requested => 0,
+        };
+        let Some(cut) = choose_cut(&self.entries, self.view_start, keep) else {
             return Ok(None);
         };
         let summarised = model_view(&self.entries[self.view_start..cut]);
-        if summarised.is_empty() {
+        // Asked for with one message behind the latest: nothing worth a summary.
+        let least = if cause == CompactionCause::Requested {
+            2
+        } else {
+            1
+        };
+        if summarised.len() < least {
             return Ok(None);
         }
         ctx.emit(|| AgentEvent::Compacting {
@@ -509,7 +532,11 @@ impl Thread {
         let completion = match self.call_model(ctx).await {
             Err(AgentError::Provider(error)) if error.is_context_exceeded() => {
                 tracing::info!(agent = %self.name, "the request did not fit the context; compacting");
-                if self.compact(None, true, ctx).await?.is_none() {
+                if self
+                    .compact(None, CompactionCause::Exceeded, ctx)
+                    .await?
+                    .is_none()
+                {
                     return Err(AgentError::Provider(error));
                 }
                 self.call_model(ctx).await?

@@ -391,6 +391,16 @@ async fn too_little_history_is_not_compacted() {
         .unwrap();
     assert_eq!(none, None);
     assert!(provider.requests.lock().unwrap().is_empty());
+    // One question and its answer: asked for, still nothing worth a summary.
+    let server = ScriptedServer::start_with([Reply::text("hello")]).await;
+    let mut agent = scripted_agent(&server, &store, "one-exchange", 1).await;
+    agent.run("hi").await.unwrap();
+    let none = agent
+        .compact(None, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(none, None);
+    assert_eq!(server.request_count(), 1);
 }
 
 const LLAMA_EXCEEDED: &str = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#;

@@ -11,5 +11,6 @@ mod e2e_faults;
 mod e2e_sessions;
 mod e2e_subagents_tools;
 mod loop_mock;
+mod real_compaction;
 mod real_llama;
 mod support;

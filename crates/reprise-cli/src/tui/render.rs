@@ -244,14 +244,14 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
     let mut right = String::new();
     if let Some((used, window)) = view.context {
         right.push_str(&format!(
-            "context {}/{}  ",
+            "ctx {}/{} · ",
             status_tokens(used),
             status_tokens(u64::from(window))
         ));
     }
     if let Some(usage) = view.usage {
         right.push_str(&format!(
-            "session {} in · {} out tokens  ",
+            "{} in · {} out tokens  ",
             status_tokens(usage.prompt_tokens),
             status_tokens(usage.completion_tokens)
         ));
