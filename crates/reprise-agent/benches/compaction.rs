@@ -185,7 +185,7 @@ fn write_session(path: &std::path::Path, compact: bool) -> usize {
             line(&entry, &mut written);
         }
         turn += 1;
-        if compact && turn % COMPACT_EVERY == 0 {
+        if compact && turn.is_multiple_of(COMPACT_EVERY) {
             let compaction = Compaction {
                 summary: "The person asked about many files; each held a list.".into(),
                 through: answer.uuid,
@@ -195,7 +195,6 @@ fn write_session(path: &std::path::Path, compact: bool) -> usize {
             line(&compaction.to_entry(), &mut written);
         }
     }
-    drop(line);
     out.flush().unwrap();
     turn
 }
