@@ -51,6 +51,9 @@ struct App {
     printed: usize,
     inline: bool,
     exit: bool,
+    /// The run, history length and view length the status line's context figure is
+    /// for: estimating it again is only needed when they change.
+    context_for: Option<(String, usize, usize)>,
 }
 
 /// Runs the full-screen (or inline) chat until the person leaves.
@@ -87,6 +90,7 @@ pub async fn run(
         printed: 0,
         inline,
         exit: false,
+        context_for: None,
     };
     app.view.input.history = history;
     for notice in notices {
@@ -367,9 +371,18 @@ impl App {
         });
     }
 
-    /// The status line's context figures, from the session.
+    /// The status line's context figures, from the session (when it changed).
     fn show_context(&mut self) {
         if let Some(session) = &self.session {
+            let key = (
+                session.run_name().to_owned(),
+                session.agent.messages().len(),
+                session.agent.model_view().messages.len(),
+            );
+            if self.context_for.as_ref() == Some(&key) {
+                return;
+            }
+            self.context_for = Some(key);
             self.view.context = session
                 .context_window()
                 .map(|window| (session.context_used(), window));

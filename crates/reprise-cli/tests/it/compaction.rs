@@ -193,3 +193,94 @@ async fn the_redraw_of_a_compacted_run_shows_every_message_and_the_marker() {
     terminal.draw(|frame| draw(frame, &view)).unwrap();
     insta::assert_snapshot!(terminal.backend());
 }
+
+#[tokio::test]
+async fn the_window_is_asked_of_llama_cpp_once_and_kept_in_the_run_folder() {
+    let sandbox = Sandbox::new();
+    let server = reprise_testkit::llama::LlamaServer::shared();
+    let base_url = server.base_url();
+    let args = [
+        "--plain",
+        "--base-url",
+        &base_url,
+        "--model",
+        server.model(),
+        "--max-tokens",
+        "4",
+        "--request-timeout",
+        "300",
+        "--idle-timeout",
+        "300",
+    ];
+    one_model_call_per_turn(&sandbox);
+    let out = sandbox.run(&args, "hi\n").await;
+    let run = sandbox.conversations().pop().expect(&out.stderr);
+    let cached: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("context-window.json")).unwrap()).unwrap();
+    assert_eq!(
+        cached["tokens"],
+        reprise_testkit::llama::SHARED_CTX_SIZE,
+        "{cached}"
+    );
+    assert_eq!(cached["source"], "llama.cpp /props");
+    assert_eq!(cached["base_url"], base_url.as_str());
+
+    // A window set in the flags is used as it is and not cached.
+    let sandbox = Sandbox::new();
+    one_model_call_per_turn(&sandbox);
+    let mut with_flag = args.to_vec();
+    with_flag.extend_from_slice(&["--context-window", "1000"]);
+    let out = sandbox.run(&with_flag, "hi\n").await;
+    let run = sandbox.conversations().pop().expect(&out.stderr);
+    assert!(!run.join("context-window.json").exists());
+}
+
+/// The model may call a tool instead of answering: one model call per turn.
+fn one_model_call_per_turn(sandbox: &Sandbox) {
+    let config = sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "max_turns = 1\n").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_in_full_screen_marks_the_place_and_clears_nothing() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([
+        Reply::text("Paris is the capital of France.").with_usage(300, 9),
+        Reply::text("Berlin is the capital of Germany.").with_usage(320, 9),
+        Reply::text("They asked for two capitals: Paris and Berlin."),
+    ])
+    .await;
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&[
+        "--base-url",
+        &base_url,
+        "--model",
+        "test-model",
+        "--context-window",
+        "8192",
+    ]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("capital of France?");
+    pty.wait_text("Paris is the capital of France.").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.line("capital of Germany?");
+    pty.wait_text("Berlin is the capital of Germany.").await;
+    // The session's totals, and the context used of the window.
+    pty.wait_text("620 in · 18 out tokens").await;
+    pty.wait_text("/8192").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.line("/compact");
+    pty.wait_text("(compacted 3 messages: ").await;
+    // Everything said is still on screen.
+    pty.wait_for("the conversation above the marker", |s| {
+        s.contains("Paris is the capital of France.")
+            && s.contains("Berlin is the capital of Germany.")
+    })
+    .await;
+    pty.send("\x04");
+    assert!(pty.wait_exit().await);
+    assert_eq!(server.request_count(), 3);
+}
