@@ -599,3 +599,36 @@ impl Provider for SubagentScript {
         "script"
     }
 }
+
+#[tokio::test]
+async fn a_summary_cut_off_mid_stream_writes_nothing_and_the_next_turn_compacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let server = ScriptedServer::start_with([
+        Reply::text("first answer"),
+        Reply::status(400, LLAMA_EXCEEDED),
+        // The summary's stream dies: as if the process had been killed there.
+        Reply::text("a summary that never ends").cut_after(1),
+    ])
+    .await;
+    let mut agent = scripted_agent(&server, &store, "cut", 1).await;
+    agent.run("one").await.unwrap();
+    let error = agent.run("two").await.unwrap_err();
+    assert!(matches!(error, AgentError::Provider(_)), "{error}");
+    let file = session_file(dir.path(), "cut");
+    assert!(compactions_in(&file).is_empty());
+    let before = agent.model_view().messages.len();
+    assert_eq!(before, agent.messages().len() + 1);
+
+    server.push_all([
+        Reply::status(400, LLAMA_EXCEEDED),
+        Reply::text("they talked"),
+        Reply::text("second answer"),
+    ]);
+    assert_eq!(agent.run("three").await.unwrap(), "second answer");
+    assert_eq!(compactions_in(&file).len(), 1);
+    server.assert_tool_call_pairing();
+    // The file only grew: every message once, the compaction once.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.matches("\"one\"").count(), 1);
+}
