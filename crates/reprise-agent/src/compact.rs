@@ -240,12 +240,14 @@ fn instructions(focus: Option<&str>, words: u64) -> String {
 
 /// Summarises `messages` (following `previous`, the summary of what came before
 /// them) with as many model calls as it takes for each request to fit the window.
+/// `scale` is how many real tokens one estimated token turned out to be.
 pub(crate) async fn summarise(
     provider: &dyn Provider,
     budget: &Budget,
     previous: Option<&str>,
     messages: &[Message],
     focus: Option<&str>,
+    scale: f64,
     cancel: &CancellationToken,
 ) -> Result<String, AgentError> {
     let names = messages
@@ -255,9 +257,11 @@ pub(crate) async fn summarise(
         .collect();
     // A summary bigger than a third of the limit would leave too little room for
     // the conversation after it: asked for, and cut to, that size.
-    let summary_tokens = budget.limit / 3;
+    // The sizes below are in estimated tokens: `scale` real tokens each.
+    let scale = scale.max(1.0);
+    let summary_tokens = (budget.limit as f64 / 3.0 / scale) as u64;
     let instructions = instructions(focus, summary_tokens * 3 / 4);
-    let mut room = budget.piece_room();
+    let mut room = (budget.piece_room() as f64 / scale) as u64;
     let mut lines: std::collections::VecDeque<String> =
         messages.iter().map(|m| render(m, &names)).collect();
     let mut summary = previous.map(str::to_owned);

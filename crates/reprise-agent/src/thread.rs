@@ -171,6 +171,9 @@ pub(crate) struct Thread {
     /// The server's count of the last request (`usage.prompt_tokens`) and how many
     /// of `request.messages` it held: later messages are the only ones estimated.
     measured: Option<(u64, usize)>,
+    /// Real tokens per estimated token, as the server's counts showed them (at
+    /// least 1): text full of digits or symbols has more tokens than its bytes say.
+    scale: f64,
 }
 
 /// A tool call on its way to a result.
@@ -236,6 +239,7 @@ impl Thread {
             summary,
             view_start,
             measured: None,
+            scale: 1.0,
         };
         thread
             .repair(&RunContext::new(None, CancellationToken::new()))
@@ -291,10 +295,14 @@ impl Thread {
         let messages = &self.request.messages;
         match self.measured {
             Some((tokens, counted)) if counted <= messages.len() => {
-                tokens + estimate_messages(&messages[counted..])
+                tokens + self.scaled(estimate_messages(&messages[counted..]))
             }
-            _ => estimate_request(&self.request),
+            _ => self.scaled(estimate_request(&self.request)),
         }
+    }
+
+    fn scaled(&self, estimate: u64) -> u64 {
+        (estimate as f64 * self.scale).ceil() as u64
     }
 
     /// The context window and when to compact.
@@ -366,11 +374,12 @@ impl Thread {
             self.summary.as_deref(),
             &summarised,
             focus,
+            self.scale,
             &ctx.cancel,
         )
         .await?;
         let messages = view_messages(self.system.as_deref(), Some(&summary), &self.entries, cut);
-        let after = estimate_messages(&messages) + estimate_tools(&self.request.tools);
+        let after = self.scaled(estimate_messages(&messages) + estimate_tools(&self.request.tools));
         let compaction = Compaction {
             summary,
             through: self.entries[cut - 1].uuid,
@@ -547,6 +556,8 @@ impl Thread {
             && usage.prompt_tokens > 0
         {
             self.measured = Some((usage.prompt_tokens, self.request.messages.len()));
+            let estimated = estimate_request(&self.request).max(1);
+            self.scale = (usage.prompt_tokens as f64 / estimated as f64).clamp(1.0, 4.0);
         }
         Ok(completion)
     }

@@ -632,3 +632,17 @@ async fn a_summary_cut_off_mid_stream_writes_nothing_and_the_next_turn_compacts(
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(text.matches("\"one\"").count(), 1);
 }
+
+#[tokio::test]
+async fn the_servers_count_is_used_and_scales_the_estimate_of_what_came_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    // The server counts far more tokens than the bytes suggest (digits, symbols).
+    let server = ScriptedServer::start_with([Reply::text("an answer").with_usage(10_000, 3)]).await;
+    let mut agent = scripted_agent(&server, &store, "scaled", 1).await;
+    agent.run("hi").await.unwrap();
+    let reply = agent.model_view().messages.last().unwrap().clone();
+    let reply_estimate = reprise_agent::tokens::estimate_message(&reply);
+    // The ratio is capped at 4 real tokens per estimated one.
+    assert_eq!(agent.context_used(), 10_000 + 4 * reply_estimate);
+}

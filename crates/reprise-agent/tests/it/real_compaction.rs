@@ -95,9 +95,17 @@ fn read_file() -> Arc<dyn Tool> {
 }
 
 fn provider(server: &LlamaServer, seen: &Arc<Mutex<Seen>>) -> Arc<dyn Provider> {
+    provider_with(server, seen, MAX_TOKENS)
+}
+
+fn provider_with(
+    server: &LlamaServer,
+    seen: &Arc<Mutex<Seen>>,
+    max_tokens: u32,
+) -> Arc<dyn Provider> {
     let config = OpenAiConfig::new(server.model())
         .base_url(server.base_url())
-        .body_field("max_tokens", json!(MAX_TOKENS))
+        .body_field("max_tokens", json!(max_tokens))
         .max_attempts(1)
         .request_timeout(Duration::from_secs(300))
         .stream_idle_timeout(Duration::from_secs(300));
@@ -213,4 +221,37 @@ async fn a_long_session_with_large_tool_results_keeps_working_past_a_small_windo
         ratios.len(),
         seen.counted.iter().map(|(_, real)| real).max().unwrap()
     );
+}
+
+/// How far the byte-based estimate is from llama.cpp's count, on prose, code and a
+/// tool result of numbered lines; and the agent's figure, once the server has
+/// counted, is the server's count plus a scaled estimate: never below it.
+#[tokio::test]
+async fn the_estimate_is_compared_with_the_servers_count() {
+    let server = LlamaServer::shared();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let prose = "The committee met on Tuesday to discuss the budget for next year, and \
+                 after a long debate it agreed to fund the library and the park. "
+        .repeat(12);
+    let code = "fn main() {\n    let xs: Vec<u32> = (0..10).map(|x| x * 2).collect();\n    \
+                println!(\"{xs:?}\");\n}\n"
+        .repeat(10);
+    let mut ratios = Vec::new();
+    for (name, text) in [("prose", prose), ("code", code), ("numbered lines", file_text())] {
+        let mut agent = Agent::builder(provider_with(server, &seen, 1))
+            .system("You answer questions.")
+            .store(store.clone() as Arc<dyn SessionStore>)
+            .session_id(name.replace(' ', "-"))
+            .build()
+            .await
+            .unwrap();
+        ended_normally(agent.run(text).await, server.log());
+        let (estimate, real) = *seen.lock().unwrap().counted.last().unwrap();
+        assert!(agent.context_used() >= real, "{name}");
+        println!("{name}: estimated {estimate}, llama.cpp counted {real}");
+        ratios.push(estimate as f64 / real as f64);
+    }
+    println!("estimate / count: {ratios:.2?}");
 }
