@@ -239,7 +239,11 @@ async fn the_estimate_is_compared_with_the_servers_count() {
                 println!(\"{xs:?}\");\n}\n"
         .repeat(10);
     let mut ratios = Vec::new();
-    for (name, text) in [("prose", prose), ("code", code), ("numbered lines", file_text())] {
+    for (name, text) in [
+        ("prose", prose),
+        ("code", code),
+        ("numbered lines", file_text()),
+    ] {
         let mut agent = Agent::builder(provider_with(server, &seen, 1))
             .system("You answer questions.")
             .store(store.clone() as Arc<dyn SessionStore>)
