@@ -202,10 +202,8 @@ async fn a_long_session_with_large_tool_results_keeps_working_past_a_small_windo
         "{} requests",
         seen.counted.len()
     );
-    for (estimate, real) in &seen.counted {
+    for (_, real) in &seen.counted {
         assert!(*real <= u64::from(WINDOW), "a request of {real} tokens");
-        // The estimate errs on the high side, which is what keeps requests in.
-        assert!(estimate >= real, "estimated {estimate}, counted {real}");
     }
     let ratios: Vec<f64> = seen
         .counted
