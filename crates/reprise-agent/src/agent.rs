@@ -13,10 +13,13 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::compact::ContextSettings;
 use crate::error::AgentError;
 use crate::events::AgentEvent;
 use crate::subagent::{Subagent, SubagentHandle};
-use crate::thread::{Callable, RunContext, Thread, ThreadConfig};
+use crate::thread::{
+    Callable, CompactionCause, CompactionReport, RunContext, Thread, ThreadConfig,
+};
 use crate::tool::{Tool, ToolApprover};
 
 /// The default turn budget of a run.
@@ -39,6 +42,7 @@ struct AgentConfig {
     approver: Option<Arc<dyn ToolApprover>>,
     max_turns: usize,
     turn_timeout: Option<Duration>,
+    context: ContextSettings,
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
@@ -115,6 +119,25 @@ impl AgentBuilder {
         self
     }
 
+    /// The model's context window in tokens. With one, the history is compacted
+    /// before a request would pass [`AgentBuilder::compact_threshold`] of it
+    /// (leaving room for the reply's `max_tokens`). Without one, only a server's
+    /// context-exceeded answer leads to a compaction (sized for
+    /// [`FALLBACK_CONTEXT_WINDOW`](crate::FALLBACK_CONTEXT_WINDOW) at most). Subagents
+    /// use the same window.
+    pub fn context_window(mut self, tokens: u32) -> Self {
+        self.config.context.window = Some(tokens);
+        self
+    }
+
+    /// The share of the context window a request may fill before the history is
+    /// compacted (default [`DEFAULT_COMPACT_THRESHOLD`](crate::DEFAULT_COMPACT_THRESHOLD);
+    /// clamped to 0.1..=1).
+    pub fn compact_threshold(mut self, share: f64) -> Self {
+        self.config.context.threshold = share;
+        self
+    }
+
     /// Takes the session's writer lock (failing at once with
     /// [`StoreError::Locked`] if another writer has it), loads the session and its
     /// subagents' transcripts, and closes tool calls left without a result.
@@ -188,6 +211,7 @@ async fn open(
             max_turns: subagent.max_turns,
             // A subagent's task runs inside its parent's run and its budget.
             turn_timeout: None,
+            context: config.context,
         })
         .await?;
         warnings.extend_from_slice(thread.warnings());
@@ -209,6 +233,7 @@ async fn open(
         approver: config.approver.clone(),
         max_turns: config.max_turns,
         turn_timeout: config.turn_timeout,
+        context: config.context,
     })
     .await?;
     // The main transcript's warnings first: they are the ones a person reads first.
@@ -268,6 +293,7 @@ impl Agent {
                 approver: None,
                 max_turns: DEFAULT_MAX_TURNS,
                 turn_timeout: Some(DEFAULT_TURN_TIMEOUT),
+                context: ContextSettings::default(),
             },
             store: None,
             session_id: None,
@@ -329,10 +355,45 @@ impl Agent {
         self.thread.entries()
     }
 
-    /// The messages the next model call would send: the system prompt, then the
-    /// history with tool results whose call is missing left out.
+    /// The messages the next model call would send: the system prompt, the summary
+    /// of the latest compaction (if any), then the history after it, with tool
+    /// results whose call is missing left out.
     pub fn model_view(&self) -> &ChatRequest {
         self.thread.request()
+    }
+
+    /// The estimated size of the next request in tokens (before the next prompt):
+    /// the server's count of the last request plus an estimate of what was added
+    /// since.
+    pub fn context_used(&self) -> u64 {
+        self.thread.context_used()
+    }
+
+    /// The context window, when known.
+    pub fn context_window(&self) -> Option<u32> {
+        self.thread.context().window
+    }
+
+    /// Compacts the history now: everything but the latest message is summarised by
+    /// the model (with `focus`, what the summary must keep, added to its
+    /// instructions) and one compaction entry is appended. `Ok(None)`
+    /// when there is too little to compact. What happens goes to `events`;
+    /// cancelling `cancel` stops it with nothing written.
+    pub async fn compact(
+        &mut self,
+        focus: Option<&str>,
+        events: Option<UnboundedSender<AgentEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<Option<CompactionReport>, AgentError> {
+        let ctx = RunContext::new(events, cancel);
+        let result = self
+            .thread
+            .compact(focus, CompactionCause::Requested, &ctx)
+            .await;
+        if result.is_err() {
+            self.thread.mark_needs_repair();
+        }
+        result
     }
 
     /// What was wrong in the transcripts when they were loaded (a torn last line

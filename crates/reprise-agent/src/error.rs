@@ -36,6 +36,9 @@ pub enum AgentError {
         /// The budget that ran out.
         after: std::time::Duration,
     },
+    /// The model answered a summary request with no text: nothing was compacted.
+    #[error("the model returned an empty summary; nothing was compacted")]
+    EmptySummary,
     /// The run was cancelled; what was complete is recorded, open tool calls closed.
     #[error("cancelled by the user")]
     Cancelled,

@@ -102,6 +102,28 @@ pub enum AgentEvent {
         /// The limit sent, when the provider knows it.
         max_tokens: Option<u32>,
     },
+    /// The older part of the history is being summarised (model calls of their own,
+    /// before the next request or after the server said it did not fit).
+    Compacting {
+        /// The agent whose history it is.
+        agent: String,
+    },
+    /// A compaction entry was written: from now on the model is sent its summary in
+    /// place of the messages it covers (which stay in the session).
+    Compacted {
+        /// The agent whose history it is.
+        agent: String,
+        /// The transcript it was written to.
+        key: SessionKey,
+        /// The compaction entry's uuid.
+        uuid: Uuid,
+        /// How many messages the summary took in.
+        messages: usize,
+        /// The estimated request size before, in tokens.
+        tokens_before: u64,
+        /// The estimated request size after, in tokens.
+        tokens_after: u64,
+    },
     /// A message was written to the session (durably: it survives a crash from here on).
     MessageRecorded {
         /// The agent whose history it joined.
@@ -129,6 +151,8 @@ impl AgentEvent {
             | AgentEvent::Usage { agent, .. }
             | AgentEvent::Retrying { agent, .. }
             | AgentEvent::ReplyCutOff { agent, .. }
+            | AgentEvent::Compacting { agent }
+            | AgentEvent::Compacted { agent, .. }
             | AgentEvent::MessageRecorded { agent, .. } => agent,
         }
     }

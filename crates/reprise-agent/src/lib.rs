@@ -12,20 +12,25 @@
 //! `subagents/<name>`.
 
 mod agent;
+mod compact;
 mod error;
 mod events;
 mod fn_tool;
 pub mod schema;
 mod subagent;
 mod thread;
+pub mod tokens;
 pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFAULT_TURN_TIMEOUT};
+pub use compact::{
+    ContextSettings, DEFAULT_COMPACT_THRESHOLD, FALLBACK_CONTEXT_WINDOW, SUMMARY_HEADING,
+};
 pub use error::AgentError;
 pub use events::AgentEvent;
 pub use fn_tool::{FnTool, parse_arguments, tool};
 pub use subagent::{
     DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
 };
-pub use thread::{CANCELLED_BY_USER, STOPPED_BY_TURN_TIMEOUT};
+pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};

@@ -12,17 +12,24 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall, arguments_are_an_object,
-    model_view, repair_entries, request_message,
+    Compaction, Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall,
+    arguments_are_an_object, compacted_tail, model_view, repair_entries, request_message,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::compact::{
+    Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, choose_cut, summarise, view_messages,
+};
 use crate::error::AgentError;
 use crate::events::AgentEvent;
 use crate::subagent::SubagentHandle;
+use crate::tokens::{estimate_messages, estimate_request, estimate_tools};
 use crate::tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
+
+/// The smallest window assumed after a context-exceeded answer.
+const MIN_ASSUMED_WINDOW: u32 = 2_048;
 
 /// What the model is told about a tool call that the person cancelled.
 pub const CANCELLED_BY_USER: &str = "error: cancelled by the user";
@@ -104,6 +111,33 @@ pub(crate) struct ThreadConfig {
     pub max_turns: usize,
     /// The wall-clock budget of one run, if any.
     pub turn_timeout: Option<Duration>,
+    /// The context window and when to compact.
+    pub context: ContextSettings,
+}
+
+/// Why a compaction is made; it decides how much stays verbatim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompactionCause {
+    /// The next request would pass the threshold: the recent messages that fit a
+    /// share of the limit stay.
+    Threshold,
+    /// The server refused a request as too long: fewer stay.
+    Exceeded,
+    /// Asked for (`/compact`): only the latest message stays.
+    Requested,
+}
+
+/// What a compaction did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// The compaction entry's uuid.
+    pub uuid: uuid::Uuid,
+    /// How many messages the summary took in.
+    pub messages: usize,
+    /// The estimated request size before, in tokens.
+    pub tokens_before: u64,
+    /// The estimated request size after, in tokens.
+    pub tokens_after: u64,
 }
 
 /// One agent's conversation over one transcript.
@@ -132,6 +166,19 @@ pub(crate) struct Thread {
     warnings: Vec<LoadWarning>,
     /// Set when a run ended early; the next run first closes any call left open.
     needs_repair: bool,
+    /// The context window and when to compact.
+    context: ContextSettings,
+    /// The summary of the latest compaction, sent in place of what it covers.
+    summary: Option<String>,
+    /// Where in `entries` the model view starts (after the latest compaction's
+    /// `through`; 0 without one).
+    view_start: usize,
+    /// The server's count of the last request (`usage.prompt_tokens`) and how many
+    /// of `request.messages` it held: later messages are the only ones estimated.
+    measured: Option<(u64, usize)>,
+    /// Real tokens per estimated token, as the server's counts showed them (at
+    /// least 1): text full of digits or symbols has more tokens than its bytes say.
+    scale: f64,
 }
 
 /// A tool call on its way to a result.
@@ -160,6 +207,10 @@ impl Thread {
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
         let loaded = config.store.load(&config.key).await?.unwrap_or_default();
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
+        let (summary, view_start) = match compacted_tail(&loaded.entries) {
+            Some((compaction, start)) => (Some(compaction.summary), start),
+            None => (None, 0),
+        };
         let tools = config
             .tools
             .into_iter()
@@ -181,11 +232,21 @@ impl Thread {
             request: OnceLock::new(),
             warnings: loaded.warnings,
             needs_repair: true,
+            context: config.context,
+            summary,
+            view_start,
+            measured: None,
+            scale: 1.0,
         };
         thread
             .repair(&RunContext::new(None, CancellationToken::new()))
             .await?;
         Ok(thread)
+    }
+
+    /// The next run first closes calls left open and rebuilds the view.
+    pub fn mark_needs_repair(&mut self) {
+        self.needs_repair = true;
     }
 
     pub fn key(&self) -> &SessionKey {
@@ -214,13 +275,13 @@ impl Thread {
     /// The request the next model call would send (before the next prompt).
     pub fn request(&self) -> &ChatRequest {
         self.request.get_or_init(|| {
-            let mut messages = Vec::with_capacity(self.entries.len() + 1);
-            if let Some(system) = &self.system {
-                messages.push(Message::system(system.clone()));
-            }
-            messages.extend(model_view(&self.entries));
             ChatRequest {
-                messages,
+                messages: view_messages(
+                    self.system.as_deref(),
+                    self.summary.as_deref(),
+                    &self.entries,
+                    self.view_start,
+                ),
                 tools: self.specs.clone(),
             }
         })
@@ -237,8 +298,136 @@ impl Thread {
         }
         // Rebuilt from the entries when next needed.
         self.request = OnceLock::new();
+        self.measured = None;
         self.needs_repair = false;
         Ok(())
+    }
+
+    /// The estimated size of the next request in tokens: the server's count of the
+    /// last one, plus an estimate of the messages added since.
+    pub fn context_used(&self) -> u64 {
+        let request = self.request();
+        let messages = &request.messages;
+        match self.measured {
+            Some((tokens, counted)) if counted <= messages.len() => {
+                tokens + self.scaled(estimate_messages(&messages[counted..]))
+            }
+            _ => self.scaled(estimate_request(request)),
+        }
+    }
+
+    fn scaled(&self, estimate: u64) -> u64 {
+        (estimate as f64 * self.scale).ceil() as u64
+    }
+
+    /// The context window and when to compact.
+    pub fn context(&self) -> ContextSettings {
+        self.context
+    }
+
+    fn budget(&self, window: u32) -> Budget {
+        Budget::new(window, self.context.threshold, self.provider.max_tokens())
+    }
+
+    /// Compacts when the next request would pass the threshold of a known window.
+    async fn compact_if_needed(&mut self, ctx: &RunContext) -> Result<(), AgentError> {
+        let Some(window) = self.context.window else {
+            return Ok(());
+        };
+        if self.context_used() > self.budget(window).limit {
+            self.compact(None, CompactionCause::Threshold, ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// Summarises the older part of the view and appends one compaction entry. The
+    /// latest messages stay verbatim (how many depends on the `cause`). `None` when
+    /// there is nothing old enough to summarise. Nothing is written unless the
+    /// summary is complete: the entry is one append.
+    pub async fn compact(
+        &mut self,
+        focus: Option<&str>,
+        cause: CompactionCause,
+        ctx: &RunContext,
+    ) -> Result<Option<CompactionReport>, AgentError> {
+        let after_exceeded = cause == CompactionCause::Exceeded;
+        self.repair(ctx).await?;
+        let before = self.context_used();
+        let mut window = self.context.window.unwrap_or(FALLBACK_CONTEXT_WINDOW);
+        if after_exceeded {
+            // The server refused `before`: its window is smaller than that, whatever
+            // was configured. Below a floor no summary request would fit anyway.
+            let refused = u32::try_from(before.saturating_mul(9) / 10).unwrap_or(u32::MAX);
+            window = window.min(refused.max(MIN_ASSUMED_WINDOW));
+        }
+        let budget = self.budget(window);
+        let keep = match cause {
+            CompactionCause::Threshold => budget.keep(false),
+            CompactionCause::Exceeded => budget.keep(true),
+            // Asked for: everything but the latest message.
+            CompactionCause::Requested => 0,
+        };
+        let Some(cut) = choose_cut(&self.entries, self.view_start, keep) else {
+            return Ok(None);
+        };
+        let summarised = model_view(&self.entries[self.view_start..cut]);
+        // Asked for with one message behind the latest: nothing worth a summary.
+        let least = if cause == CompactionCause::Requested {
+            2
+        } else {
+            1
+        };
+        if summarised.len() < least {
+            return Ok(None);
+        }
+        ctx.emit(|| AgentEvent::Compacting {
+            agent: self.name.clone(),
+        });
+        let summary = summarise(
+            self.provider.as_ref(),
+            &budget,
+            self.summary.as_deref(),
+            &summarised,
+            focus,
+            self.scale,
+            &ctx.cancel,
+        )
+        .await?;
+        let messages = view_messages(self.system.as_deref(), Some(&summary), &self.entries, cut);
+        let after = self.scaled(estimate_messages(&messages) + estimate_tools(&self.specs));
+        let compaction = Compaction {
+            summary,
+            through: self.entries[cut - 1].uuid,
+            tokens_before: before,
+            tokens_after: after,
+        };
+        let entry = compaction.to_entry();
+        self.store
+            .append(&self.key, std::slice::from_ref(&entry))
+            .await?;
+        let report = CompactionReport {
+            uuid: entry.uuid,
+            messages: summarised.len(),
+            tokens_before: before,
+            tokens_after: after,
+        };
+        self.entries.push(entry);
+        self.summary = Some(compaction.summary);
+        self.view_start = cut;
+        self.request = OnceLock::from(ChatRequest {
+            messages,
+            tools: self.specs.clone(),
+        });
+        self.measured = None;
+        ctx.emit(|| AgentEvent::Compacted {
+            agent: self.name.clone(),
+            key: self.key.clone(),
+            uuid: report.uuid,
+            messages: report.messages,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+        });
+        Ok(Some(report))
     }
 
     /// Appends a message to the transcript; only once it is durable does it join the
@@ -347,7 +536,7 @@ impl Thread {
                 agent: self.name.clone(),
                 turn,
             });
-            let completion = self.call_model(ctx).await?;
+            let completion = self.call_model_compacting(ctx).await?;
             let cut_off = completion.finish_reason.as_deref() == Some("length");
             let message = completion.message;
             let calls = message.calls().to_vec();
@@ -385,6 +574,37 @@ impl Thread {
         Err(AgentError::MaxTurns {
             max_turns: self.max_turns,
         })
+    }
+
+    /// One model call with the history kept inside the context: compacted first
+    /// when the request would pass the threshold, and when the server answers that
+    /// it did not fit, compacted once more and sent once more.
+    async fn call_model_compacting(&mut self, ctx: &RunContext) -> Result<Completion, AgentError> {
+        self.compact_if_needed(ctx).await?;
+        let completion = match self.call_model(ctx).await {
+            Err(AgentError::Provider(error)) if error.is_context_exceeded() => {
+                tracing::info!(agent = %self.name, "the request did not fit the context; compacting");
+                if self
+                    .compact(None, CompactionCause::Exceeded, ctx)
+                    .await?
+                    .is_none()
+                {
+                    return Err(AgentError::Provider(error));
+                }
+                self.call_model(ctx).await?
+            }
+            other => other?,
+        };
+        if let Some(usage) = completion.usage
+            && usage.prompt_tokens > 0
+        {
+            let request = self.request();
+            let counted = request.messages.len();
+            let estimated = estimate_request(request).max(1);
+            self.measured = Some((usage.prompt_tokens, counted));
+            self.scale = (usage.prompt_tokens as f64 / estimated as f64).clamp(1.0, 4.0);
+        }
+        Ok(completion)
     }
 
     /// One model call, its stream events forwarded as they arrive. A cancelled or

@@ -18,6 +18,9 @@ pub const HELP: &str = "\
 /resume   pick an earlier run and continue its conversation
 /fork     continue in a copy of this conversation (a new run; this one is kept)
 /rename   give this run a title (shown by /resume and `reprise runs`)
+/compact [what to keep]
+          summarise the older part of the conversation for the model now
+          (everything stays in the run and on screen)
 /help     this list
 /exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
@@ -213,6 +216,8 @@ pub enum Line {
     Fork,
     /// `/rename TITLE` (an empty title removes it).
     Rename(String),
+    /// `/compact [what to keep]`.
+    Compact(Option<String>),
     /// `/help`.
     Help,
     /// `/exit` or `/quit`.
@@ -238,6 +243,10 @@ impl Line {
                 Line::Rename(other["/rename ".len()..].trim().to_owned())
             }
             "/help" | "/?" => Line::Help,
+            "/compact" => Line::Compact(None),
+            other if other.starts_with("/compact ") => {
+                Line::Compact(Some(other["/compact ".len()..].trim().to_owned()))
+            }
             "/exit" | "/quit" => Line::Exit,
             other if other.starts_with('/') && !other.starts_with("//") => {
                 Line::Unknown(other.split_whitespace().next().unwrap_or(other).to_owned())
@@ -266,6 +275,15 @@ mod tests {
             Line::Unknown("/frobnicate".into())
         );
         assert_eq!(Line::parse("   "), Line::Empty);
+        assert_eq!(Line::parse("/compact"), Line::Compact(None));
+        assert_eq!(
+            Line::parse("/compact  the file names "),
+            Line::Compact(Some("the file names".into()))
+        );
+        assert_eq!(
+            Line::parse("/compactly"),
+            Line::Unknown("/compactly".into())
+        );
         assert_eq!(
             Line::parse("hello /resume"),
             Line::Message("hello /resume".into())

@@ -128,6 +128,11 @@ pub struct ChatArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
     pub turn_timeout: Option<std::time::Duration>,
 
+    /// The model's context window in tokens; unset, the server is asked (llama.cpp,
+    /// Ollama, vLLM, LM Studio), else 8192 [config: context_window]
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u32>,
+
     /// The config file [default: $XDG_CONFIG_HOME/reprise/config.toml]
     /// [env: REPRISE_CONFIG]
     #[arg(long, value_name = "FILE", global = true)]

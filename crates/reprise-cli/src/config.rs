@@ -60,6 +60,11 @@ pub struct FileConfig {
     pub idle_timeout: Option<DurationValue>,
     /// The wall-clock budget of one turn (0: none).
     pub turn_timeout: Option<DurationValue>,
+    /// The model's context window in tokens (unset: asked of the server).
+    pub context_window: Option<u32>,
+    /// The share of the context window a request may fill before the history is
+    /// compacted.
+    pub compact_threshold: Option<f64>,
     /// Settings for one model, over the ones above (`[models."qwen2.5:7b"]`).
     pub models: Option<BTreeMap<String, ModelConfig>>,
     /// MCP servers (`[mcp]`, `[mcp.servers.<name>]`).
@@ -260,6 +265,10 @@ pub struct ModelConfig {
     pub idle_timeout: Option<DurationValue>,
     /// See [`FileConfig::turn_timeout`].
     pub turn_timeout: Option<DurationValue>,
+    /// See [`FileConfig::context_window`].
+    pub context_window: Option<u32>,
+    /// See [`FileConfig::compact_threshold`].
+    pub compact_threshold: Option<f64>,
 }
 
 /// A duration in the config: seconds as a number, or text such as `"90s"`,
@@ -364,6 +373,11 @@ pub struct Settings {
     pub idle_timeout: Duration,
     /// The wall-clock budget of one turn (`None`: no budget).
     pub turn_timeout: Option<Duration>,
+    /// The context window set by the flag or the config (`None`: asked of the
+    /// server, else [`reprise_agent::FALLBACK_CONTEXT_WINDOW`]).
+    pub context_window: Option<u32>,
+    /// The share of the window a request may fill before compacting.
+    pub compact_threshold: f64,
     /// Run tool calls without asking.
     pub yes: bool,
     /// The config file that was read, if any.
@@ -585,6 +599,16 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
     };
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     let agents = resolve_agents(file.agents.as_ref(), &generation);
+    let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);
+    let compact_threshold = per_model
+        .compact_threshold
+        .or(file.compact_threshold)
+        .unwrap_or(reprise_agent::DEFAULT_COMPACT_THRESHOLD);
+    if !(0.1..=1.0).contains(&compact_threshold) {
+        anyhow::bail!(
+            "compact_threshold is {compact_threshold}: write a share of the window between 0.1 and 1"
+        );
+    }
     Ok(Settings {
         base_url,
         model,
@@ -599,6 +623,8 @@ pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         request_timeout,
         idle_timeout,
         turn_timeout,
+        context_window,
+        compact_threshold,
         yes: args.yes,
         config_file,
         mcp: file.mcp,

@@ -161,6 +161,7 @@ impl Opener {
                 return Err(error);
             }
         };
+        let window = crate::context_window::window_for(&self.settings, &folder.dir).await;
         let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools);
@@ -172,6 +173,8 @@ impl Opener {
             .session_id(session_id)
             .max_turns(self.settings.max_turns as usize)
             .turn_timeout(self.settings.turn_timeout)
+            .context_window(window)
+            .compact_threshold(self.settings.compact_threshold)
             .approver(approver)
             .build()
             .await;
@@ -290,6 +293,59 @@ impl ChatSession {
     /// The redactor that shown tool arguments and results pass through.
     pub fn redactor(&self) -> Redactor {
         self.redactor.clone()
+    }
+
+    /// The context window the agent compacts for.
+    pub fn context_window(&self) -> Option<u32> {
+        self.agent.context_window()
+    }
+
+    /// The estimated size of the next request, in tokens.
+    pub fn context_used(&self) -> u64 {
+        self.agent.context_used()
+    }
+
+    /// `/compact [what to keep]`: summarises the older part of the conversation
+    /// now. The marker line reaches the screen as an event, like a compaction
+    /// during a turn.
+    pub async fn compact(&mut self, focus: Option<&str>, cancel: CancellationToken) -> TurnEnd {
+        let (events_tx, mut events_rx) = unbounded_channel();
+        let run = self.agent.compact(focus, Some(events_tx), cancel);
+        let log = &mut self.log;
+        let transcript = &self.transcript;
+        let decisions = &self.decisions;
+        let redactor = &self.redactor;
+        let ui = &self.ui;
+        let forward = async move {
+            let mut at_line_start = true;
+            while let Some(event) = events_rx.recv().await {
+                record_event(
+                    log,
+                    transcript,
+                    decisions,
+                    redactor,
+                    &event,
+                    &mut at_line_start,
+                );
+                let _ = ui.send(UiEvent::Agent(event));
+            }
+        };
+        let (result, ()) = tokio::join!(run, forward);
+        match result {
+            Ok(Some(_)) => TurnEnd::Answered,
+            Ok(None) => {
+                let line = NOTHING_TO_COMPACT.to_owned();
+                self.log_line(&line);
+                TurnEnd::Failed(line)
+            }
+            Err(AgentError::Cancelled) => TurnEnd::Cancelled,
+            Err(error) => {
+                let (base_url, model) = &self.settings_summary;
+                let message = describe_agent_error(&error, base_url, model);
+                self.log_line(&format!("✗ {}", self.redactor.redact(&message)));
+                TurnEnd::Failed(message)
+            }
+        }
     }
 
     /// Sends `prompt` and runs the turn to its end, forwarding what happens to the
@@ -470,6 +526,15 @@ fn record_event(
             write(log, &format!("! {}\n", cut_off_note(*max_tokens)));
             *at_line_start = true;
         }
+        AgentEvent::Compacted { .. } => {
+            if !*at_line_start {
+                write(log, "\n");
+            }
+            if let Some(line) = compaction_line(event) {
+                write(log, &format!("{line}\n"));
+            }
+            *at_line_start = true;
+        }
         _ => {}
     }
 }
@@ -480,6 +545,30 @@ fn warn_on_error(result: Result<(), reprise_session::runs::RunError>) {
     if let Err(error) = result {
         tracing::warn!("session.log: {}", with_causes(&error));
     }
+}
+
+/// What `/compact` says when the conversation is too short to compact.
+pub const NOTHING_TO_COMPACT: &str =
+    "nothing to compact yet: the conversation is only its latest messages";
+
+/// The line shown for a compaction event: `(compacted 182 messages: 7.1k → 0.9k
+/// tokens)`, after `[name] ` for a subagent's.
+pub fn compaction_line(event: &AgentEvent) -> Option<String> {
+    let AgentEvent::Compacted {
+        agent,
+        messages,
+        tokens_before,
+        tokens_after,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    Some(format!(
+        "{}{}",
+        subagent_prefix(agent),
+        reprise_session::compaction_marker(*messages, *tokens_before, *tokens_after)
+    ))
 }
 
 /// What the person is told when a reply reached `max_tokens`.

@@ -8,6 +8,7 @@ pub mod approval;
 pub mod chat;
 pub mod cli;
 pub mod config;
+pub mod context_window;
 pub mod driver;
 pub mod entry;
 pub mod error_text;

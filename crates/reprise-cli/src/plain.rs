@@ -199,6 +199,11 @@ impl Printer {
                 }
                 eprint_line(&format!("! {}", crate::driver::cut_off_note(*max_tokens)));
             }
+            AgentEvent::Compacted { .. } => {
+                if let Some(line) = crate::driver::compaction_line(event) {
+                    self.line(&line);
+                }
+            }
             _ => {}
         }
     }
@@ -347,6 +352,23 @@ pub async fn run(
                     Err(error) => printer.line(&format!("✗ {error:#}")),
                 }
             }
+            Line::Compact(focus) => {
+                chat::remember(&opener, &text, session.run_name());
+                let end = compact(
+                    &mut session,
+                    focus.as_deref(),
+                    &mut ui,
+                    &mut lines,
+                    &mut printer,
+                    &mut interrupts,
+                )
+                .await;
+                match end {
+                    TurnEnd::Answered => {}
+                    TurnEnd::Cancelled => printer.line("(cancelled)"),
+                    TurnEnd::Failed(message) => eprint_line(&format!("✗ {message}")),
+                }
+            }
             Line::Message(message) => {
                 chat::remember(&opener, &message, session.run_name());
                 let end = turn(
@@ -416,6 +438,36 @@ async fn turn(
             .await;
     }
     // Text of an attempt that ended unrecorded (cancelled, failed) is not kept.
+    printer.held.clear();
+    end
+}
+
+/// `/compact`, its events printed as a turn's are.
+async fn compact(
+    session: &mut ChatSession,
+    focus: Option<&str>,
+    ui: &mut UnboundedReceiver<UiEvent>,
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+) -> TurnEnd {
+    let cancel = CancellationToken::new();
+    let shown = ShownSession::of(session);
+    let work = session.compact(focus, cancel.clone());
+    tokio::pin!(work);
+    let end = loop {
+        tokio::select! {
+            end = &mut work => break end,
+            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, &cancel).await,
+            _ = interrupts.next() => cancel.cancel(),
+        }
+    };
+    while let Ok(event) = ui.try_recv() {
+        shown
+            .handle(event, lines, printer, interrupts, &cancel)
+            .await;
+    }
+    // A summary's text is never the conversation's: nothing held is printed.
     printer.held.clear();
     end
 }

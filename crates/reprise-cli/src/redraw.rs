@@ -6,7 +6,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use reprise_session::runs::is_command_expansion;
-use reprise_session::{Content, Entry, INTERRUPTED, Message, Role};
+use reprise_session::{
+    Compaction, Content, Entry, INTERRUPTED, Message, Role, compaction_marker, short_tokens,
+};
 
 use crate::tui::render::RESULT_LINES_SHOWN;
 use crate::tui::view::{Item, ToolResultView, ToolView};
@@ -21,10 +23,39 @@ pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
     let mut items = Vec::new();
     // Calls waiting for their result, by id: the item that shows each.
     let mut open: HashMap<&str, usize> = HashMap::new();
+    // For compaction markers: how many messages came up to each entry, and up to
+    // where the last compaction reached.
+    let mut seen = 0;
+    let mut counted: HashMap<uuid::Uuid, usize> = HashMap::new();
+    let mut compacted_up_to = 0;
     for entry in entries {
+        if let Some(compaction) = Compaction::from_entry(entry) {
+            // Where the model's view was summarised; every message stays shown.
+            let marker = match counted.get(&compaction.through) {
+                Some(&through) => {
+                    let marker = compaction_marker(
+                        through.saturating_sub(compacted_up_to),
+                        compaction.tokens_before,
+                        compaction.tokens_after,
+                    );
+                    compacted_up_to = compacted_up_to.max(through);
+                    marker
+                }
+                // What it summarised is before what is redrawn.
+                None => format!(
+                    "(compacted earlier messages: {} → {} tokens)",
+                    short_tokens(compaction.tokens_before),
+                    short_tokens(compaction.tokens_after)
+                ),
+            };
+            items.push(Item::Notice(marker));
+            continue;
+        }
         let Some(message) = entry.as_message() else {
             continue;
         };
+        seen += 1;
+        counted.insert(entry.uuid, seen);
         if is_command_expansion(entry) {
             continue;
         }

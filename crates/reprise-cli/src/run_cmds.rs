@@ -165,7 +165,10 @@ pub fn show(
     if options.json && options.subagents {
         let mut rows: Vec<_> = calls_after(0).map(past_call_json).collect();
         for (i, m) in conversation.messages.iter().enumerate() {
-            rows.push(json!({"role": m.role.as_str(), "text": m.text}));
+            rows.push(match m.role {
+                Role::System => json!({"kind": "compaction", "text": m.text}),
+                _ => json!({"role": m.role.as_str(), "text": m.text}),
+            });
             rows.extend(calls_after(i + 1).map(past_call_json));
         }
         return write_json(out, &rows);
@@ -174,15 +177,26 @@ pub fn show(
         // Rows borrow the texts: a long conversation is not copied once more.
         #[derive(serde::Serialize)]
         struct Row<'a> {
-            role: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            role: Option<&'a str>,
             text: &'a str,
         }
         let rows: Vec<Row<'_>> = conversation
             .messages
             .iter()
-            .map(|m| Row {
-                role: m.role.as_str(),
-                text: &m.text,
+            .map(|m| match m.role {
+                Role::System => Row {
+                    kind: Some("compaction"),
+                    role: None,
+                    text: &m.text,
+                },
+                _ => Row {
+                    kind: None,
+                    role: Some(m.role.as_str()),
+                    text: &m.text,
+                },
             })
             .collect();
         return write_json(out, &rows);
@@ -193,7 +207,11 @@ pub fn show(
         text.push('\n');
     }
     for (i, message) in conversation.messages.iter().enumerate() {
-        if message.role == Role::User {
+        if message.role == Role::System {
+            // A compaction marker: where the model's view was summarised.
+            text.push_str(&message.text);
+            text.push('\n');
+        } else if message.role == Role::User {
             for (i, line) in message.text.lines().enumerate() {
                 text.push_str(if i == 0 { "› " } else { "  " });
                 text.push_str(line);

@@ -106,7 +106,47 @@ impl TimeoutPhase {
     }
 }
 
+/// Words with which servers say a request is larger than the model's context:
+/// llama.cpp ("the request exceeds the available context size"), vLLM and OpenAI
+/// ("maximum context length", `context_length_exceeded`), and others.
+const CONTEXT_EXCEEDED_WORDS: &[&str] = &[
+    "exceeds the available context size",
+    "exceed_context_size",
+    "maximum context length",
+    "context_length_exceeded",
+    "context length exceeded",
+    "context window",
+];
+
+/// Whether a server's error answer says that the request did not fit the model's
+/// context: one of the known messages, or any 400 that speaks of the context (never
+/// a 429, a rate limit).
+pub fn is_context_exceeded_answer(status: u16, body: &str) -> bool {
+    // A rate limit speaks of tokens too, and passes with time.
+    if status == 429 {
+        return false;
+    }
+    let lower = body.to_ascii_lowercase();
+    CONTEXT_EXCEEDED_WORDS
+        .iter()
+        .any(|words| lower.contains(words))
+        || (status == 400 && lower.contains("context"))
+}
+
 impl ProviderError {
+    /// Whether the server refused the request because it is larger than the
+    /// model's context window (see [`is_context_exceeded_answer`]); looks through
+    /// [`ProviderError::RetriesExhausted`].
+    pub fn is_context_exceeded(&self) -> bool {
+        match self {
+            ProviderError::Status {
+                status, message, ..
+            } => is_context_exceeded_answer(*status, message),
+            ProviderError::RetriesExhausted { last, .. } => last.is_context_exceeded(),
+            _ => false,
+        }
+    }
+
     /// A cut stream, seen in the data itself (no transport error under it).
     pub(crate) fn cut(reason: impl Into<String>) -> Self {
         ProviderError::StreamCut {
@@ -155,4 +195,42 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_exceeded_answers_of_known_servers_are_recognised() {
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2300,"n_ctx":2048}}"#;
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 2300 tokens in the messages, Please reduce the length of the messages.","type":"BadRequestError","code":400}"#;
+        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        for body in [llama, vllm, openai] {
+            assert!(is_context_exceeded_answer(400, body), "{body}");
+        }
+        assert!(is_context_exceeded_answer(500, llama));
+        assert!(is_context_exceeded_answer(
+            400,
+            "prompt is longer than the context"
+        ));
+        assert!(!is_context_exceeded_answer(
+            500,
+            "context deadline exceeded?"
+        ));
+        assert!(!is_context_exceeded_answer(400, "invalid model"));
+        assert!(!is_context_exceeded_answer(429, openai));
+        let status = ProviderError::Status {
+            url: "u".into(),
+            status: 400,
+            message: "the request exceeds the available context size".into(),
+        };
+        assert!(status.is_context_exceeded());
+        let wrapped = ProviderError::RetriesExhausted {
+            attempts: 2,
+            last: Box::new(status),
+        };
+        assert!(wrapped.is_context_exceeded());
+        assert!(!ProviderError::Cancelled.is_context_exceeded());
+    }
 }

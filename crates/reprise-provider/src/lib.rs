@@ -20,6 +20,7 @@
 
 pub mod accumulate;
 pub mod config;
+pub mod context_window;
 pub mod error;
 pub mod generation;
 pub mod openai;
@@ -30,7 +31,8 @@ pub mod wire;
 
 pub use accumulate::Accumulator;
 pub use config::{DEFAULT_BASE_URL, DEFAULT_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, OpenAiConfig};
-pub use error::{Cause, ProviderError, TimeoutPhase, error_chain};
+pub use context_window::{DiscoveredWindow, discover_context_window};
+pub use error::{Cause, ProviderError, TimeoutPhase, error_chain, is_context_exceeded_answer};
 pub use generation::{DEFAULT_MAX_TOKENS, Generation};
 pub use openai::{OpenAiProvider, parse_completion};
 pub use provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec, Usage};

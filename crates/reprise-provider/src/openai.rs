@@ -191,15 +191,25 @@ impl OpenAiProvider {
                     Ok(Ok(text)) => text,
                     _ => String::new(),
                 };
+            let code = status.as_u16();
+            let exceeded = crate::error::is_context_exceeded_answer(code, &text);
+            let mut message = error_message(&text);
+            // OpenAI says it in the error's `code`, which the message leaves out.
+            if exceeded && !crate::error::is_context_exceeded_answer(code, &message) {
+                message.push_str(" (context_length_exceeded)");
+            }
             let error = ProviderError::Status {
                 url: self.url.clone(),
-                status: status.as_u16(),
-                message: error_message(&text),
+                status: code,
+                message,
             };
-            let code = status.as_u16();
             let lower = text.to_ascii_lowercase();
             return Err(
-                if matches!(code, 408 | 409 | 429) || status.is_server_error() {
+                // A request too large for the context is refused again however often
+                // it is sent (some servers say so with a 5xx): the caller compacts.
+                if exceeded {
+                    Failure::Fatal(error)
+                } else if matches!(code, 408 | 409 | 429) || status.is_server_error() {
                     Failure::Retry { error, wait }
                 } else if code == 400 && asked_usage && lower.contains("stream_options") {
                     Failure::StreamOptionsRejected(error)

@@ -28,10 +28,11 @@ pub use store::FastEntryDecoder;
 #[doc(hidden)]
 pub use store::decode_with_serde_only;
 pub use store::{
-    ANSWERS_ENTRY, AppendReport, Content, ContentPart, DanglingCall, Durability, Entry,
-    EntryLineDecoder, FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED, IdError,
-    JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN, MemoryStore, Message, RepairReport, Role,
-    SessionInfo, SessionKey, SessionMeta, SessionStore, StoreError, ToolCall, WriterLock,
-    arguments_are_an_object, inspect, inspect_messages, interrupted_result, load_file, model_view,
-    model_view_messages, now_millis, repair_entries, repair_messages, request_message, validate_id,
+    ANSWERS_ENTRY, AppendReport, COMPACTION_KIND, Compaction, Content, ContentPart, DanglingCall,
+    Durability, Entry, EntryLineDecoder, FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED,
+    IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN, MemoryStore, Message, RepairReport,
+    Role, SessionInfo, SessionKey, SessionMeta, SessionStore, StoreError, ToolCall, WriterLock,
+    arguments_are_an_object, compacted_tail, compaction_marker, inspect, inspect_messages,
+    interrupted_result, load_file, model_view, model_view_messages, now_millis, repair_entries,
+    repair_messages, request_message, short_tokens, validate_id,
 };

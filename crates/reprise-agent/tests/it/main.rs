@@ -5,10 +5,12 @@
 //! one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
+mod compaction;
 mod e2e_cut_off;
 mod e2e_faults;
 mod e2e_sessions;
 mod e2e_subagents_tools;
 mod loop_mock;
+mod real_compaction;
 mod real_llama;
 mod support;

@@ -87,6 +87,9 @@ struct App {
     printed: usize,
     inline: bool,
     exit: bool,
+    /// The run, history length and view length the status line's context figure is
+    /// for: estimating it again is only needed when they change.
+    context_for: Option<(String, usize, usize)>,
 }
 
 /// Runs the full-screen (or inline) chat until the person leaves.
@@ -127,6 +130,7 @@ pub async fn run(
         printed: 0,
         inline,
         exit: false,
+        context_for: None,
     };
     app.view.input.history = history;
     for notice in notices {
@@ -248,6 +252,8 @@ impl App {
     }
 
     fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+        // Between turns the session is here to ask; during one, events update it.
+        self.show_context();
         if self.inline {
             self.print_finished(terminal)?;
             terminal.draw(|frame| render::draw_live(frame, &self.view))?;
@@ -380,6 +386,7 @@ impl App {
                     }
                 }
             }
+            Typed::Compact(focus) => self.start_compaction(focus),
             Typed::Message(message) => self.start_turn(message),
         }
     }
@@ -402,6 +409,43 @@ impl App {
             cancel,
             clock: TurnClock::start(Instant::now()),
         });
+    }
+
+    /// `/compact`: runs in the background like a turn (Ctrl-C stops it).
+    fn start_compaction(&mut self, focus: Option<String>) {
+        let Some(mut session) = self.session.take() else {
+            return;
+        };
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let end = session.compact(focus.as_deref(), token).await;
+            (session, end)
+        });
+        self.view.busy = Some(Duration::ZERO);
+        self.running = Some(Running {
+            task,
+            cancel,
+            clock: TurnClock::start(Instant::now()),
+        });
+    }
+
+    /// The status line's context figures, from the session (when it changed).
+    fn show_context(&mut self) {
+        if let Some(session) = &self.session {
+            let key = (
+                session.run_name().to_owned(),
+                session.agent.messages().len(),
+                session.agent.model_view().messages.len(),
+            );
+            if self.context_for.as_ref() == Some(&key) {
+                return;
+            }
+            self.context_for = Some(key);
+            self.view.context = session
+                .context_window()
+                .map(|window| (session.context_used(), window));
+        }
     }
 
     fn turn_ended(&mut self, end: TurnEnd) {
@@ -526,6 +570,10 @@ impl App {
                 None => return,
             }
         };
+        // Printed where it happened; nothing on screen is cleared.
+        if let Some(line) = crate::driver::compaction_line(&event) {
+            self.view.items.push(Item::Notice(line));
+        }
         match event {
             AgentEvent::TextDelta { text, .. } if main => self.view.push_delta(&text),
             AgentEvent::MessageRecorded { message, .. }
@@ -557,7 +605,21 @@ impl App {
                     self.view.subagent_done(&id);
                 }
             }
-            AgentEvent::Usage { usage, .. } if main => self.view.usage = Some(usage),
+            AgentEvent::Usage { usage, .. } => {
+                // The session's running totals: every model call, subagents' too.
+                let totals = self.view.usage.get_or_insert_with(Default::default);
+                totals.prompt_tokens += usage.prompt_tokens;
+                totals.completion_tokens += usage.completion_tokens;
+                totals.total_tokens += usage.total_tokens;
+                if main && let Some((used, _)) = self.view.context.as_mut() {
+                    *used = usage.prompt_tokens + usage.completion_tokens;
+                }
+            }
+            AgentEvent::Compacted { tokens_after, .. } => {
+                if main && let Some((used, _)) = self.view.context.as_mut() {
+                    *used = tokens_after;
+                }
+            }
             AgentEvent::Retrying {
                 attempt, reason, ..
             } => self.view.items.push(Item::Notice(format!(

@@ -322,10 +322,18 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
         ));
     }
     let mut right = String::new();
+    if let Some((used, window)) = view.context {
+        right.push_str(&format!(
+            "ctx {}/{} · ",
+            status_tokens(used),
+            status_tokens(u64::from(window))
+        ));
+    }
     if let Some(usage) = view.usage {
         right.push_str(&format!(
             "{} in · {} out tokens  ",
-            usage.prompt_tokens, usage.completion_tokens
+            status_tokens(usage.prompt_tokens),
+            status_tokens(usage.completion_tokens)
         ));
     }
     right.push_str(&screen_text(&view.model));
@@ -339,6 +347,15 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
     left.push(Span::raw(" ".repeat(gap)));
     left.push(Span::styled(right, DIM));
     Line::from(left)
+}
+
+/// A count on the status line: exact below 10,000, then `12.3k`.
+fn status_tokens(tokens: u64) -> String {
+    if tokens < 10_000 {
+        tokens.to_string()
+    } else {
+        reprise_session::short_tokens(tokens)
+    }
 }
 
 fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {

@@ -258,8 +258,11 @@ pub struct ChatView {
     pub busy: Option<Duration>,
     /// Advances while busy, to animate the spinner.
     pub tick: usize,
-    /// Tokens of the last response, when reported.
+    /// The session's running totals of prompt and completion tokens (since the
+    /// chat opened it), when the server reports usage.
     pub usage: Option<Usage>,
+    /// The estimated size of the next request and the context window, in tokens.
+    pub context: Option<(u64, u32)>,
     /// The prompt.
     pub input: Input,
     /// Lines typed during a turn, sent when it ends.

@@ -101,7 +101,10 @@ async fn chats_of_the_whole_corpus_keep_no_secret_outside_the_conversation() {
             .iter()
             .map(|turn| format!("{}\n", turn.prompt))
             .collect();
-        let out = sandbox.chat(&server.base_url(), &[], &input).await;
+        // A window that holds every batch: no compaction takes a scripted reply.
+        let out = sandbox
+            .chat(&server.base_url(), &["--context-window", "1000000"], &input)
+            .await;
         assert_eq!(out.status, 0, "{}", out.stderr);
         assert_eq!(server.remaining(), 0, "every turn was sent");
         let run = sandbox

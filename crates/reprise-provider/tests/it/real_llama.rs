@@ -214,3 +214,56 @@ async fn the_server_refuses_a_history_holding_arguments_that_are_not_json() {
     .0;
     assert_eq!(answered.usage.map(|usage| usage.completion_tokens), Some(1));
 }
+
+#[tokio::test]
+async fn the_context_window_is_read_from_llama_cpp_props() {
+    let server = LlamaServer::shared();
+    let found = reprise_provider::discover_context_window(
+        &server.base_url(),
+        server.model(),
+        None,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("llama.cpp says its window");
+    assert_eq!(found.tokens, reprise_testkit::llama::SHARED_CTX_SIZE);
+    assert_eq!(found.source, "llama.cpp /props");
+}
+
+#[tokio::test]
+async fn no_server_means_no_window_and_no_wait() {
+    let started = std::time::Instant::now();
+    let found = reprise_provider::discover_context_window(
+        &reprise_testkit::unreachable_base_url(),
+        "any",
+        None,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(found, None);
+    // Connection refused answers at once; the four lookups run together.
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_request_past_the_window_is_refused_as_context_exceeded_and_not_retried() {
+    let server = LlamaServer::shared();
+    let config = OpenAiConfig::new(server.model())
+        .base_url(server.base_url())
+        .body_field("max_tokens", json!(8))
+        .max_attempts(4)
+        .request_timeout(Duration::from_secs(300))
+        .stream_idle_timeout(Duration::from_secs(300));
+    let provider = OpenAiProvider::new(config).unwrap();
+    let request = ChatRequest {
+        messages: vec![Message::user("word ".repeat(3 * 4096))],
+        tools: Vec::new(),
+    };
+    let error = provider
+        .complete(&request, None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(error.is_context_exceeded(), "{error:?}");
+    // Refused once, not retried: the error is the server's answer itself.
+    assert!(matches!(error, ProviderError::Status { .. }), "{error:?}");
+}

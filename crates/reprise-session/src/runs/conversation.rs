@@ -1,8 +1,9 @@
 //! `read_conversation`: what was said in a run, to redraw it when the run is resumed.
 //!
-//! Only the person's messages and the agent's text replies come back. Left out:
-//! system messages, tool calls (an assistant message with only tool calls has no
-//! text), tool results, entries of other kinds (compaction, fork markers), and
+//! Only the person's messages and the agent's text replies come back, and a marker
+//! where a compaction happened. Left out: system messages, tool calls (an assistant
+//! message with only tool calls has no text), tool results, entries of other kinds
+//! (fork markers), and
 //! slash-command expansions: user messages that the chat wrote for a command rather
 //! than typed by the person, marked with `"isMeta": true` on the entry or on the
 //! message (the same mark Claude Code uses; see [`mark_command_expansion`]). A line the
@@ -10,10 +11,14 @@
 
 use std::path::Path;
 
+use std::collections::HashMap;
+
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::runs::error::RunError;
 use crate::runs::store::CONVERSATION_JSONL;
+use crate::store::compaction::{Compaction, compaction_marker};
 use crate::store::entry::Entry;
 use crate::store::message::{Message, Role};
 use crate::store::session_store::{LoadWarning, Loaded};
@@ -22,9 +27,15 @@ use crate::store::session_store::{LoadWarning, Loaded};
 pub const COMMAND_EXPANSION_MARK: &str = "isMeta";
 
 /// One message to redraw.
+///
+/// A compaction comes back where its entry is, as an item with [`Role::System`]
+/// whose text is the marker line (see [`compaction_marker`]): no system message of
+/// the history is ever shown, so the role says it is not something anyone said. The
+/// messages it summarised are all still there, before it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationMessage {
-    /// [`Role::User`] or [`Role::Assistant`].
+    /// [`Role::User`] or [`Role::Assistant`]; [`Role::System`] for a compaction
+    /// marker.
     pub role: Role,
     /// The text as written (text parts joined).
     pub text: String,
@@ -86,12 +97,30 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
 /// entries (from any store), with the load's warnings.
 pub fn conversation_of(loaded: Loaded) -> Conversation {
     let mut messages = Vec::new();
+    // How many messages came up to each entry, to say how many a compaction took in.
+    let mut counted: HashMap<Uuid, usize> = HashMap::new();
+    let mut seen = 0usize;
+    let mut compacted_up_to = 0usize;
     for entry in &loaded.entries {
-        if let Some(message) = entry.as_message()
-            && !is_command_expansion(entry)
+        if let Some(message) = entry.as_message() {
+            seen += 1;
+            if !is_command_expansion(entry) {
+                push_shown(&mut messages, message);
+            }
+        } else if let Some(compaction) = Compaction::from_entry(entry)
+            && let Some(&through) = counted.get(&compaction.through)
         {
-            push_shown(&mut messages, message);
+            messages.push(ConversationMessage {
+                role: Role::System,
+                text: compaction_marker(
+                    through.saturating_sub(compacted_up_to),
+                    compaction.tokens_before,
+                    compaction.tokens_after,
+                ),
+            });
+            compacted_up_to = compacted_up_to.max(through);
         }
+        counted.insert(entry.uuid, seen);
     }
     Conversation {
         messages,

@@ -36,6 +36,10 @@ pub const SESSION_LOG: &str = "session.log";
 /// What `find_run` takes to mean the newest run with a conversation.
 pub const LAST_RUN: &str = "last";
 
+/// The file in which the chat keeps the context window the server reported (a
+/// cache: a folder holding only it is still unused).
+pub const CONTEXT_WINDOW_JSON: &str = "context-window.json";
+
 /// Removes the run folder `folder` when nothing was written in it yet (no
 /// conversation, and an empty `session.log` and transcript), as after a chat that
 /// failed to start. Returns whether it was removed.
@@ -51,7 +55,7 @@ pub fn remove_unused_run_folder(folder: &RunFolder) -> Result<bool, RunError> {
         let empty_record = (name == SESSION_LOG || name == crate::runs::TRANSCRIPT_JSONL)
             && entry.file_type().is_ok_and(|kind| kind.is_file())
             && entry.metadata().is_ok_and(|meta| meta.len() == 0);
-        if !empty_record && name != crate::runs::RUN_LOCK {
+        if !empty_record && name != crate::runs::RUN_LOCK && name != CONTEXT_WINDOW_JSON {
             return Ok(false);
         }
     }

@@ -3,6 +3,7 @@
 //! re-exported at the crate root.
 
 pub(crate) mod blocking_store;
+pub(crate) mod compaction;
 pub(crate) mod decode;
 pub(crate) mod entry;
 pub(crate) mod file_store;
@@ -17,6 +18,9 @@ pub(crate) mod repair;
 pub(crate) mod session_store;
 pub(crate) mod writer_lock;
 
+pub use compaction::{
+    COMPACTION_KIND, Compaction, compacted_tail, compaction_marker, short_tokens,
+};
 #[doc(hidden)]
 pub use decode::{EntryLineDecoder, FastEntryDecoder, decode_with_serde_only};
 pub use entry::{Entry, now_millis};

@@ -148,3 +148,61 @@ async fn a_command_expansion_is_not_the_persons_last_message() {
     assert_eq!(listed.runs.len(), 1);
     assert_eq!(listed.runs[0].last_message.as_deref(), Some("/review"));
 }
+
+#[test]
+fn every_message_comes_back_with_a_marker_where_each_compaction_happened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut entries: Vec<Entry> = (0..6)
+        .map(|i| {
+            Entry::message(if i % 2 == 0 {
+                Message::user(format!("q{i}"))
+            } else {
+                Message::assistant(format!("a{i}"))
+            })
+        })
+        .collect();
+    let first = reprise_session::Compaction {
+        summary: "s1".into(),
+        through: entries[2].uuid,
+        tokens_before: 7_100,
+        tokens_after: 912,
+    };
+    entries.insert(4, first.to_entry());
+    let second = reprise_session::Compaction {
+        summary: "s2".into(),
+        through: entries[5].uuid,
+        tokens_before: 2_000,
+        tokens_after: 50,
+    };
+    entries.push(second.to_entry());
+    // One whose `through` is unknown is not shown.
+    entries.push(
+        reprise_session::Compaction {
+            summary: "s3".into(),
+            through: uuid::Uuid::now_v7(),
+            tokens_before: 1,
+            tokens_after: 1,
+        }
+        .to_entry(),
+    );
+    let text: String = entries.iter().map(line).collect();
+    fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
+    let shown = said(tmp.path());
+    let expected: Vec<(Role, String)> = vec![
+        (Role::User, "q0".into()),
+        (Role::Assistant, "a1".into()),
+        (Role::User, "q2".into()),
+        (Role::Assistant, "a3".into()),
+        (
+            Role::System,
+            "(compacted 3 messages: 7.1k → 0.9k tokens)".into(),
+        ),
+        (Role::User, "q4".into()),
+        (Role::Assistant, "a5".into()),
+        (
+            Role::System,
+            "(compacted 2 messages: 2.0k → 50 tokens)".into(),
+        ),
+    ];
+    assert_eq!(shown, expected);
+}
