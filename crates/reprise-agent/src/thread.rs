@@ -274,16 +274,14 @@ impl Thread {
 
     /// The request the next model call would send (before the next prompt).
     pub fn request(&self) -> &ChatRequest {
-        self.request.get_or_init(|| {
-            ChatRequest {
-                messages: view_messages(
-                    self.system.as_deref(),
-                    self.summary.as_deref(),
-                    &self.entries,
-                    self.view_start,
-                ),
-                tools: self.specs.clone(),
-            }
+        self.request.get_or_init(|| ChatRequest {
+            messages: view_messages(
+                self.system.as_deref(),
+                self.summary.as_deref(),
+                &self.entries,
+                self.view_start,
+            ),
+            tools: self.specs.clone(),
         })
     }
 

@@ -81,7 +81,7 @@ struct ReadFile {
 
 /// A file of about 2.5 KB: numbered lines of a shopping list.
 fn file_text() -> String {
-    (1..=75)
+    (1..=120)
         .map(|n| format!("item {n}: buy milk\n"))
         .collect::<String>()
 }

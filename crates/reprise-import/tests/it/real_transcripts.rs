@@ -2,8 +2,6 @@
 //! resumed against the scripted server: the request it sends must pair every tool
 //! call with one result, as a server demands.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,12 +141,34 @@ async fn every_real_transcript_imports_and_resumes_with_every_call_paired() {
             "Where were we?",
             "{file:?}"
         );
-        assert!(
-            messages.len() >= stored.len(),
-            "{file:?}: {} sent, {} stored",
-            messages.len(),
-            stored.len()
-        );
+        // A compaction brought in from the other tool is honoured: the messages after
+        // it are sent, with its summary; without one, every message is.
+        match reprise_session::compacted_tail(&loaded.entries) {
+            Some((compaction, start)) => {
+                let kept = loaded.entries[start..]
+                    .iter()
+                    .filter(|e| e.as_message().is_some())
+                    .count();
+                assert!(
+                    messages.len() > kept && messages.len() < stored.len(),
+                    "{file:?}: {} sent, {kept} after the compaction, {} stored",
+                    messages.len(),
+                    stored.len()
+                );
+                let summary_sent = messages.iter().take(2).any(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(&compaction.summary))
+                });
+                assert!(summary_sent, "{file:?}: {messages:#?}");
+            }
+            None => assert!(
+                messages.len() >= stored.len(),
+                "{file:?}: {} sent, {} stored",
+                messages.len(),
+                stored.len()
+            ),
+        }
         assert!(
             calls > 0 || imported.tool == SourceTool::ClaudeCode,
             "{file:?}: no tool call kept"

@@ -1,7 +1,6 @@
 //! The workers example (`examples/workers.rs`) on a real PostgreSQL server: a worker
 //! killed mid-turn, and another that finishes its conversation once the lease expires,
 //! with no message lost or doubled.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,7 +1,5 @@
 //! What each converter makes of the shapes it meets, checked entry by entry.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
 use std::path::Path;
 
 use reprise_import::{COMPACTION_KIND, Converted, ImportError, NOTE_KIND, convert, convert_file};

@@ -1,0 +1,6 @@
+//! Integration tests of the facade crate's examples.
+//!
+//! One test binary for the crate; one module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test
+
+mod workers;
