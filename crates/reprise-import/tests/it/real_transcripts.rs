@@ -149,8 +149,10 @@ async fn every_real_transcript_imports_and_resumes_with_every_call_paired() {
                     .iter()
                     .filter(|e| e.as_message().is_some())
                     .count();
+                // `kept` counts the stored answer to the new question, which the
+                // request cannot hold; the system prompt makes up for it.
                 assert!(
-                    messages.len() > kept && messages.len() < stored.len(),
+                    messages.len() >= kept && messages.len() < stored.len(),
                     "{file:?}: {} sent, {kept} after the compaction, {} stored",
                     messages.len(),
                     stored.len()
