@@ -780,23 +780,6 @@ impl App {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_clock_stands_still_while_the_gate_asks() {
-        let start = Instant::now();
-        let mut clock = TurnClock::start(start);
-        let at = |secs| start + Duration::from_secs(secs);
-        assert_eq!(clock.worked(at(3)), Duration::from_secs(3));
-        clock.pause(at(3));
-        assert_eq!(clock.worked(at(60)), Duration::from_secs(3));
-        clock.resume(at(60));
-        assert_eq!(clock.worked(at(62)), Duration::from_secs(5));
-    }
-}
-
 /// The items that redraw a conversation of `entries` with its calls to subagents,
 /// each call's work folded under it (by the index of its item).
 pub fn redraw_with_subagents(
@@ -847,4 +830,21 @@ pub fn redraw_with_subagents(
         );
     }
     (items, work)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_stands_still_while_the_gate_asks() {
+        let start = Instant::now();
+        let mut clock = TurnClock::start(start);
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(clock.worked(at(3)), Duration::from_secs(3));
+        clock.pause(at(3));
+        assert_eq!(clock.worked(at(60)), Duration::from_secs(3));
+        clock.resume(at(60));
+        assert_eq!(clock.worked(at(62)), Duration::from_secs(5));
+    }
 }
