@@ -309,28 +309,17 @@ impl ChatSession {
     /// now. The marker line reaches the screen as an event, like a compaction
     /// during a turn.
     pub async fn compact(&mut self, focus: Option<&str>, cancel: CancellationToken) -> TurnEnd {
-        let (events_tx, mut events_rx) = unbounded_channel();
+        let (events_tx, events_rx) = unbounded_channel();
         let run = self.agent.compact(focus, Some(events_tx), cancel);
-        let log = &mut self.log;
-        let transcript = &self.transcript;
-        let decisions = &self.decisions;
-        let redactor = &self.redactor;
-        let ui = &self.ui;
-        let forward = async move {
-            let mut at_line_start = true;
-            while let Some(event) = events_rx.recv().await {
-                record_event(
-                    log,
-                    transcript,
-                    decisions,
-                    redactor,
-                    &event,
-                    &mut at_line_start,
-                );
-                let _ = ui.send(UiEvent::Agent(event));
-            }
-        };
-        let (result, ()) = tokio::join!(run, forward);
+        let forward = forward_events(
+            events_rx,
+            &mut self.log,
+            &self.transcript,
+            &self.decisions,
+            &self.redactor,
+            &self.ui,
+        );
+        let (result, _) = tokio::join!(run, forward);
         match result {
             Ok(Some(_)) => TurnEnd::Answered,
             Ok(None) => {
@@ -354,7 +343,7 @@ impl ChatSession {
         // The prompt is redacted alone before it is marked, so that the mark cannot
         // change how it reads (the log redacts the whole line again).
         self.log_line(&format!("› {}", self.redactor.redact(prompt)));
-        let (events_tx, mut events_rx) = unbounded_channel();
+        let (events_tx, events_rx) = unbounded_channel();
         let run = self.agent.run_streaming(prompt, events_tx, cancel);
         let log = &mut self.log;
         let transcript = &self.transcript;
@@ -362,18 +351,8 @@ impl ChatSession {
         let redactor = &self.redactor;
         let ui = &self.ui;
         let forward = async move {
-            let mut at_line_start = true;
-            while let Some(event) = events_rx.recv().await {
-                record_event(
-                    log,
-                    transcript,
-                    decisions,
-                    redactor,
-                    &event,
-                    &mut at_line_start,
-                );
-                let _ = ui.send(UiEvent::Agent(event));
-            }
+            let at_line_start =
+                forward_events(events_rx, log, transcript, decisions, redactor, ui).await;
             if !at_line_start {
                 let _ = log.write("\n");
             }
@@ -412,6 +391,31 @@ impl ChatSession {
         }
         end
     }
+}
+
+/// Records each event of a run in the run's logs and passes it to the screen, until
+/// the run ends. Returns whether `session.log` was left at a line start.
+async fn forward_events(
+    mut events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    log: &mut SessionLog,
+    transcript: &Transcript,
+    decisions: &Decisions,
+    redactor: &Redactor,
+    ui: &UnboundedSender<UiEvent>,
+) -> bool {
+    let mut at_line_start = true;
+    while let Some(event) = events_rx.recv().await {
+        record_event(
+            log,
+            transcript,
+            decisions,
+            redactor,
+            &event,
+            &mut at_line_start,
+        );
+        let _ = ui.send(UiEvent::Agent(event));
+    }
+    at_line_start
 }
 
 fn record_event(

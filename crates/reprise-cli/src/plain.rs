@@ -423,23 +423,8 @@ async fn turn(
     // The session is borrowed by the turn; events are printed through a second view
     // of what they need (the redactor), taken before the turn starts.
     let shown = ShownSession::of(session);
-    let turn = session.turn(message, cancel.clone());
-    tokio::pin!(turn);
-    let end = loop {
-        tokio::select! {
-            end = &mut turn => break end,
-            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, &cancel).await,
-            _ = interrupts.next() => cancel.cancel(),
-        }
-    };
-    while let Ok(event) = ui.try_recv() {
-        shown
-            .handle(event, lines, printer, interrupts, &cancel)
-            .await;
-    }
-    // Text of an attempt that ended unrecorded (cancelled, failed) is not kept.
-    printer.held.clear();
-    end
+    let work = session.turn(message, cancel.clone());
+    print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
 }
 
 /// `/compact`, its events printed as a turn's are.
@@ -454,20 +439,34 @@ async fn compact(
     let cancel = CancellationToken::new();
     let shown = ShownSession::of(session);
     let work = session.compact(focus, cancel.clone());
+    print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
+}
+
+/// Prints the events of `work` (a turn, a compaction) until it ends; Ctrl-C cancels
+/// it. Text of an attempt that ended unrecorded (cancelled, failed) and a summary's
+/// text are never the conversation's: nothing still held is printed.
+async fn print_while(
+    work: impl std::future::Future<Output = TurnEnd>,
+    shown: &ShownSession,
+    cancel: &CancellationToken,
+    ui: &mut UnboundedReceiver<UiEvent>,
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+) -> TurnEnd {
     tokio::pin!(work);
     let end = loop {
         tokio::select! {
             end = &mut work => break end,
-            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, &cancel).await,
+            Some(event) = ui.recv() => shown.handle(event, lines, printer, interrupts, cancel).await,
             _ = interrupts.next() => cancel.cancel(),
         }
     };
     while let Ok(event) = ui.try_recv() {
         shown
-            .handle(event, lines, printer, interrupts, &cancel)
+            .handle(event, lines, printer, interrupts, cancel)
             .await;
     }
-    // A summary's text is never the conversation's: nothing held is printed.
     printer.held.clear();
     end
 }
@@ -559,7 +558,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     let redactor = session.redactor();
     // Calls to subagents are drawn folded, with a line for their work.
     let calls: std::collections::HashMap<String, crate::subagents::PastCall> =
-        crate::subagents::past_calls(&session.folder.dir)?
+        crate::subagents::past_calls_of(&session.folder.dir, session.agent.entries())?
             .iter()
             .map(|call| (call.id.clone(), call.redacted(&redactor)))
             .collect();

@@ -146,16 +146,25 @@ fn segments(entries: &[Entry]) -> Vec<Segment> {
 /// subagent's work for it. A run without subagents has none (and costs one
 /// directory read).
 pub fn past_calls(dir: &Path) -> Result<Vec<PastCall>> {
-    let names = subagent_names(dir);
-    if names.is_empty() {
+    if subagent_names(dir).is_empty() {
         return Ok(Vec::new());
     }
     let main = read_run_entries(dir, None)?
         .map(|loaded| loaded.entries)
         .unwrap_or_default();
+    past_calls_of(dir, &main)
+}
+
+/// [`past_calls`] for a run whose main conversation is already loaded (`main`, as
+/// the agent holds it on resume): only the subagents' transcripts are read.
+pub fn past_calls_of(dir: &Path, main: &[reprise_session::Entry]) -> Result<Vec<PastCall>> {
+    let names = subagent_names(dir);
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut calls: Vec<PastCall> = Vec::new();
     let mut shown = 0;
-    for entry in &main {
+    for entry in main {
         let Some(message) = entry.as_message() else {
             continue;
         };

@@ -295,11 +295,7 @@ fn items(out: &mut String, items: &[Item]) {
                 tokens_before,
                 tokens_after,
             } => {
-                let tokens = match (tokens_before, tokens_after) {
-                    (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
-                    (Some(before), None) => format!(" ({before} tokens before)"),
-                    _ => String::new(),
-                };
+                let tokens = super::tokens_note(*tokens_before, *tokens_after);
                 out.push_str("<section class=\"compaction\">\n");
                 who(
                     out,

@@ -446,6 +446,16 @@ pub fn view_of(run: &LoadedRun, mask: &Masker) -> RunView {
     }
 }
 
+/// What a compaction marker says of its size: ` (before → after tokens)`, or less when
+/// the entry records less.
+pub fn tokens_note(before: Option<u64>, after: Option<u64>) -> String {
+    match (before, after) {
+        (Some(before), Some(after)) => format!(" ({before} → {after} tokens)"),
+        (Some(before), None) => format!(" ({before} tokens before)"),
+        _ => String::new(),
+    }
+}
+
 /// A timestamp as the exports show it: UTC, to the second.
 pub fn show_ts(ts: Timestamp) -> String {
     ts.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()

@@ -749,15 +749,16 @@ impl App {
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        let calls: Vec<_> = match crate::subagents::past_calls(&session.folder.dir) {
-            Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
-            Err(error) => {
-                self.view.items.push(Item::Warning(format!(
-                    "the subagents' work cannot be redrawn: {error:#}"
-                )));
-                Vec::new()
-            }
-        };
+        let calls: Vec<_> =
+            match crate::subagents::past_calls_of(&session.folder.dir, session.agent.entries()) {
+                Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
+                Err(error) => {
+                    self.view.items.push(Item::Warning(format!(
+                        "the subagents' work cannot be redrawn: {error:#}"
+                    )));
+                    Vec::new()
+                }
+            };
         // The conversation as the agent loaded it: the file is read once. Problems
         // reading it are the agent's load warnings, shown by show_load_warnings.
         let (items, work) = redraw_with_subagents(session.agent.entries(), &calls);
