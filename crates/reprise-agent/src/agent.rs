@@ -417,6 +417,20 @@ impl Agent {
         &self.store
     }
 
+    /// The session's token totals as the server reported them, across every model
+    /// call recorded in it (its subagents' and compactions' included), from the
+    /// counts stored on the entries; `None` when no call reported any.
+    pub async fn usage_totals(&self) -> Option<reprise_provider::Usage> {
+        let mut totals = crate::usage::usage_totals(self.thread.entries());
+        for handle in &self.subagents {
+            let thread = handle.thread.lock().await;
+            if let Some(more) = crate::usage::usage_totals(thread.entries()) {
+                crate::usage::add_usage(totals.get_or_insert_with(Default::default), more);
+            }
+        }
+        totals
+    }
+
     /// The names of the subagents.
     pub fn subagent_names(&self) -> Vec<&str> {
         self.subagents

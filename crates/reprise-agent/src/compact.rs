@@ -16,12 +16,13 @@
 //! assistant message, never before a tool result, and each side is paired by
 //! [`reprise_session::model_view`]: a tool call is never separated from its result.
 
-use reprise_provider::{ChatRequest, Provider};
+use reprise_provider::{ChatRequest, Provider, Usage};
 use reprise_session::{Entry, Message, Role, model_view};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AgentError;
 use crate::tokens::{MESSAGE_OVERHEAD, estimate_message, estimate_text};
+use crate::usage::add_usage;
 
 /// The share of the context window a request may fill before the history is
 /// compacted.
@@ -249,7 +250,7 @@ pub(crate) async fn summarise(
     focus: Option<&str>,
     scale: f64,
     cancel: &CancellationToken,
-) -> Result<String, AgentError> {
+) -> Result<(String, Option<Usage>), AgentError> {
     let names = messages
         .iter()
         .flat_map(Message::calls)
@@ -268,6 +269,8 @@ pub(crate) async fn summarise(
     // Each context-exceeded answer halves the pieces; a few halvings are enough for
     // any estimate error, and a server that refuses even tiny requests is broken.
     let mut halvings = 0;
+    // Every summary call's counts, refused ones aside (they report none).
+    let mut usage: Option<Usage> = None;
     while !lines.is_empty() {
         let fixed = estimate_text(&instructions)
             + summary.as_deref().map_or(0, estimate_text)
@@ -290,6 +293,9 @@ pub(crate) async fn summarise(
         let request = summary_request(&instructions, summary.as_deref(), &piece);
         match provider.complete(&request, None, cancel).await {
             Ok(completion) => {
+                if let Some(counted) = completion.usage {
+                    add_usage(usage.get_or_insert_with(Usage::default), counted);
+                }
                 let text = completion.message.text().trim().to_owned();
                 if text.is_empty() {
                     return Err(AgentError::EmptySummary);
@@ -306,7 +312,7 @@ pub(crate) async fn summarise(
             Err(error) => return Err(error.into()),
         }
     }
-    summary.ok_or(AgentError::EmptySummary)
+    Ok((summary.ok_or(AgentError::EmptySummary)?, usage))
 }
 
 fn summary_request(instructions: &str, previous: Option<&str>, piece: &str) -> ChatRequest {

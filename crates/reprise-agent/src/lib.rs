@@ -21,6 +21,7 @@ mod subagent;
 mod thread;
 pub mod tokens;
 pub mod tool;
+mod usage;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFAULT_TURN_TIMEOUT};
 pub use compact::{
@@ -34,3 +35,4 @@ pub use subagent::{
 };
 pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
+pub use usage::{USAGE_FIELD, usage_of, usage_totals};

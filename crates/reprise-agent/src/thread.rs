@@ -27,6 +27,7 @@ use crate::events::AgentEvent;
 use crate::subagent::SubagentHandle;
 use crate::tokens::{estimate_messages, estimate_request, estimate_tools};
 use crate::tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
+use crate::usage::set_usage;
 
 /// The smallest window assumed after a context-exceeded answer.
 const MIN_ASSUMED_WINDOW: u32 = 2_048;
@@ -381,7 +382,7 @@ impl Thread {
         ctx.emit(|| AgentEvent::Compacting {
             agent: self.name.clone(),
         });
-        let summary = summarise(
+        let (summary, usage) = summarise(
             self.provider.as_ref(),
             &budget,
             self.summary.as_deref(),
@@ -399,7 +400,14 @@ impl Thread {
             tokens_before: before,
             tokens_after: after,
         };
-        let entry = compaction.to_entry();
+        let mut entry = compaction.to_entry();
+        if let Some(usage) = usage {
+            set_usage(&mut entry, usage);
+            ctx.emit(|| AgentEvent::Usage {
+                agent: self.name.clone(),
+                usage,
+            });
+        }
         self.store
             .append(&self.key, std::slice::from_ref(&entry))
             .await?;
@@ -539,7 +547,11 @@ impl Thread {
             let message = completion.message;
             let calls = message.calls().to_vec();
             let text = message.text();
-            self.record(message, ctx).await?;
+            let mut entry = Entry::message(message);
+            if let Some(usage) = completion.usage {
+                set_usage(&mut entry, usage);
+            }
+            self.record_entry(entry, ctx).await?;
             // A reply cut at `max_tokens`: what it holds is kept, its complete calls
             // run as usual, and the call it was cut in (arguments that are not
             // JSON) is answered with an error. With nothing left to run, the turn

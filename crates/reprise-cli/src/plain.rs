@@ -62,10 +62,32 @@ struct Printer {
     hold_text: bool,
     /// The text of the attempt under way, while `hold_text`.
     held: String,
+    /// A streamed chunk ended in `\r`: held back, since with the next chunk's `\n`
+    /// it is a line end (shown as one), and alone it is shown as `\r`.
+    carriage: bool,
 }
 
 impl Printer {
+    /// Streamed text, printed as it arrives.
+    fn stream(&mut self, text: &str) {
+        let joined;
+        let mut text = text;
+        if std::mem::take(&mut self.carriage) {
+            joined = format!("\r{text}");
+            text = &joined;
+        }
+        let (text, carriage) = match text.strip_suffix('\r') {
+            Some(rest) => (rest, true),
+            None => (text, false),
+        };
+        self.print(text);
+        self.carriage = carriage;
+    }
+
     fn print(&mut self, text: &str) {
+        if std::mem::take(&mut self.carriage) {
+            self.print("\r");
+        }
         let mut out = std::io::stdout().lock();
         // Model text, tool results and run folders are untrusted: see terminal_text.
         let _ = out.write_all(visible(text).as_bytes());
@@ -126,7 +148,7 @@ impl Printer {
                 if self.hold_text {
                     self.held.push_str(text);
                 } else {
-                    self.print(text);
+                    self.stream(text);
                 }
             }
             AgentEvent::MessageRecorded { message, .. }
@@ -223,6 +245,7 @@ pub async fn run(
         partial: std::collections::HashMap::new(),
         hold_text: !std::io::stdout().is_terminal(),
         held: String::new(),
+        carriage: false,
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;

@@ -646,3 +646,43 @@ async fn the_servers_count_is_used_and_scales_the_estimate_of_what_came_after() 
     // The ratio is capped at 4 real tokens per estimated one.
     assert_eq!(agent.context_used(), 10_000 + 4 * reply_estimate);
 }
+
+#[tokio::test]
+async fn a_compaction_records_its_summary_calls_counts_and_the_totals_include_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let server = ScriptedServer::start_with([
+        Reply::text("first answer").with_usage(50, 4),
+        Reply::text("second answer").with_usage(70, 3),
+        Reply::text("they talked twice").with_usage(90, 8),
+    ])
+    .await;
+    let mut agent = scripted_agent(&server, &store, "counted", 1).await;
+    agent.run("one").await.unwrap();
+    agent.run("two").await.unwrap();
+    let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = agent
+        .compact(None, Some(events_tx), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(report.is_some());
+    let mut reported = Vec::new();
+    while let Ok(event) = events_rx.try_recv() {
+        if let AgentEvent::Usage { usage, .. } = event {
+            reported.push((usage.prompt_tokens, usage.completion_tokens));
+        }
+    }
+    assert_eq!(
+        reported,
+        [(90, 8)],
+        "the summary call's counts are reported"
+    );
+    let compactions = compactions_in(&session_file(dir.path(), "counted"));
+    assert_eq!(compactions.len(), 1);
+    assert_eq!(compactions[0]["usage"]["prompt_tokens"], 90);
+    assert_eq!(compactions[0]["usage"]["completion_tokens"], 8);
+    drop(agent);
+    let reopened = scripted_agent(&server, &store, "counted", 1).await;
+    let totals = reopened.usage_totals().await.unwrap();
+    assert_eq!((totals.prompt_tokens, totals.completion_tokens), (210, 15));
+}

@@ -314,3 +314,72 @@ async fn a_conversation_forks_into_a_new_run_folder_with_its_subagents() {
     assert_eq!(copy.messages().len(), source.messages().len() + 2);
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn token_counts_are_stored_on_the_entries_and_summed_after_a_restart() {
+    let run = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start_with([
+        Reply::tool_call("p1", "scout", r#"{"task":"Ask the guard about the cave."}"#)
+            .with_usage(100, 10),
+        Reply::text("The guard wants a torch.").with_usage(40, 6),
+        Reply::text("We need a torch.").with_usage(130, 5),
+        // A reply without counts adds nothing.
+        Reply::text("Still a torch."),
+    ])
+    .await;
+    let store: Arc<dyn SessionStore> = Arc::new(create_run_store(run.path()));
+    let mut day1 = parent(&server, store.clone(), "quest").await;
+    assert_eq!(day1.usage_totals().await, None);
+    day1.run("Scout the cave.").await.unwrap();
+    day1.run("And now?").await.unwrap();
+    drop(day1);
+    drop(store);
+
+    // On disk: each assistant entry carries its own call's counts.
+    let counted = |path: &std::path::Path| -> Vec<(String, Option<u64>)> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|entry| entry["message"]["role"] == "assistant")
+            .map(|entry| {
+                (
+                    entry["message"]["content"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned(),
+                    entry["usage"]["prompt_tokens"].as_u64(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        counted(&run.path().join("conversation.jsonl")),
+        [
+            (String::new(), Some(100)),
+            ("We need a torch.".to_owned(), Some(130)),
+            ("Still a torch.".to_owned(), None)
+        ]
+    );
+    assert_eq!(
+        counted(&run.path().join("subagents/scout.jsonl")),
+        [("The guard wants a torch.".to_owned(), Some(40))]
+    );
+
+    // A new process: the totals come back from the entries, the scout's included.
+    let store: Arc<dyn SessionStore> = Arc::new(create_run_store(run.path()));
+    let day2 = parent(&server, store, "quest").await;
+    let totals = day2.usage_totals().await.unwrap();
+    assert_eq!(
+        (
+            totals.prompt_tokens,
+            totals.completion_tokens,
+            totals.total_tokens
+        ),
+        (270, 21, 291)
+    );
+    // Never sent: the requests hold no `usage` anywhere.
+    for request in server.request_bodies() {
+        assert!(!request.to_string().contains("\"usage\""), "{request}");
+    }
+}

@@ -119,6 +119,7 @@ pub async fn run(
         view: ChatView {
             model: opener.settings.model.clone(),
             run: session.run_name().to_owned(),
+            usage: session.agent.usage_totals().await,
             ..ChatView::default()
         },
         redactor: session.redactor(),
@@ -606,7 +607,8 @@ impl App {
                 }
             }
             AgentEvent::Usage { usage, .. } => {
-                // The session's running totals: every model call, subagents' too.
+                // The session's running totals: every model call, subagents' and
+                // summaries' too, added to what its entries recorded before.
                 let totals = self.view.usage.get_or_insert_with(Default::default);
                 totals.prompt_tokens += usage.prompt_tokens;
                 totals.completion_tokens += usage.completion_tokens;
@@ -691,6 +693,7 @@ impl App {
         match self.opener.open(folder).await {
             Ok(session) => {
                 self.view.run = session.run_name().to_owned();
+                self.view.usage = session.agent.usage_totals().await;
                 if let Some(old) = self.session.replace(session) {
                     old.close().await;
                 }
@@ -735,6 +738,7 @@ impl App {
                 );
                 next.log_line(&line);
                 self.view.run = next.run_name().to_owned();
+                self.view.usage = next.agent.usage_totals().await;
                 if let Some(old) = self.session.replace(next) {
                     old.close().await;
                 }

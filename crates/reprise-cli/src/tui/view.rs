@@ -258,8 +258,9 @@ pub struct ChatView {
     pub busy: Option<Duration>,
     /// Advances while busy, to animate the spinner.
     pub tick: usize,
-    /// The session's running totals of prompt and completion tokens (since the
-    /// chat opened it), when the server reports usage.
+    /// The session's running totals of prompt and completion tokens: what its
+    /// entries recorded when the chat opened it, plus every call since; `None` when
+    /// the server never reported usage.
     pub usage: Option<Usage>,
     /// The estimated size of the next request and the context window, in tokens.
     pub context: Option<(u64, u32)>,

@@ -248,7 +248,7 @@ async fn compact_in_full_screen_marks_the_place_and_clears_nothing() {
     let server = ScriptedServer::start_with([
         Reply::text("Paris is the capital of France.").with_usage(300, 9),
         Reply::text("Berlin is the capital of Germany.").with_usage(320, 9),
-        Reply::text("They asked for two capitals: Paris and Berlin."),
+        Reply::text("They asked for two capitals: Paris and Berlin.").with_usage(400, 12),
     ])
     .await;
     let base_url = server.base_url();
@@ -280,6 +280,23 @@ async fn compact_in_full_screen_marks_the_place_and_clears_nothing() {
             && s.contains("Berlin is the capital of Germany.")
     })
     .await;
+    // The summary call counts too.
+    pty.wait_text("1020 in · 30 out tokens").await;
+    pty.send("\x04");
+    assert!(pty.wait_exit().await);
+    assert_eq!(server.request_count(), 3);
+
+    // The totals are the session's: a new process shows them before any call.
+    let mut pty = sandbox.pty(&[
+        "--base-url",
+        &base_url,
+        "--model",
+        "test-model",
+        "--context-window",
+        "8192",
+        "--continue",
+    ]);
+    pty.wait_text("1020 in · 30 out tokens").await;
     pty.send("\x04");
     assert!(pty.wait_exit().await);
     assert_eq!(server.request_count(), 3);

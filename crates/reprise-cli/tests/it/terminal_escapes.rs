@@ -235,3 +235,21 @@ fn the_picker_shows_controls_from_run_folders_as_escapes() {
     assert_contains!(screen_text(&terminal), "hi\\x1b]0;owned\\x07 \\u{9b}2J");
     insta::assert_snapshot!(terminal.backend());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_mode_on_a_terminal_joins_a_line_end_split_between_two_chunks() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    // Chunks of four characters: "one\r" | "\ntwo" | "\r\nth" | "ree\r" | "four" | ...
+    server.push_all([Reply::text("one\r\ntwo\r\nthree\rfour and five").chunk_chars(4)]);
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
+    pty.line("count");
+    pty.wait_text("four and five").await;
+    let screen = pty.contents();
+    // The line ends are line ends; the lone carriage return, split from its text
+    // by a chunk boundary as well, is still shown as an escape.
+    assert_contains!(screen, "one\ntwo\nthree\\rfour and five");
+    pty.line("/exit");
+    assert!(pty.wait_exit().await, "{}", pty.contents());
+}

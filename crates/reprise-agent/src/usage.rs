@@ -1,0 +1,96 @@
+//! The server's token counts, kept on the entries of the model calls they belong to,
+//! so that a session's totals survive a restart: each assistant message carries the
+//! `usage` of the call that produced it, and a compaction entry the summed `usage` of
+//! its summary calls. The field is beside the message, never sent to a model.
+
+use reprise_provider::Usage;
+use reprise_session::Entry;
+
+/// The entry field that holds a model call's token counts.
+pub const USAGE_FIELD: &str = "usage";
+
+/// Records `usage` on `entry`.
+pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {
+    if let Ok(value) = serde_json::to_value(usage) {
+        entry.extra.insert(USAGE_FIELD.to_owned(), value);
+    }
+}
+
+/// The token counts recorded on `entry`, if any (a malformed field counts as none).
+pub fn usage_of(entry: &Entry) -> Option<Usage> {
+    let value = entry.extra.get(USAGE_FIELD)?;
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// Adds `more` to `total`.
+pub(crate) fn add_usage(total: &mut Usage, more: Usage) {
+    total.prompt_tokens = total.prompt_tokens.saturating_add(more.prompt_tokens);
+    total.completion_tokens = total
+        .completion_tokens
+        .saturating_add(more.completion_tokens);
+    total.total_tokens = total.total_tokens.saturating_add(more.total_tokens);
+}
+
+/// The sum of the token counts recorded on `entries`; `None` when none has any.
+pub fn usage_totals<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Option<Usage> {
+    let mut totals: Option<Usage> = None;
+    for usage in entries.into_iter().filter_map(usage_of) {
+        add_usage(totals.get_or_insert_with(Usage::default), usage);
+    }
+    totals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reprise_session::Message;
+
+    fn counted(prompt: u64, completion: u64) -> Entry {
+        let mut entry = Entry::message(Message::assistant("ok"));
+        set_usage(
+            &mut entry,
+            Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: prompt + completion,
+            },
+        );
+        entry
+    }
+
+    #[test]
+    fn totals_add_every_counted_entry_and_skip_the_rest() {
+        let mut malformed = Entry::message(Message::assistant("odd"));
+        malformed
+            .extra
+            .insert(USAGE_FIELD.to_owned(), serde_json::json!("many"));
+        let entries = [
+            counted(100, 20),
+            Entry::message(Message::user("hi")),
+            malformed,
+            counted(150, 5),
+        ];
+        let totals = usage_totals(&entries).unwrap();
+        assert_eq!(
+            (
+                totals.prompt_tokens,
+                totals.completion_tokens,
+                totals.total_tokens
+            ),
+            (250, 25, 275)
+        );
+        assert_eq!(usage_totals(&entries[1..3]), None);
+    }
+
+    #[test]
+    fn the_field_survives_the_entry_codec() {
+        let entry = counted(7, 3);
+        let line = serde_json::to_string(&entry).unwrap();
+        assert!(
+            line.contains(r#""usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}"#),
+            "{line}"
+        );
+        let back: Entry = serde_json::from_str(&line).unwrap();
+        assert_eq!(usage_of(&back), usage_of(&entry));
+    }
+}
