@@ -300,7 +300,7 @@ struct SummaryFields {
     #[serde(default)]
     first_message: Option<String>,
     #[serde(default)]
-    message_count: u64,
+    message_count: Option<u64>,
 }
 
 /// The runs under `runs_dir` that have a `session.json`, newest first (by
@@ -705,7 +705,9 @@ fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit
                 // No usable summary: session.json, under the summary's fingerprint
                 // only when that is what was stat'ed.
                 Ok(None) => read_summary(dir_fd, name, dir, fingerprint, &mut buf).map(|found| {
-                    found.map(|summary| (summary, *source == Source::SessionJson, None))
+                    found.map(|(summary, counted)| {
+                        (summary, *source == Source::SessionJson && !counted, None)
+                    })
                 }),
                 Err(warning) => Err(warning),
             };
@@ -773,6 +775,7 @@ pub fn summarize_run(dir: &Path) -> Option<RunSummary> {
             read_summary(&dir_fd, name, dir, &fingerprint, &mut Vec::new())
                 .ok()
                 .flatten()?
+                .0
         }
     };
     read_run_labels(&dir_fd, name, labels.as_ref(), &mut summary);
@@ -841,18 +844,23 @@ fn read_run_summary(
     Ok(Some((summary, checked)))
 }
 
-/// `Ok(None)` for a run whose `session.json` went away since it was stat'ed
-/// (not listed, not a problem).
+/// The listing of run `name` from its `session.json`, for a run without a usable
+/// summary, with whether it was counted from the conversation. `Ok(None)` for a run
+/// whose `session.json` went away since it was stat'ed (not listed, not a problem).
 ///
-/// A `session.json` without `updatedAt` takes the modification time of the
-/// fingerprint, which is what the summary is cached under.
+/// A `session.json` written by an earlier version holds listing fields of its own;
+/// one without `updatedAt` takes the modification time of the fingerprint, which is
+/// what the summary is cached under. One that holds none (they are no longer
+/// written there: they would go stale) with a conversation beside it is counted from
+/// the conversation, dated by the conversation's modification time, and not cached
+/// (the fingerprint is not the conversation's).
 fn read_summary(
     dir_fd: &fs::File,
     name: &str,
     dir: &Path,
     fingerprint: &Fingerprint,
     buf: &mut Vec<u8>,
-) -> Result<Option<RunSummary>, RunWarning> {
+) -> Result<Option<(RunSummary, bool)>, RunWarning> {
     let path = || dir.join(SESSION_JSON);
     let opened = open_run_file(dir_fd, &format!("{name}/{SESSION_JSON}"))
         .and_then(|file| read_json::<SummaryFields>(file, buf));
@@ -875,23 +883,36 @@ fn read_summary(
     if let Err(error) = validate_id("session", &fields.session_id) {
         return Err(warning(path(), format!("refused: {error}")));
     }
-    let updated_at = match fields.updated_at {
+    // Without listing fields and with a conversation, the conversation is counted.
+    let conversation_time = (fields.updated_at.is_none() && fields.message_count.is_none())
+        .then(|| {
+            Fingerprint::stat_at(dir_fd, &format!("{name}/{CONVERSATION_JSONL}"))
+                .ok()
+                .and_then(|found| found.modified().ok())
+        })
+        .flatten();
+    let counted = conversation_time.is_some();
+    let updated_at = match fields.updated_at.or(conversation_time) {
         Some(at) => at,
         None => match fingerprint.modified() {
             Ok(at) => at,
             Err(error) => return Err(warning(path(), format!("cannot stat it: {error}"))),
         },
     };
-    Ok(Some(RunSummary {
+    let mut summary = RunSummary {
         dir: dir.to_path_buf(),
         session_id: fields.session_id,
         updated_at,
         last_message: fields.last_message,
         first_message: fields.first_message,
-        message_count: fields.message_count,
+        message_count: fields.message_count.unwrap_or(0),
         title: None,
         tags: Vec::new(),
-    }))
+    };
+    if counted {
+        recount(&mut summary);
+    }
+    Ok(Some((summary, counted)))
 }
 
 fn warning(path: PathBuf, message: String) -> RunWarning {

@@ -17,7 +17,7 @@
 //! Only `conversation.jsonl` and `subagents/` hold the conversation as it was: they
 //! are the model's history, which a resumed conversation sends back exactly. Every
 //! other file is redacted before it is written (`session.log`, `transcript.jsonl`,
-//! `history.jsonl`, the last message in `session.json`, `.summary.json` and the list
+//! `history.jsonl`, the first message in `session.json`, `.summary.json` and the list
 //! cache).
 //!
 //! [`RunStore`] is the [`SessionStore`](crate::SessionStore) of one run folder;
@@ -30,6 +30,7 @@ mod history;
 mod labels;
 mod leftovers;
 mod list_cache;
+mod listing_redaction;
 mod meta;
 mod recover;
 mod search;

@@ -19,9 +19,9 @@ use crate::runs::error::RunError;
 use crate::runs::folder::RunWarning;
 use crate::runs::meta::{SESSION_JSON, SessionJson};
 use crate::runs::store::{
-    CONVERSATION_JSONL, RUN_LOCK, SUBAGENTS_DIR, account, write_session_json,
+    CONVERSATION_JSONL, RUN_LOCK, SUBAGENTS_DIR, account, summary_of, write_session_json,
 };
-use crate::runs::summary::RUN_SUMMARY;
+use crate::runs::summary::{RUN_SUMMARY, SummaryWriter};
 use crate::store::entry::Entry;
 use crate::store::file_store::jsonl_stems;
 use crate::store::id::validate_id;
@@ -91,6 +91,12 @@ pub(crate) fn rebuild_session_json(
             // The summary goes first: it may name another session or stale counts.
             remove_file_if_exists(&dir.join(RUN_SUMMARY))?;
             write_session_json(&path, &meta, true)?;
+            // The listing fields go to a new summary (session.json holds none).
+            let mut record = summary_of(&meta);
+            record.conversation_bytes = std::fs::symlink_metadata(&conversation)
+                .ok()
+                .map(|found| found.len());
+            SummaryWriter::open(&dir.join(RUN_SUMMARY))?.write(&record)?;
             "rebuilt from conversation.jsonl".to_owned()
         }
         Err(StoreError::Locked { pid, .. }) => format!(

@@ -30,6 +30,7 @@ use crate::fs::{
     DirSync, IoError, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
+use crate::runs::listing_redaction::{ListingRedaction, Pending};
 use crate::runs::meta::{SESSION_JSON, SessionJson};
 use crate::runs::summary::{RUN_SUMMARY, SummaryRecord, SummaryWriter};
 use crate::store::blocking_store::{BlockingStore, OverBlockingStore};
@@ -52,7 +53,7 @@ pub const CONVERSATION_JSONL: &str = "conversation.jsonl";
 pub const SUBAGENTS_DIR: &str = "subagents";
 /// The writer lock file of a run.
 pub const RUN_LOCK: &str = ".lock";
-/// Longest `lastMessage` kept in `.summary.json` (and `session.json`), in characters.
+/// Longest `lastMessage` (and `firstMessage`) kept for listings, in characters.
 pub const LAST_MESSAGE_CHARS: usize = 300;
 
 /// The person's message as listings keep it: trimmed, at most
@@ -61,42 +62,60 @@ pub fn last_message_text(text: &str) -> String {
     text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
 }
 
-/// Folds appended entries into the listing fields of `session.json`. The last message
+/// Folds appended entries into the listing fields (kept in `.summary.json`). The last message
 /// is redacted before it is cut to length, so that a cut never leaves the start of a
 /// secret that the whole text would have masked; only the newest one is redacted.
 ///
 /// The first message is kept only when the conversation was empty before `entries`
 /// (a run from before `firstMessage` existed gets none rather than a later one).
 pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Redactor) {
-    let mut last = None;
-    let mut first = None;
+    account_with(meta, entries, redactor, None);
+}
+
+/// A message the person typed, with text (a slash-command expansion is not).
+fn typed_text(entry: &Entry) -> Option<String> {
+    let message = entry.as_message()?;
+    if message.role != Role::User || crate::runs::conversation::is_command_expansion(entry) {
+        return None;
+    }
+    let text = message.text();
+    (!text.trim().is_empty()).then_some(text)
+}
+
+/// The newest message the person typed among `entries`: the one [`account`] keeps
+/// as the last message.
+pub(crate) fn newest_typed_text(entries: &[&Entry]) -> Option<String> {
+    entries.iter().rev().find_map(|entry| typed_text(entry))
+}
+
+/// [`account`], with the last message's listing form already made (from
+/// [`newest_typed_text`] of the same entries) when `newest` is set.
+pub(crate) fn account_with(
+    meta: &mut SessionJson,
+    entries: &[&Entry],
+    redactor: &Redactor,
+    newest: Option<String>,
+) {
     let was_empty = meta.message_count == 0;
-    for entry in entries {
-        if let Some(message) = entry.as_message() {
-            meta.message_count += 1;
-            // A slash-command expansion is not what the person typed.
-            if message.role == Role::User && !crate::runs::conversation::is_command_expansion(entry)
-            {
-                let text = message.text();
-                if !text.trim().is_empty() {
-                    if first.is_none() {
-                        first = Some(text.clone());
-                    }
-                    last = Some(text);
-                }
-            }
-        }
-    }
+    meta.message_count += entries
+        .iter()
+        .filter(|entry| entry.as_message().is_some())
+        .count() as u64;
     if was_empty && meta.first_message.is_none() {
-        meta.first_message = first.map(|text| last_message_text(&redactor.redact(&text)));
+        meta.first_message = entries
+            .iter()
+            .find_map(|entry| typed_text(entry))
+            .map(|text| last_message_text(&redactor.redact(&text)));
     }
-    if let Some(text) = last {
+    if let Some(done) = newest {
+        meta.last_message = Some(done);
+    } else if let Some(text) = newest_typed_text(entries) {
         meta.last_message = Some(last_message_text(&redactor.redact(&text)));
     }
 }
 
 /// The listing fields of `meta`, as `.summary.json` holds them.
-fn summary_of(meta: &SessionJson) -> SummaryRecord {
+pub(crate) fn summary_of(meta: &SessionJson) -> SummaryRecord {
     SummaryRecord {
         session_id: meta.session_id.clone(),
         updated_at: meta.updated_at,
@@ -130,6 +149,8 @@ pub(crate) struct Inner {
     state: Mutex<RunState>,
     /// The background sync of the fork that made this run folder, joined on drop.
     fork_syncs: ForkSyncs,
+    /// Redacts the newest message for the listing while an append syncs.
+    listing: Mutex<ListingRedaction>,
 }
 
 /// A [`SessionStore`](crate::SessionStore) bound to one run folder; see
@@ -177,6 +198,7 @@ impl RunStore {
                     redactor: Redactor::new(),
                 }),
                 fork_syncs: ForkSyncs::default(),
+                listing: Mutex::new(ListingRedaction::default()),
             }),
         }
     }
@@ -255,6 +277,12 @@ impl Inner {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn listing(&self) -> MutexGuard<'_, ListingRedaction> {
+        self.listing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn meta_path(&self) -> PathBuf {
         self.dir.join(SESSION_JSON)
     }
@@ -275,16 +303,20 @@ impl Inner {
     fn meta<'s>(&self, state: &'s mut RunState) -> Result<Option<&'s mut SessionJson>, StoreError> {
         if !state.meta_read {
             state.meta = read_session_json(&self.meta_path())?;
-            // The listing fields are newer in the summary, when it is usable.
-            if let Some(meta) = state.meta.as_mut()
-                && let Ok(Some(summary)) = crate::runs::summary::read(&self.summary_path())
-                && summary.session_id == meta.session_id
-            {
-                meta.updated_at = summary.updated_at.or(meta.updated_at);
-                meta.last_message = summary.last_message;
-                meta.first_message = summary.first_message.or(meta.first_message.take());
-                meta.message_count = summary.message_count;
-                state.summary_bytes = summary.conversation_bytes;
+            // The listing fields are in the summary, when it is usable. Without one,
+            // they are taken as those of an empty conversation: the first append
+            // recounts them from a conversation that is not (recount_if_stale).
+            if let Some(meta) = state.meta.as_mut() {
+                match crate::runs::summary::read(&self.summary_path()) {
+                    Ok(Some(summary)) if summary.session_id == meta.session_id => {
+                        meta.updated_at = summary.updated_at.or(meta.updated_at);
+                        meta.last_message = summary.last_message;
+                        meta.first_message = summary.first_message.or(meta.first_message.take());
+                        meta.message_count = summary.message_count;
+                        state.summary_bytes = summary.conversation_bytes;
+                    }
+                    _ => state.summary_bytes = Some(0),
+                }
             }
             state.meta_read = true;
         }
@@ -424,14 +456,24 @@ impl BlockingStore for Inner {
                 if key.subagent_name().is_none() {
                     self.recount_if_stale(state, id)?;
                 }
+                let main = key.subagent_name().is_none();
+                let redactor = state.redactor.clone();
+                let mut newest = None;
+                // The listing's redaction runs while the conversation is synced.
                 let (written, report, _warnings) =
-                    self.writer(state, key).append_indices(entries)?;
-                if key.subagent_name().is_none()
+                    self.writer(state, key)
+                        .append_indices_then(entries, |written| {
+                            let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
+                            if main && let Some(text) = newest_typed_text(&new) {
+                                newest = Some(self.listing().start(text, &redactor));
+                            }
+                        })?;
+                if main
                     && report.written > 0
                     && let Some(meta) = state.meta.as_mut()
                 {
                     let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                    account(meta, &new, &state.redactor);
+                    account_with(meta, &new, &redactor, newest.map(Pending::wait));
                     meta.updated_at = Some(now_millis());
                     self.write_summary(state)?;
                 }
@@ -639,7 +681,7 @@ pub fn fork_run(
         let conversation = staging.join(CONVERSATION_JSONL);
         let mut file = create_new_private(parent, &conversation)?;
         let mut to_sync = Vec::new();
-        copy_lines(
+        let copied = copy_lines(
             crate::fs::parent_of(source_dir),
             &source_dir.join(CONVERSATION_JSONL),
             &source_id,
@@ -669,10 +711,20 @@ pub fn fork_run(
             extra: source_meta.extra.clone(),
             ..SessionJson::default()
         };
-        if up_to.is_none() {
-            meta.message_count = source_meta.message_count;
-            meta.last_message = source_meta.last_message.clone();
-            meta.first_message = source_meta.first_message.clone();
+        // A whole copy has the source's listing fields, when its summary describes
+        // exactly what was copied; otherwise they are counted from the copy.
+        let source_summary = crate::runs::summary::read(&source_dir.join(RUN_SUMMARY))
+            .ok()
+            .flatten()
+            .filter(|summary| {
+                up_to.is_none()
+                    && summary.session_id == source_id
+                    && summary.conversation_bytes == Some(copied)
+            });
+        if let Some(summary) = source_summary {
+            meta.message_count = summary.message_count;
+            meta.last_message = summary.last_message;
+            meta.first_message = summary.first_message;
         } else if let Some(loaded) = load_file(&conversation, &new_id)? {
             // The forked run's own store heals this with its redactor when it loads.
             account(
@@ -706,6 +758,9 @@ pub fn fork_run(
             }
             sync_dir(&dir)?;
         }
+        let mut record = summary_of(&meta);
+        record.conversation_bytes = Some(copied);
+        SummaryWriter::open(&staging.join(RUN_SUMMARY))?.write(&record)?;
         write_session_json(&staging.join(SESSION_JSON), &meta, true)?;
         commit_fork(&staging, target_dir).map_err(|error| match error {
             CommitError::Exists => already(),

@@ -9,8 +9,8 @@
 //! `write` + `fdatasync`. Overwriting an already allocated block in place adds
 //! nothing measurable. An in-place write can be seen half done (a reader racing the
 //! writer, or a power cut in the middle), so the record carries a checksum, and a
-//! record that fails it is not used: listings then fall back to what `session.json`
-//! says. The file is a cache of the conversation; it is never synced.
+//! record that fails it is not used: listings then count the conversation. The file
+//! is a cache of the conversation; it is never synced.
 //!
 //! Layout: one line of JSON, one line with the FNV-1a 64 hash of that line's bytes
 //! in hex, then spaces up to the longest record written so far (the file never
@@ -123,8 +123,8 @@ pub(crate) struct SummaryWriter {
 
 impl SummaryWriter {
     /// Opens (or creates, 0600) the summary at `path`. Its directory entry is not
-    /// synced: a summary lost in a power cut only makes listings fall back to
-    /// `session.json` until the next append.
+    /// synced: a summary lost in a power cut only makes listings count the
+    /// conversation until the next append.
     pub(crate) fn open(path: &Path) -> Result<SummaryWriter, StoreError> {
         let file = open_beneath(
             run_file_root(path),

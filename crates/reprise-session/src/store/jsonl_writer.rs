@@ -288,6 +288,17 @@ impl JsonlWriter {
         &mut self,
         entries: &[Entry],
     ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
+        self.append_indices_then(entries, |_| {})
+    }
+
+    /// [`JsonlWriter::append_indices`], calling `while_syncing` with the indices of
+    /// the entries written once they are written and before they are synced, so that
+    /// work can overlap the wait for the disk.
+    pub(crate) fn append_indices_then(
+        &mut self,
+        entries: &[Entry],
+        while_syncing: impl FnOnce(&[usize]),
+    ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
         // lstat: a link swapped in for the file never matches the stamp, so the file
         // is opened again, which refuses the link.
         let at_path = match std::fs::symlink_metadata(&self.path) {
@@ -357,6 +368,7 @@ impl JsonlWriter {
                 source,
             )));
         }
+        while_syncing(&written);
         if self.durability.syncs_data() {
             file.sync_data().map_err(io_err("sync", &self.path))?;
         }

@@ -7,23 +7,24 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 
 use jiff::Timestamp;
+use reprise_session::runs::SESSION_JSON;
 use reprise_session::runs::{
     RunError, RunFolder, create_run_folder, create_run_folder_at, find_run, list_runs,
 };
-use reprise_session::runs::{SESSION_JSON, SessionJson};
 
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// A `session.json` with listing fields of its own, as earlier versions wrote it.
 fn write_session_json(dir: &Path, session: &str, updated: Option<&str>, last: Option<&str>) {
-    let meta = SessionJson {
-        session_id: session.to_owned(),
-        updated_at: updated.map(|at| at.parse().unwrap()),
-        last_message: last.map(str::to_owned),
-        message_count: 3,
-        ..SessionJson::default()
-    };
+    let mut meta = serde_json::json!({"sessionId": session, "messageCount": 3});
+    if let Some(updated) = updated {
+        meta["updatedAt"] = updated.into();
+    }
+    if let Some(last) = last {
+        meta["lastMessage"] = last.into();
+    }
     fs::write(dir.join(SESSION_JSON), serde_json::to_vec(&meta).unwrap()).unwrap();
 }
 
@@ -250,18 +251,16 @@ fn list_runs_of_a_missing_directory_is_empty() {
 }
 
 #[test]
-fn list_runs_reads_the_fields_the_run_store_writes() {
+fn list_runs_reads_the_listing_fields_an_earlier_version_wrote_in_session_json() {
     let tmp = tempfile::tempdir().unwrap();
     let run = create_run_folder(tmp.path()).unwrap();
-    let mut meta = SessionJson {
-        session_id: "sess-1".into(),
-        updated_at: Some("2026-05-05T05:05:05.555Z".parse().unwrap()),
-        last_message: Some("what now?".into()),
-        message_count: 12,
-        ..SessionJson::default()
-    };
-    meta.subagents
-        .insert("helper".into(), "subagents/helper.jsonl".into());
+    let meta = serde_json::json!({
+        "sessionId": "sess-1",
+        "subagents": {"helper": "subagents/helper.jsonl"},
+        "updatedAt": "2026-05-05T05:05:05.555Z",
+        "lastMessage": "what now?",
+        "messageCount": 12
+    });
     fs::write(
         run.dir.join(SESSION_JSON),
         serde_json::to_vec_pretty(&meta).unwrap(),
@@ -270,7 +269,12 @@ fn list_runs_reads_the_fields_the_run_store_writes() {
     let list = list_runs(tmp.path()).unwrap();
     let summary = &list.runs[0];
     assert_eq!(summary.session_id, "sess-1");
-    assert_eq!(summary.updated_at, meta.updated_at.unwrap());
+    assert_eq!(
+        summary.updated_at,
+        "2026-05-05T05:05:05.555Z"
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+    );
     assert_eq!(summary.last_message.as_deref(), Some("what now?"));
     assert_eq!(summary.message_count, 12);
     assert_eq!(

@@ -8,21 +8,20 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
 use reprise_session::runs::LIST_CACHE;
+use reprise_session::runs::SESSION_JSON;
 use reprise_session::runs::{RunSummary, find_run, list_runs};
-use reprise_session::runs::{SESSION_JSON, SessionJson};
 
 /// Files changed less than a second before a listing are not cached (file times come
 /// from a coarse clock); waiting this long lets the listing cache them.
 const SETTLE: Duration = Duration::from_millis(1100);
 
+/// A `session.json` with listing fields of its own, as earlier versions wrote it.
 fn session_bytes(session: &str, updated: Option<&str>, last: &str) -> Vec<u8> {
-    let meta = SessionJson {
-        session_id: session.to_owned(),
-        updated_at: updated.map(|at| at.parse().unwrap()),
-        last_message: Some(last.to_owned()),
-        message_count: 3,
-        ..SessionJson::default()
-    };
+    let mut meta =
+        serde_json::json!({"sessionId": session, "lastMessage": last, "messageCount": 3});
+    if let Some(updated) = updated {
+        meta["updatedAt"] = updated.into();
+    }
     serde_json::to_vec(&meta).unwrap()
 }
 

@@ -478,9 +478,13 @@ async fn fork_run_copies_a_run_into_a_new_or_fresh_run_folder() {
     let meta: SessionJson =
         serde_json::from_slice(&std::fs::read(source.join("session.json")).unwrap()).unwrap();
     assert_eq!(meta.session_id, "s1");
-    assert_eq!(meta.message_count, 4);
-    assert_eq!(meta.last_message.as_deref(), Some("second question"));
     assert_eq!(meta.subagents["helper"], "subagents/helper.jsonl");
+    let source_listed = reprise_session::runs::summarize_run(&source).unwrap();
+    assert_eq!(source_listed.message_count, 4);
+    assert_eq!(
+        source_listed.last_message.as_deref(),
+        Some("second question")
+    );
 
     // Into a folder that does not exist yet: the whole run.
     let whole = runs.path().join("2026-11-30T11-00-00-000Z");
@@ -514,7 +518,11 @@ async fn fork_run_copies_a_run_into_a_new_or_fresh_run_folder() {
             entry: None
         })
     );
-    assert_eq!(meta.message_count, 4);
+    // The fork has a summary of its own from the start.
+    let fork_listed = reprise_session::runs::summarize_run(&whole).unwrap();
+    assert_eq!(fork_listed.message_count, 4);
+    assert_eq!(fork_listed.last_message.as_deref(), Some("second question"));
+    assert!(whole.join(".summary.json").exists());
 
     // Into a fresh run folder (only session.log): up to an entry.
     let fresh = runs.path().join("2026-11-30T12-00-00-000Z");
@@ -531,9 +539,10 @@ async fn fork_run_copies_a_run_into_a_new_or_fresh_run_folder() {
     assert_eq!(got.entries, all[..2]);
     let meta: SessionJson =
         serde_json::from_slice(&std::fs::read(fresh.join("session.json")).unwrap()).unwrap();
-    assert_eq!(meta.message_count, 2);
-    assert_eq!(meta.last_message.as_deref(), Some("first question"));
     assert_eq!(meta.forked_from.unwrap().entry, Some(all[1].uuid));
+    let part_listed = reprise_session::runs::summarize_run(&fresh).unwrap();
+    assert_eq!(part_listed.message_count, 2);
+    assert_eq!(part_listed.last_message.as_deref(), Some("first question"));
     assert_eq!(
         std::fs::read_to_string(fresh.join("session.log")).unwrap(),
         "started\n"
@@ -662,8 +671,15 @@ async fn every_append_updates_the_listing_and_session_json_is_written_once() {
     assert_eq!(inode_and_bytes(&dir.join("session.json")), session_json);
     assert_eq!(mode(&dir.join(".summary.json")), 0o600);
 
+    // session.json holds none of the listing fields: they would go stale there.
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
+    for field in ["updatedAt", "lastMessage", "messageCount"] {
+        assert!(written.get(field).is_none(), "{field} in {written}");
+    }
+
     // A summary torn by a crash in the middle of its write is not used: the listing
-    // falls back to session.json, which has no last message yet.
+    // counts the conversation instead.
     let summary_path = dir.join(".summary.json");
     let mut torn = std::fs::read(&summary_path).unwrap();
     let half = torn.len() / 2;
@@ -671,17 +687,29 @@ async fn every_append_updates_the_listing_and_session_json_is_written_once() {
     std::fs::write(&summary_path, &torn).unwrap();
     let fallback = listed(runs.path());
     assert_eq!(fallback.session_id, "s1");
-    assert_eq!(fallback.last_message, None);
+    assert_eq!(fallback.message_count, 4);
+    assert_eq!(fallback.last_message.as_deref(), Some("read the file"));
 
-    // A new writer heals the summary from the conversation when it loads the session.
+    // A new writer that appends without loading counts the conversation first.
+    std::fs::remove_file(&summary_path).unwrap();
     drop(_lock);
     drop(store);
+    let appender = create_run_store(&dir);
+    appender.append(&k, &[user("one more")]).await.unwrap();
+    let counted = listed(runs.path());
+    assert_eq!(counted.message_count, 5);
+    assert_eq!(counted.last_message.as_deref(), Some("one more"));
+    assert_eq!(counted.first_message.as_deref(), Some("read the file"));
+    drop(appender);
+
+    // A new writer heals the summary from the conversation when it loads the session.
+    std::fs::write(&summary_path, &torn).unwrap();
     let reopened = create_run_store(&dir);
     let _lock = reopened.lock("s1").await.unwrap();
     reopened.load(&k).await.unwrap().unwrap();
     let healed = listed(runs.path());
-    assert_eq!(healed.message_count, 4);
-    assert_eq!(healed.last_message.as_deref(), Some("read the file"));
+    assert_eq!(healed.message_count, 5);
+    assert_eq!(healed.last_message.as_deref(), Some("one more"));
     // One run's summary, as the chat shows it when resuming.
     assert_eq!(
         reprise_session::runs::summarize_run(&dir),
