@@ -525,3 +525,64 @@ async fn stdout_holds_only_the_kept_reply_when_an_attempt_is_retried() {
         out.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_the_gate_on_a_terminal_ends_the_turn_and_the_chat_goes_on() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        reprise_testkit::Reply::tool_calls([
+            reprise_testkit::ScriptedCall::new("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+            reprise_testkit::ScriptedCall::new("call_2", "read_file", r#"{"path":"other.txt"}"#),
+        ]),
+        Reply::text("Here again."),
+    ]);
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
+    pty.line("read my notes");
+    pty.wait_text(r#"run read_file {"path":"notes.txt"}?"#)
+        .await;
+    // Ctrl-C on the terminal: SIGINT, as a person would send it.
+    pty.send("\x03");
+    pty.wait_text("(cancelled)").await;
+    // The second call was not asked about, and no model call followed.
+    assert!(
+        !pty.contents().contains("other.txt\"}?"),
+        "{}",
+        pty.contents()
+    );
+    assert_eq!(server.request_count(), 1);
+    // The chat goes on.
+    pty.line("hello?");
+    pty.wait_text("Here again.").await;
+    pty.line("/exit");
+    assert!(pty.wait_exit().await, "{}", pty.contents());
+
+    // Both calls are closed as interrupted, neither was run; the next request pairs.
+    let run = sandbox.conversations().remove(0);
+    let results: Vec<(String, String)> = jsonl(&run.join("conversation.jsonl"))
+        .iter()
+        .filter(|line| line["message"]["role"] == "tool")
+        .map(|line| {
+            (
+                line["message"]["tool_call_id"].as_str().unwrap().to_owned(),
+                line["message"]["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (
+                "call_1".to_owned(),
+                reprise_agent::CANCELLED_BY_USER.to_owned()
+            ),
+            (
+                "call_2".to_owned(),
+                reprise_agent::CANCELLED_BY_USER.to_owned()
+            )
+        ]
+    );
+    server.assert_tool_call_pairing();
+}
