@@ -12,20 +12,21 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    Compaction, Entry, LoadWarning, Message, SessionKey, SessionStore, ToolCall,
+    Compaction, Entry, LoadWarning, Message, Role, SessionKey, SessionStore, ToolCall,
     arguments_are_an_object, compacted_tail, model_view, repair_entries, request_message,
+    visit_model_view,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::compact::{
-    Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, choose_cut, summarise, view_messages,
+    Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, choose_cut, header, summarise, view_messages,
 };
 use crate::error::AgentError;
 use crate::events::AgentEvent;
 use crate::subagent::SubagentHandle;
-use crate::tokens::{estimate_messages, estimate_request, estimate_tools};
+use crate::tokens::{estimate_message, estimate_messages, estimate_request, estimate_tools};
 use crate::tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
 use crate::usage::set_usage;
 
@@ -305,7 +306,11 @@ impl Thread {
     /// The estimated size of the next request in tokens: the server's count of the
     /// last one, plus an estimate of the messages added since.
     pub fn context_used(&self) -> u64 {
-        let request = self.request();
+        let Some(request) = self.request.get() else {
+            // Not built yet (a resumed session before its first turn): estimated from
+            // the entries, so that showing the figure does not copy the history.
+            return self.scaled(self.estimate_unbuilt());
+        };
         let messages = &request.messages;
         match self.measured {
             Some((tokens, counted)) if counted <= messages.len() => {
@@ -313,6 +318,24 @@ impl Thread {
             }
             _ => self.scaled(estimate_request(request)),
         }
+    }
+
+    /// [`estimate_request`] of the request [`Thread::request`] would build (calls
+    /// whose arguments that repairs are estimated as stored).
+    fn estimate_unbuilt(&self) -> u64 {
+        let tail = &self.entries[self.view_start.min(self.entries.len())..];
+        let mut starts_with_assistant = None;
+        let mut estimate = 0;
+        visit_model_view(tail, |message| {
+            starts_with_assistant.get_or_insert(message.role == Role::Assistant);
+            estimate += estimate_message(message);
+        });
+        let header = header(
+            self.system.as_deref(),
+            self.summary.as_deref(),
+            starts_with_assistant == Some(true),
+        );
+        estimate + estimate_messages(&header) + estimate_tools(&self.specs)
     }
 
     fn scaled(&self, estimate: u64) -> u64 {

@@ -24,8 +24,27 @@ pub fn estimate_text(text: &str) -> u64 {
 
 /// The estimated tokens of one message as it is sent.
 pub fn estimate_message(message: &Message) -> u64 {
-    let bytes = serde_json::to_vec(message).map_or(0, |json| json.len() as u64);
-    bytes.div_ceil(BYTES_PER_TOKEN) + MESSAGE_OVERHEAD
+    json_len(message).div_ceil(BYTES_PER_TOKEN) + MESSAGE_OVERHEAD
+}
+
+/// The length of `value` as JSON, counted as it is written rather than kept: a
+/// resumed session's whole history is estimated once.
+fn json_len(value: &impl serde::Serialize) -> u64 {
+    struct Counter(u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => 0,
+    }
 }
 
 /// The estimated tokens of messages.
@@ -37,7 +56,7 @@ pub fn estimate_messages(messages: &[Message]) -> u64 {
 pub fn estimate_tools(tools: &[ToolSpec]) -> u64 {
     tools
         .iter()
-        .map(|tool| serde_json::to_vec(tool).map_or(0, |json| json.len() as u64))
+        .map(json_len)
         .sum::<u64>()
         .div_ceil(BYTES_PER_TOKEN)
 }

@@ -40,14 +40,35 @@ fn is_unsafe_in_json(c: char) -> bool {
     ('\u{7f}'..='\u{9f}').contains(&c) || is_bidi_control(c)
 }
 
+/// Where the first character `refused` refuses starts in `text`. A byte scan that
+/// decodes a character only where a refused one can start (a C0 control when `c0`,
+/// DEL, and the lead bytes of the C1 and bidirectional controls): `show` passes
+/// whole conversations through here, and decoding every character took as long as
+/// loading them.
+fn first_unsafe(text: &str, refused: fn(char) -> bool, c0: bool) -> Option<usize> {
+    text.bytes()
+        .enumerate()
+        .filter(|&(_, byte)| match byte {
+            b'\n' | b'\t' => false,
+            0x00..=0x1f => c0,
+            // DEL; 0xC2 leads U+0080–U+00BF, 0xE2 leads U+2000–U+2FFF. Lead bytes
+            // and ASCII are character boundaries.
+            0x7f | 0xc2 | 0xe2 => true,
+            _ => false,
+        })
+        .find(|&(at, _)| text[at..].chars().next().is_some_and(refused))
+        .map(|(at, _)| at)
+}
+
 /// `text` with every control character other than newline and tab shown as a
 /// visible escape (see the module doc). Borrowed when there was nothing to escape.
 pub fn visible(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
+    let Some(start) = first_unsafe(text, is_unsafe, true) else {
         return Cow::Borrowed(text);
-    }
+    };
     let mut out = String::with_capacity(text.len() + 16);
-    let mut chars = text.chars().peekable();
+    out.push_str(&text[..start]);
+    let mut chars = text[start..].chars().peekable();
     while let Some(c) = chars.next() {
         if !is_unsafe(c) {
             out.push(c);
@@ -72,11 +93,12 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 /// they are, become `\uXXXX` escapes too (they can only occur inside strings, so the
 /// JSON means the same).
 pub fn visible_json(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(is_unsafe_in_json) {
+    let Some(start) = first_unsafe(json, is_unsafe_in_json, false) else {
         return Cow::Borrowed(json);
-    }
+    };
     let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
+    out.push_str(&json[..start]);
+    for c in json[start..].chars() {
         if is_unsafe_in_json(c) {
             let _ = write!(out, "\\u{:04x}", u32::from(c));
         } else {
@@ -121,6 +143,33 @@ mod tests {
             visible("👩\u{200d}💻 שלום\u{200f}"),
             "👩\u{200d}💻 שלום\u{200f}"
         );
+    }
+
+    #[test]
+    fn the_byte_scan_finds_exactly_the_characters_refused() {
+        // Every character up to U+3000 (all the refused ones and their neighbours,
+        // in one-, two- and three-byte forms), alone and after other text.
+        for code in 0..0x3000u32 {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            for text in [format!("{c}"), format!("é日{c}x"), format!("ab\n{c}")] {
+                let naive = text
+                    .char_indices()
+                    .find(|&(_, c)| is_unsafe(c))
+                    .map(|(at, _)| at);
+                assert_eq!(first_unsafe(&text, is_unsafe, true), naive, "U+{code:04X}");
+                let naive_json = text
+                    .char_indices()
+                    .find(|&(_, c)| is_unsafe_in_json(c))
+                    .map(|(at, _)| at);
+                assert_eq!(
+                    first_unsafe(&text, is_unsafe_in_json, false),
+                    naive_json,
+                    "U+{code:04X}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -34,5 +34,5 @@ pub use store::{
     Role, SessionInfo, SessionKey, SessionMeta, SessionStore, StoreError, ToolCall, WriterLock,
     arguments_are_an_object, compacted_tail, compaction_marker, inspect, inspect_messages,
     interrupted_result, load_file, model_view, model_view_messages, now_millis, repair_entries,
-    repair_messages, request_message, short_tokens, validate_id,
+    repair_messages, request_message, short_tokens, validate_id, visit_model_view,
 };

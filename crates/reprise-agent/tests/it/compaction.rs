@@ -686,3 +686,74 @@ async fn a_compaction_records_its_summary_calls_counts_and_the_totals_include_th
     let totals = reopened.usage_totals().await.unwrap();
     assert_eq!((totals.prompt_tokens, totals.completion_tokens), (210, 15));
 }
+
+#[tokio::test]
+async fn the_size_of_the_next_request_is_the_same_before_and_after_the_request_is_built() {
+    use reprise_session::Entry;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let key = SessionKey::session("sized").unwrap();
+    let old = Entry::message(Message::user("an old question ".repeat(40)));
+    let compaction = Compaction {
+        summary: "They asked an old question.".to_owned(),
+        through: old.uuid,
+        tokens_before: 500,
+        tokens_after: 40,
+    };
+    let calls = Message::assistant_tool_calls(
+        Some("looking".to_owned()),
+        vec![
+            ToolCall::function("c1", "read_file", r#"{"path":"a"}"#),
+            // Left without a result: the view answers it as interrupted.
+            ToolCall::function("c2", "read_file", r#"{"path":"b"}"#),
+        ],
+    );
+    let entries = [
+        old,
+        Entry::message(Message::assistant("an old answer ".repeat(40))),
+        compaction.to_entry(),
+        Entry::message(Message::assistant("after the summary, the assistant first")),
+        Entry::message(Message::user("read them")),
+        Entry::message(calls),
+        Entry::message(Message::tool("c1", "contents of a ".repeat(30))),
+        Entry::message(Message::user("and now?")),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    for system in [false, true] {
+        let mut builder = Agent::builder(Arc::new(NeverCalled) as Arc<dyn Provider>)
+            .tools([read_file()])
+            .store(store.clone() as Arc<dyn SessionStore>)
+            .session_id("sized");
+        if system {
+            builder = builder.system("You help.");
+        }
+        let agent = builder.build().await.unwrap();
+        let unbuilt = agent.context_used();
+        let built = estimate_request(agent.model_view());
+        assert_eq!(unbuilt, built, "with a system prompt: {system}");
+        assert_eq!(agent.context_used(), built);
+    }
+}
+
+/// A provider for tests that make no model call.
+struct NeverCalled;
+
+#[async_trait]
+impl Provider for NeverCalled {
+    async fn complete(
+        &self,
+        _request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        panic!("no model call was expected")
+    }
+
+    fn model(&self) -> &str {
+        "never"
+    }
+
+    fn max_tokens(&self) -> Option<u32> {
+        None
+    }
+}

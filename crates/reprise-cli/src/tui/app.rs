@@ -87,9 +87,9 @@ struct App {
     printed: usize,
     inline: bool,
     exit: bool,
-    /// The run, history length and view length the status line's context figure is
-    /// for: estimating it again is only needed when they change.
-    context_for: Option<(String, usize, usize)>,
+    /// The run and number of entries the status line's context figure is for:
+    /// estimating it again is only needed when they change.
+    context_for: Option<(String, usize)>,
 }
 
 /// Runs the full-screen (or inline) chat until the person leaves.
@@ -434,11 +434,9 @@ impl App {
     /// The status line's context figures, from the session (when it changed).
     fn show_context(&mut self) {
         if let Some(session) = &self.session {
-            let key = (
-                session.run_name().to_owned(),
-                session.agent.messages().len(),
-                session.agent.model_view().messages.len(),
-            );
+            // Entries, not the model view: asking for that would build it (a second
+            // copy of a resumed history) before the first turn needs it.
+            let key = (session.run_name().to_owned(), session.agent.entries().len());
             if self.context_for.as_ref() == Some(&key) {
                 return;
             }

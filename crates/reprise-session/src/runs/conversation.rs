@@ -97,7 +97,13 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
 /// entries (from any store), with the load's warnings.
 pub fn conversation_of(loaded: Loaded) -> Conversation {
     let mut messages = Vec::new();
-    // How many messages came up to each entry, to say how many a compaction took in.
+    // How many messages came up to each entry, to say how many a compaction took in
+    // (only kept when there is a compaction: one map insert per entry is a good part
+    // of `reprise show` on a long conversation).
+    let compacted = loaded
+        .entries
+        .iter()
+        .any(|entry| entry.kind.as_deref() == Some(crate::store::compaction::COMPACTION_KIND));
     let mut counted: HashMap<Uuid, usize> = HashMap::new();
     let mut seen = 0usize;
     let mut compacted_up_to = 0usize;
@@ -120,7 +126,9 @@ pub fn conversation_of(loaded: Loaded) -> Conversation {
             });
             compacted_up_to = compacted_up_to.max(through);
         }
-        counted.insert(entry.uuid, seen);
+        if compacted {
+            counted.insert(entry.uuid, seen);
+        }
     }
     Conversation {
         messages,

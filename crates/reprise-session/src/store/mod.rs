@@ -33,7 +33,7 @@ pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 pub use repair::{
     ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, inspect,
     inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
-    repair_messages, request_message,
+    repair_messages, request_message, visit_model_view,
 };
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,

@@ -317,6 +317,29 @@ pub fn model_view_messages(history: &[Message]) -> Vec<Message> {
     view(&items_of_messages(history))
 }
 
+/// Passes each message of [`model_view`]`(history)` to `visit`, in order, without
+/// copying the history: for a figure about the next request (its estimated size)
+/// that should not need a second copy of a long session. Calls are passed as stored,
+/// before the argument repair of [`request_message`].
+pub fn visit_model_view(history: &[Entry], mut visit: impl FnMut(&Message)) {
+    let items = items_of_entries(history);
+    let pairing = pair(&items);
+    for (position, item) in items.iter().enumerate() {
+        if item.message.role == Role::Tool {
+            continue;
+        }
+        visit(item.message);
+        if let Some(range) = pairing.slots_of.get(&position) {
+            for slot in &pairing.slots[range.clone()] {
+                match slot.result {
+                    Some(result) => visit(items[result].message),
+                    None => visit(&interrupted_result(slot.call)),
+                }
+            }
+        }
+    }
+}
+
 fn view(items: &[Item<'_>]) -> Vec<Message> {
     let pairing = pair(items);
     let mut out = Vec::with_capacity(items.len());
