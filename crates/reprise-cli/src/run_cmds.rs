@@ -27,8 +27,21 @@ pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
 /// Strings from run folders may hold control characters: serde escapes C0 controls,
 /// [`visible_json`] the rest.
 pub(crate) fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
+    write_json_sized(out, value, 0)
+}
+
+/// [`write_json`] into a buffer of `size_hint` bytes to start with: a whole
+/// conversation is written without growing the buffer step by step.
+pub(crate) fn write_json_sized(
+    out: &mut dyn Write,
+    value: &impl serde::Serialize,
+    size_hint: usize,
+) -> Result<()> {
+    let mut bytes = Vec::with_capacity(size_hint);
+    serde_json::to_writer_pretty(&mut bytes, value)?;
+    bytes.push(b'\n');
+    // serde_json writes valid UTF-8.
+    let text = String::from_utf8(bytes)?;
     out.write_all(visible_json(&text).as_bytes())?;
     Ok(())
 }
@@ -199,7 +212,9 @@ pub fn show(
                 },
             })
             .collect();
-        return write_json(out, &rows);
+        // The texts, a little more for escapes, and each row's keys and indentation.
+        let size = rows.iter().map(|row| row.text.len() + 64).sum::<usize>();
+        return write_json_sized(out, &rows, size + size / 16);
     }
     let mut text = String::new();
     for call in calls_after(0) {

@@ -46,18 +46,30 @@ fn is_unsafe_in_json(c: char) -> bool {
 /// whole conversations through here, and decoding every character took as long as
 /// loading them.
 fn first_unsafe(text: &str, refused: fn(char) -> bool, c0: bool) -> Option<usize> {
-    text.bytes()
-        .enumerate()
-        .filter(|&(_, byte)| match byte {
-            b'\n' | b'\t' => false,
-            0x00..=0x1f => c0,
-            // DEL; 0xC2 leads U+0080–U+00BF, 0xE2 leads U+2000–U+2FFF. Lead bytes
-            // and ASCII are character boundaries.
-            0x7f | 0xc2 | 0xe2 => true,
-            _ => false,
-        })
-        .find(|&(at, _)| text[at..].chars().next().is_some_and(refused))
-        .map(|(at, _)| at)
+    // DEL; 0xC2 leads U+0080–U+00BF, 0xE2 leads U+2000–U+2FFF. Lead bytes and ASCII
+    // are character boundaries.
+    let candidate = |byte: u8| {
+        (c0 && byte < 0x20 && byte != b'\n' && byte != b'\t')
+            | (byte == 0x7f)
+            | (byte == 0xc2)
+            | (byte == 0xe2)
+    };
+    const CHUNK: usize = 64;
+    let bytes = text.as_bytes();
+    let mut base = 0;
+    for chunk in bytes.chunks(CHUNK) {
+        // Without an early exit, so that the compiler can test a chunk at once.
+        if chunk.iter().fold(false, |any, &byte| any | candidate(byte)) {
+            for (offset, &byte) in chunk.iter().enumerate() {
+                let at = base + offset;
+                if candidate(byte) && text[at..].chars().next().is_some_and(refused) {
+                    return Some(at);
+                }
+            }
+        }
+        base += chunk.len();
+    }
+    None
 }
 
 /// `text` with every control character other than newline and tab shown as a

@@ -45,7 +45,9 @@ impl Failure {
 pub struct OpenAiProvider {
     config: OpenAiConfig,
     url: String,
-    client: reqwest::Client,
+    /// Built with the first request: building one loads the system's certificates,
+    /// which every start of the chat would otherwise pay before it shows anything.
+    client: std::sync::OnceLock<reqwest::Client>,
     headers: HeaderMap,
     /// Set once a server rejected `stream_options`, so later calls leave it out.
     no_stream_options: AtomicBool,
@@ -97,21 +99,29 @@ impl OpenAiProvider {
             value.set_sensitive(true);
             headers.append(name, value);
         }
+        Ok(OpenAiProvider {
+            config,
+            url,
+            client: std::sync::OnceLock::new(),
+            headers,
+            no_stream_options: AtomicBool::new(false),
+            max_completion_tokens: AtomicBool::new(false),
+        })
+    }
+
+    /// The HTTP client, built on first use.
+    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
         let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
+            .connect_timeout(self.config.connect_timeout)
             .build()
             .map_err(|error| ProviderError::Config {
                 reason: "cannot build the HTTP client".to_owned(),
                 source: Some(error.into()),
             })?;
-        Ok(OpenAiProvider {
-            config,
-            url,
-            client,
-            headers,
-            no_stream_options: AtomicBool::new(false),
-            max_completion_tokens: AtomicBool::new(false),
-        })
+        Ok(self.client.get_or_init(|| client))
     }
 
     /// The configuration in use.
@@ -173,7 +183,8 @@ impl OpenAiProvider {
         let asked_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
         let body = self.request_body(request).map_err(Failure::Fatal)?;
         let send = self
-            .client
+            .client()
+            .map_err(Failure::Fatal)?
             .post(&self.url)
             .headers(self.headers.clone())
             .body(body)

@@ -195,6 +195,10 @@ impl App {
     ) -> Result<()> {
         let mut keys = EventStream::new();
         let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        // The first frame before the context figure: estimating a long resumed
+        // history takes a moment, and the conversation should not wait for it. The
+        // next frame, drawn right after, has it.
+        self.paint(terminal)?;
         if let Some(prompt) = prompt {
             self.submit(prompt).await;
         }
@@ -255,6 +259,11 @@ impl App {
     fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
         // Between turns the session is here to ask; during one, events update it.
         self.show_context();
+        self.paint(terminal)
+    }
+
+    /// Draws the view as it is.
+    fn paint(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
         if self.inline {
             self.print_finished(terminal)?;
             terminal.draw(|frame| render::draw_live(frame, &self.view))?;

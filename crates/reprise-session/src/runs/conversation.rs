@@ -20,7 +20,7 @@ use crate::runs::error::RunError;
 use crate::runs::store::CONVERSATION_JSONL;
 use crate::store::compaction::{Compaction, compaction_marker};
 use crate::store::entry::Entry;
-use crate::store::message::{Message, Role};
+use crate::store::message::{Content, Message, Role};
 use crate::store::session_store::{LoadWarning, Loaded};
 
 /// The field that marks a user message as a slash-command expansion.
@@ -107,13 +107,16 @@ pub fn conversation_of(loaded: Loaded) -> Conversation {
     let mut counted: HashMap<Uuid, usize> = HashMap::new();
     let mut seen = 0usize;
     let mut compacted_up_to = 0usize;
-    for entry in &loaded.entries {
-        if let Some(message) = entry.as_message() {
+    // The entries are taken apart: the texts move into the conversation, not copied.
+    for mut entry in loaded.entries {
+        if entry.as_message().is_some() {
             seen += 1;
-            if !is_command_expansion(entry) {
+            if !is_command_expansion(&entry)
+                && let Some(message) = entry.message.take()
+            {
                 push_shown(&mut messages, message);
             }
-        } else if let Some(compaction) = Compaction::from_entry(entry)
+        } else if let Some(compaction) = Compaction::from_entry(&entry)
             && let Some(&through) = counted.get(&compaction.through)
         {
             messages.push(ConversationMessage {
@@ -178,16 +181,19 @@ fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
     extra.get(COMMAND_EXPANSION_MARK) == Some(&Value::Bool(true))
 }
 
-fn push_shown(messages: &mut Vec<ConversationMessage>, message: &Message) {
+fn push_shown(messages: &mut Vec<ConversationMessage>, message: Message) {
     if !matches!(message.role, Role::User | Role::Assistant) {
         return;
     }
-    let text = message.text();
+    let text = match message.content {
+        Some(Content::Text(text)) => text,
+        _ => message.text(),
+    };
     if text.trim().is_empty() {
         return;
     }
     messages.push(ConversationMessage {
-        role: message.role.clone(),
+        role: message.role,
         text,
     });
 }
