@@ -772,7 +772,19 @@ impl App {
             };
         // The conversation as the agent loaded it: the file is read once. Problems
         // reading it are the agent's load warnings, shown by show_load_warnings.
-        let (items, work) = redraw_with_subagents(session.agent.entries(), &calls);
+        // A very long one is redrawn from its last REDRAWN_MESSAGES messages: holding
+        // every message once more for the screen doubled the memory of a resumed
+        // 100 MB run, and nobody pages back through tens of thousands of them.
+        let entries = session.agent.entries();
+        let start = crate::redraw::tail_start(entries, REDRAWN_MESSAGES);
+        let earlier = crate::redraw::shown_messages(&entries[..start]);
+        if earlier > 0 {
+            self.view.items.push(Item::Notice(format!(
+                "({earlier} earlier messages; reprise show {} prints them all)",
+                session.run_name()
+            )));
+        }
+        let (items, work) = redraw_with_subagents(&entries[start..], &calls);
         let offset = self.view.items.len();
         self.view.items.extend(items);
         self.view
@@ -791,6 +803,10 @@ impl App {
         }
     }
 }
+
+/// How many messages (tool results included) of a resumed conversation the full
+/// screen redraws, at least; earlier ones are counted in a notice.
+pub const REDRAWN_MESSAGES: usize = 1_000;
 
 /// The items that redraw a conversation of `entries` with its calls to subagents,
 /// each call's work folded under it (by the index of its item).

@@ -412,3 +412,65 @@ async fn rm_refuses_a_run_that_a_chat_has_open() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(sandbox.conversations().len(), 1);
 }
+
+/// A run of `pairs` questions and answers, written through the library.
+async fn long_run(sandbox: &Sandbox, pairs: usize) {
+    use reprise_session::{Entry, Message, SessionKey, SessionStore};
+    let folder = reprise_session::runs::create_run_folder(&sandbox.runs_dir()).unwrap();
+    let store = reprise_session::runs::create_run_store(&folder.dir);
+    let key = SessionKey::session("0193c0de-0000-7000-8000-0000000000bb").unwrap();
+    let entries: Vec<Entry> = (0..pairs)
+        .flat_map(|i| {
+            [
+                Entry::message(Message::user(format!("question {i}"))),
+                Entry::message(Message::assistant(format!("answer {i}"))),
+            ]
+        })
+        .collect();
+    store.append(&key, &entries).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_very_long_run_is_redrawn_from_its_end_with_a_count_of_the_rest() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let pairs = 600;
+    long_run(&sandbox, pairs).await;
+    // Full screen: the last REDRAWN_MESSAGES messages, and a notice counting the rest.
+    let redrawn = reprise_cli::tui::app::REDRAWN_MESSAGES;
+    let earlier = 2 * pairs - redrawn;
+    let mut pty = chat(&sandbox, &server, &["--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    pty.wait_text(&format!("answer {}", pairs - 1)).await;
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+    // The notice is the first item: page up to it.
+    let mut pty = chat(&sandbox, &server, &["--continue"]);
+    pty.wait_text("(resumed the conversation of").await;
+    let notice = format!("({earlier} earlier messages; reprise show");
+    for _ in 0..60 {
+        if pty.contents().contains(&notice) {
+            break;
+        }
+        for _ in 0..25 {
+            pty.send("\x1b[5~");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pty.wait_text(&notice).await;
+    pty.wait_text(&format!("question {}", earlier / 2)).await;
+    assert!(
+        !pty.contents()
+            .contains(&format!("answer {}\n", earlier / 2 - 1)),
+        "{}",
+        pty.contents()
+    );
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await);
+    // Plain mode: a screenful, and the count of the rest.
+    let out = sandbox.chat(&server.base_url(), &["--continue"], "").await;
+    assert_contains!(out.stdout, "earlier messages; reprise show");
+    assert_contains!(out.stdout, &format!("answer {}", pairs - 1));
+    assert!(!out.stdout.contains("question 0\n"), "{}", out.stdout);
+    assert_eq!(server.request_count(), 0);
+}
