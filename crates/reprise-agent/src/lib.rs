@@ -30,9 +30,10 @@ pub use compact::{
 pub use error::AgentError;
 pub use events::AgentEvent;
 pub use fn_tool::{FnTool, parse_arguments, tool};
+pub use reprise_session::USAGE_FIELD;
 pub use subagent::{
     DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
 };
 pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
-pub use usage::{USAGE_FIELD, usage_of, usage_totals};
+pub use usage::{usage_of, usage_totals};

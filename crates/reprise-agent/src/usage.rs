@@ -4,10 +4,7 @@
 //! its summary calls. The field is beside the message, never sent to a model.
 
 use reprise_provider::Usage;
-use reprise_session::Entry;
-
-/// The entry field that holds a model call's token counts.
-pub const USAGE_FIELD: &str = "usage";
+use reprise_session::{Entry, USAGE_FIELD};
 
 /// Records `usage` on `entry`.
 pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {

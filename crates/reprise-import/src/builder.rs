@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use jiff::Timestamp;
 use reprise_session::{
-    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, Message, Role, ToolCall,
+    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, Message, Role, ToolCall, USAGE_FIELD,
     interrupted_result,
 };
 use serde_json::{Map, Value, json};
@@ -35,6 +35,8 @@ struct OpenAssistant {
     text: String,
     reasoning: String,
     calls: Vec<ToolCall>,
+    /// The source's token counts of the call that produced it (prompt, completion).
+    usage: Option<(u64, u64)>,
 }
 
 impl OpenAssistant {
@@ -142,6 +144,13 @@ impl Builder {
         self.open.reasoning.push_str(text);
     }
 
+    /// The token counts of the model call behind the assistant message being built
+    /// (the latest given wins: a source may repeat them on each of a message's lines,
+    /// completed as it streamed).
+    pub fn assistant_usage(&mut self, prompt_tokens: u64, completion_tokens: u64) {
+        self.open.usage = Some((prompt_tokens, completion_tokens));
+    }
+
     /// A call of the assistant message being built; `arguments` is made a JSON
     /// object if it is not one.
     pub fn tool_call(&mut self, ts: Option<Timestamp>, id: &str, name: &str, arguments: &str) {
@@ -182,7 +191,17 @@ impl Builder {
                     Value::String(open.reasoning),
                 );
             }
-            let entry = self.entry(open.ts, None, Some(message));
+            let mut entry = self.entry(open.ts, None, Some(message));
+            if let Some((prompt, completion)) = open.usage {
+                entry.extra.insert(
+                    USAGE_FIELD.to_owned(),
+                    json!({
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt.saturating_add(completion),
+                    }),
+                );
+            }
             self.entries.push(entry);
         }
         self.entries.append(&mut self.deferred);

@@ -63,6 +63,22 @@ struct ClaudeMessage {
     model: Option<String>,
     #[serde(default)]
     content: Value,
+    #[serde(default)]
+    usage: Option<ClaudeUsage>,
+}
+
+/// The Anthropic API's token counts: the prompt is the uncached input plus what was
+/// written to and read from the prompt cache.
+#[derive(Deserialize)]
+struct ClaudeUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
 }
 
 /// Whether the first lines of a file look like a Claude Code transcript.
@@ -437,6 +453,15 @@ fn assistant(record: &Record, ts: Option<Timestamp>, builder: &mut Builder) {
         return;
     }
     builder.assistant_key(message.id.as_deref());
+    if let Some(usage) = &message.usage {
+        builder.assistant_usage(
+            usage
+                .input_tokens
+                .saturating_add(usage.cache_creation_input_tokens)
+                .saturating_add(usage.cache_read_input_tokens),
+            usage.output_tokens,
+        );
+    }
     match &message.content {
         Value::String(text) => builder.assistant_text(ts, text),
         Value::Array(blocks) => {

@@ -496,3 +496,59 @@ fn claude_code_images_become_data_urls_and_what_a_tool_result_cannot_hold_is_cou
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
 }
+
+#[test]
+fn claude_code_token_counts_are_kept_on_each_reply_once() {
+    let usage = |input: u64, cached: u64, output: u64| {
+        json!({"input_tokens": input, "cache_creation_input_tokens": 0,
+               "cache_read_input_tokens": cached, "output_tokens": output})
+    };
+    let bytes = lines(&[
+        claude("user", "u1", None, json!({"role": "user", "content": "Hello?"})),
+        // One reply over two lines (text, then a call), its counts on both: the
+        // later, completed ones are kept, once.
+        claude(
+            "assistant",
+            "a1",
+            Some("u1"),
+            json!({"id": "m1", "role": "assistant", "usage": usage(10, 100, 3),
+                   "content": [{"type": "text", "text": "Looking."}]}),
+        ),
+        claude(
+            "assistant",
+            "a2",
+            Some("a1"),
+            json!({"id": "m1", "role": "assistant", "usage": usage(10, 100, 25),
+                   "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]}),
+        ),
+        claude(
+            "user",
+            "r1",
+            Some("a2"),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "read"}]}),
+        ),
+        claude(
+            "assistant",
+            "a3",
+            Some("r1"),
+            json!({"id": "m2", "role": "assistant", "usage": usage(5, 140, 7),
+                   "content": [{"type": "text", "text": "Done."}]}),
+        ),
+    ]);
+    let converted = convert(Path::new("s-usage.jsonl"), &bytes).unwrap();
+    let counted: Vec<(u64, u64, u64)> = converted
+        .main
+        .iter()
+        .filter(|entry| entry.as_message().is_some_and(|m| m.role == Role::Assistant))
+        .map(|entry| {
+            let usage = &entry.extra[reprise_session::USAGE_FIELD];
+            (
+                usage["prompt_tokens"].as_u64().unwrap(),
+                usage["completion_tokens"].as_u64().unwrap(),
+                usage["total_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counted, [(110, 25, 135), (145, 7, 152)]);
+}

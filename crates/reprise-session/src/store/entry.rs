@@ -7,6 +7,11 @@ use uuid::Uuid;
 
 use crate::store::message::Message;
 
+/// The entry field holding the server's token counts of the model call that produced
+/// the entry (`{"prompt_tokens", "completion_tokens", "total_tokens"}`); beside the
+/// message, never sent to a model.
+pub const USAGE_FIELD: &str = "usage";
+
 /// One line of a session file: a message, or another kind of entry (`kind` set).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

@@ -23,7 +23,7 @@ pub use compaction::{
 };
 #[doc(hidden)]
 pub use decode::{EntryLineDecoder, FastEntryDecoder, decode_with_serde_only};
-pub use entry::{Entry, now_millis};
+pub use entry::{Entry, USAGE_FIELD, now_millis};
 pub use file_store::{FileSessionStore, SessionMeta};
 pub use id::{IdError, MAX_ID_LEN, SessionKey, validate_id};
 pub use jsonl::{Durability, load_file};
