@@ -216,7 +216,12 @@ pub fn show(
         let size = rows.iter().map(|row| row.text.len() + 64).sum::<usize>();
         return write_json_sized(out, &rows, size + size / 16);
     }
-    let mut text = String::new();
+    let size = conversation
+        .messages
+        .iter()
+        .map(|m| m.text.len() + 8)
+        .sum::<usize>();
+    let mut text = String::with_capacity(size + size / 16);
     for call in calls_after(0) {
         text.push_str(&call.full_text());
         text.push('\n');
