@@ -56,7 +56,7 @@ pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFol
         StartWith::New | StartWith::Pick => Ok(None),
         // Opened, not taken from the listing as it is: opening rebuilds a damaged
         // `session.json` (with a warning the chat shows) instead of failing on it.
-        StartWith::Latest => match runs.list()?.runs.first() {
+        StartWith::Latest => match runs.list_newest(1)?.0.runs.first() {
             Some(run) => Ok(Some(runs.reopen(&run.folder())?)),
             None => Ok(None),
         },

@@ -147,6 +147,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// With --database-url, list every run; without it only the newest 100 are
+        /// (run folders are always listed in full).
+        #[arg(long)]
+        all: bool,
     },
     /// Print a run's conversation (the person's messages and the agent's replies).
     Show {

@@ -56,7 +56,9 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
     let mut stdout = std::io::stdout().lock();
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
-        Some(Command::Runs { json }) => done(crate::run_cmds::runs(runs, json, &mut stdout)),
+        Some(Command::Runs { json, all }) => {
+            done(crate::run_cmds::runs(runs, json, all, &mut stdout))
+        }
         Some(Command::Show {
             run,
             json,

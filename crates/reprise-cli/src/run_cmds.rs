@@ -46,9 +46,25 @@ pub(crate) fn write_json_sized(
     Ok(())
 }
 
-/// `reprise runs`: a table (date, messages, last message, run), or JSON.
-pub fn runs(source: &RunSource, json: bool, out: &mut dyn Write) -> Result<()> {
-    let list = source.list()?;
+/// How many runs `reprise runs` lists from a database without `--all`: one page of
+/// its session index, however many sessions it holds.
+pub const DATABASE_RUNS_SHOWN: u32 = 100;
+
+/// `reprise runs`: a table (date, messages, last message, run), or JSON. From a
+/// database, the newest [`DATABASE_RUNS_SHOWN`] unless `all`; a note on stderr says
+/// when older runs were left out.
+pub fn runs(source: &RunSource, json: bool, all: bool, out: &mut dyn Write) -> Result<()> {
+    let list = if all || !source.is_database() {
+        source.list()?
+    } else {
+        let (list, more) = source.list_newest(DATABASE_RUNS_SHOWN)?;
+        if more {
+            eprint_line(&format!(
+                "note: the newest {DATABASE_RUNS_SHOWN} runs; `reprise runs --all` lists every one"
+            ));
+        }
+        list
+    };
     for warning in &list.warnings {
         eprint_line(&format!(
             "warning: {}: {}",

@@ -108,6 +108,30 @@ impl RunSource {
         }
     }
 
+    /// The newest `limit` runs with a conversation, and whether there are older ones.
+    /// From a database this reads that many rows of the session index, not every
+    /// session.
+    pub fn list_newest(&self, limit: u32) -> Result<(RunList, bool)> {
+        let mut list = match self {
+            RunSource::Folders { runs_dir } => list_runs(runs_dir)?,
+            RunSource::Database { store, .. } => {
+                let summaries = wait(store.list_summaries(Some(limit.saturating_add(1))))?;
+                RunList {
+                    runs: summaries
+                        .into_iter()
+                        .filter(|summary| validate_id("run", &summary.info.id).is_ok())
+                        .map(|summary| self.summary_of(summary))
+                        .collect(),
+                    warnings: Vec::new(),
+                }
+            }
+        };
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let more = list.runs.len() > limit;
+        list.runs.truncate(limit);
+        Ok((list, more))
+    }
+
     /// The run `spec` names: `last`, a run's name, or a unique prefix of one.
     pub fn find(&self, spec: &str) -> Result<RunFolder> {
         let RunSource::Database { store, .. } = self else {

@@ -11,6 +11,7 @@
 
 use reprise_testkit::postgres::cluster;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reprise_postgres::{PgSessionStore, PgStoreOptions};
@@ -65,11 +66,19 @@ fn pgbench(cluster: &cluster::Cluster, script: &std::path::Path, clients: u32) -
     (number("tps = "), number("latency average = "))
 }
 
-/// Appends one 1 KB entry per call to `session` for `RUN`; returns the latencies.
-async fn append_for(store: PgSessionStore, session: String) -> Vec<Duration> {
+/// Appends one 1 KB entry per call to `session` for `RUN`, once every writer of the
+/// process holds its lock (`ready`); returns the latencies and how long the appends
+/// ran. Taking the lock (and connecting) is left out, as pgbench leaves out its
+/// connections.
+async fn append_for(
+    store: PgSessionStore,
+    session: String,
+    ready: Arc<tokio::sync::Barrier>,
+) -> (Vec<Duration>, Duration) {
     let _guard = store.lock(&session).await.unwrap();
     let key = key(&session);
     let mut latencies = Vec::new();
+    ready.wait().await;
     let start = Instant::now();
     while start.elapsed() < RUN {
         let batch = [entry(1024)];
@@ -77,12 +86,11 @@ async fn append_for(store: PgSessionStore, session: String) -> Vec<Duration> {
         store.append(&key, &batch).await.unwrap();
         latencies.push(began.elapsed());
     }
-    latencies
+    (latencies, start.elapsed())
 }
 
-fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration, floor_tps: f64) {
+fn report(name: &str, mut latencies: Vec<Duration>, rate: f64, floor_tps: f64) {
     latencies.sort();
-    let rate = latencies.len() as f64 / elapsed.as_secs_f64();
     println!(
         "{name}: {rate:.0} appends/s ({:.2}x the floor's time per call), p50 {:.2} ms, p99 {:.2} ms",
         floor_tps / rate,
@@ -99,7 +107,7 @@ const CHILD_URL: &str = "REPRISE_PG_BENCH_URL";
 const CHILD_PREFIX: &str = "REPRISE_PG_BENCH_PREFIX";
 
 /// A writer process: appends to its sessions for `RUN`, prints each call's latency
-/// in microseconds.
+/// in microseconds, then `rate` and its appends per second.
 async fn writer_process(url: &str, prefix: &str) {
     let options = PgStoreOptions {
         max_connections: SESSIONS_PER_PROCESS as u32,
@@ -107,17 +115,27 @@ async fn writer_process(url: &str, prefix: &str) {
         ..PgStoreOptions::default()
     };
     let store = PgSessionStore::connect(url, options).await.unwrap();
+    let ready = Arc::new(tokio::sync::Barrier::new(SESSIONS_PER_PROCESS));
     let tasks: Vec<_> = (0..SESSIONS_PER_PROCESS)
-        .map(|i| tokio::spawn(append_for(store.clone(), format!("{prefix}-{i}"))))
+        .map(|i| {
+            tokio::spawn(append_for(
+                store.clone(),
+                format!("{prefix}-{i}"),
+                Arc::clone(&ready),
+            ))
+        })
         .collect();
     let mut out = String::new();
+    let mut rate = 0.0;
     for task in tasks {
-        for latency in task.await.unwrap() {
+        let (latencies, took) = task.await.unwrap();
+        rate += latencies.len() as f64 / took.as_secs_f64();
+        for latency in latencies {
             out.push_str(&format!("{}\n", latency.as_micros()));
         }
     }
     store.close().await;
-    print!("{out}");
+    println!("{out}rate {rate}");
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -153,20 +171,55 @@ async fn main() {
     // Appends: one writer, then 64 sessions at once.
     let (floor_one, floor_one_ms) = pgbench(&cluster, script.path(), 1);
     println!("floor, pgbench 1 client: {floor_one:.0} tps, latency average {floor_one_ms:.2} ms");
-    let start = Instant::now();
-    let latencies = append_for(store.clone(), "one".into()).await;
-    report(
-        "append 1 KB, one writer",
-        latencies,
-        start.elapsed(),
-        floor_one,
-    );
+    let (latencies, took) = append_for(
+        store.clone(),
+        "one".into(),
+        Arc::new(tokio::sync::Barrier::new(1)),
+    )
+    .await;
+    let rate = latencies.len() as f64 / took.as_secs_f64();
+    report("append 1 KB, one writer", latencies, rate, floor_one);
 
     let (floor_many, floor_many_ms) = pgbench(&cluster, script.path(), 64);
     println!(
         "floor, pgbench 64 clients: {floor_many:.0} tps, latency average {floor_many_ms:.2} ms"
     );
-    let start = Instant::now();
+    // What the writes of an append cost by hand: the entry row (its key and uuid
+    // indexes) and the session row's listing fields, in one statement, without the
+    // fencing check. Context for the ratio above, not the floor.
+    sqlx::raw_sql(
+        "CREATE TABLE floor_entries (LIKE reprise_entries INCLUDING ALL); \
+         CREATE TABLE floor_sessions (LIKE reprise_sessions INCLUDING ALL); \
+         CREATE SEQUENCE floor_seq; \
+         INSERT INTO floor_sessions (id) SELECT 's' || i FROM generate_series(0, 63) AS i",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let by_hand = tempfile::NamedTempFile::new().unwrap();
+    // The body as long as the store's row of a 1 KB entry.
+    let body = serde_json::to_string(&entry(1024)).unwrap().len();
+    std::fs::write(
+        by_hand.path(),
+        format!(
+            "WITH e AS (INSERT INTO floor_entries VALUES ('s' || :client_id, '', \
+             nextval('floor_seq'), gen_random_uuid(), repeat('x', {body})) RETURNING 1) \
+             UPDATE floor_sessions SET updated_at = clock_timestamp(), \
+             message_count = message_count + 1 WHERE id = 's' || :client_id;\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        by_hand.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let (hand_many, hand_many_ms) = pgbench(&cluster, by_hand.path(), 64);
+    println!(
+        "an append's writes by hand (entry row, session row), pgbench 64 clients: \
+         {hand_many:.0} tps ({:.2}x the floor's time), latency average {hand_many_ms:.2} ms",
+        floor_many / hand_many
+    );
     let children: Vec<_> = (0..PROCESSES)
         .map(|process| {
             Command::new(std::env::current_exe().unwrap())
@@ -178,20 +231,21 @@ async fn main() {
         })
         .collect();
     let mut all = Vec::new();
+    let mut rate = 0.0;
     for child in children {
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
-        all.extend(
-            String::from_utf8(output.stdout)
-                .unwrap()
-                .split_whitespace()
-                .map(|us| Duration::from_micros(us.parse().unwrap())),
-        );
+        for line in String::from_utf8(output.stdout).unwrap().lines() {
+            match line.strip_prefix("rate ") {
+                Some(appends) => rate += appends.parse::<f64>().unwrap(),
+                None => all.push(Duration::from_micros(line.parse().unwrap())),
+            }
+        }
     }
     report(
         &format!("append 1 KB, 64 sessions from {PROCESSES} processes"),
         all,
-        start.elapsed(),
+        rate,
         floor_many,
     );
 

@@ -14,7 +14,7 @@ use reprise_session::{
     SessionKey, SessionStore, StoreError, WriterLock, validate_id,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgPool};
+use sqlx::{ConnectOptions, Connection, PgPool, Row};
 use uuid::Uuid;
 
 use crate::error::{PgStoreError, backend};
@@ -435,38 +435,60 @@ impl SessionStore for PgSessionStore {
 
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
         // One statement, one snapshot: no row means no transcript; a row without an
-        // entry is an empty one.
-        let mut rows = sqlx::query_as::<_, (Option<i64>, Option<String>)>(
+        // entry is an empty one. No ORDER BY: the server sends the rows in whatever
+        // order its plan reads them (a sort of a large transcript would spill to
+        // disk), and they are put in order here.
+        let mut rows = sqlx::query(
             "SELECT e.seq, e.body FROM reprise_transcripts t \
              LEFT JOIN reprise_entries e \
                ON e.session_id = t.session_id AND e.subagent = t.subagent \
-             WHERE t.session_id = $1 AND t.subagent = $2 ORDER BY e.seq",
+             WHERE t.session_id = $1 AND t.subagent = $2",
         )
         .bind(key.session_id())
         .bind(subagent(key))
         .fetch(&self.inner.pool);
+        let failed = |error| self.failed(&format!("loading {key}"), error);
         let mut found = false;
-        let mut loaded = Loaded::default();
+        let mut decoded: Vec<(i64, Entry)> = Vec::new();
+        let mut warnings: Vec<(i64, LoadWarning)> = Vec::new();
         let mut decoder = EntryLineDecoder::default();
-        while let Some((seq, body)) = rows
-            .try_next()
-            .await
-            .map_err(|error| self.failed(&format!("loading {key}"), error))?
-        {
+        while let Some(row) = rows.try_next().await.map_err(failed)? {
             found = true;
-            let (Some(seq), Some(body)) = (seq, body) else {
+            let Some(seq) = row.try_get::<Option<i64>, _>(0).map_err(failed)? else {
                 continue;
             };
-            match decoder.decode(body.as_bytes()) {
-                Ok(entry) => loaded.entries.push(entry),
-                Err(error) => loaded.warnings.push(LoadWarning {
-                    file: PathBuf::from(format!("postgres:{key}")),
-                    line: usize::try_from(seq).unwrap_or(0),
-                    message: format!("entry row {seq} skipped: {error}"),
-                }),
+            // The body as the server sent it, without a copy into a String: the
+            // decoder checks its UTF-8 as it parses.
+            let body = row.try_get_raw(1).map_err(failed)?;
+            let result = match body.as_bytes() {
+                Ok(bytes) => decoder.decode(bytes).map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match result {
+                Ok(entry) => decoded.push((seq, entry)),
+                Err(error) => warnings.push((
+                    seq,
+                    LoadWarning {
+                        file: PathBuf::from(format!("postgres:{key}")),
+                        line: usize::try_from(seq).unwrap_or(0),
+                        message: format!("entry row {seq} skipped: {error}"),
+                    },
+                )),
             }
         }
-        Ok(found.then_some(loaded))
+        if !found {
+            return Ok(None);
+        }
+        // An index scan sends them in order already; a sequential scan in the order
+        // they lie in the table.
+        if !decoded.is_sorted_by_key(|(seq, _)| *seq) {
+            decoded.sort_unstable_by_key(|(seq, _)| *seq);
+        }
+        warnings.sort_unstable_by_key(|(seq, _)| *seq);
+        Ok(Some(Loaded {
+            entries: decoded.into_iter().map(|(_, entry)| entry).collect(),
+            warnings: warnings.into_iter().map(|(_, warning)| warning).collect(),
+        }))
     }
 
     async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {

@@ -288,3 +288,50 @@ async fn a_database_restart_during_a_chat_gives_a_clear_error_then_the_chat_goes
         "› hello\n\nFirst answer.\n\n› after the restart\n\nSecond answer.\n\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_lists_the_newest_page_of_a_large_database_and_all_with_a_flag() {
+    let db = TestDb::fresh().await;
+    // 150 sessions named like runs, a minute apart: more than one page.
+    let mut connection = db.connection().await;
+    let store = reprise_postgres::PgSessionStore::connect_with(
+        db.connect_options(),
+        reprise_postgres::PgStoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    store.close().await;
+    sqlx::query(
+        "INSERT INTO reprise_sessions (id, created_at, updated_at, message_count, last_message) \
+         SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24-MI-SS-MS\"Z\"'), t, t, 2, \
+                'question ' || i \
+         FROM (SELECT i, timestamptz '2026-01-01 00:00:00+00' + i * interval '1 minute' AS t \
+               FROM generate_series(1, 150) AS i) AS s",
+    )
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    let machine = Machine::new(&db);
+
+    let out = machine.run(&["runs"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows: Vec<&str> = out.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 100, "{}", out.stdout);
+    assert_contains!(rows[0], "question 150");
+    assert_contains!(rows[99], "question 51");
+    assert_contains!(
+        out.stderr,
+        "the newest 100 runs; `reprise runs --all` lists every one"
+    );
+
+    let out = machine.run(&["runs", "--all"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.lines().count(), 151, "{}", out.stdout);
+    assert!(!out.stderr.contains("--all"), "{}", out.stderr);
+    let out = machine.run(&["runs", "--json"], "").await;
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 100);
+    let out = machine.run(&["runs", "--json", "--all"], "").await;
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 150);
+}

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
+use serde_json::Map;
 
 use crate::support::{StoreOn, TestDb};
 
@@ -122,4 +123,76 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
     assert_eq!(store.summary("nobody").await.unwrap(), None);
     assert_eq!(store.ids_starting_with("ch", 10).await.unwrap(), ["chat"]);
     assert!(store.ids_starting_with("x", 10).await.unwrap().is_empty());
+}
+
+fn texts(entries: &[Entry]) -> Vec<String> {
+    entries
+        .iter()
+        .map(|entry| match entry.as_message() {
+            Some(message) => message.text(),
+            None => "(other)".to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_repeats_counts_only_the_new_messages() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    let (a, b) = (entry("a"), entry("b"));
+    store
+        .append(&key("s"), std::slice::from_ref(&a))
+        .await
+        .unwrap();
+    let note = Entry::other("note", Map::new());
+    let report = store
+        .append(&key("s"), &[note, a, b.clone(), entry("c")])
+        .await
+        .unwrap();
+    assert_eq!((report.written, report.skipped), (3, 1));
+    let summary = store.summary("s").await.unwrap().unwrap();
+    assert_eq!(summary.message_count, 3);
+    assert_eq!(summary.last_message.as_deref(), Some("c"));
+    let loaded = store.load(&key("s")).await.unwrap().unwrap();
+    assert_eq!(texts(&loaded.entries), ["a", "(other)", "b", "c"]);
+    // Nothing new: nothing counted, the last message kept.
+    store.append(&key("s"), &[b]).await.unwrap();
+    let summary = store.summary("s").await.unwrap().unwrap();
+    assert_eq!(summary.message_count, 3);
+    assert_eq!(summary.last_message.as_deref(), Some("c"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_read_in_table_order_comes_back_in_entry_order() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    for text in ["one", "two", "three"] {
+        store.append(&key("s"), &[entry(text)]).await.unwrap();
+    }
+    // Rewritten rows move to the end of the table: the table order is now
+    // three, one, then a row that does not decode.
+    let mut connection = db.connection().await;
+    sqlx::query("UPDATE reprise_entries SET body = body WHERE seq = 1")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE reprise_entries SET body = '{broken' WHERE seq = 2")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    // A plan that reads the table in its order, whatever the planner would pick.
+    let options = db
+        .connect_options()
+        .options([("enable_indexscan", "off"), ("enable_bitmapscan", "off")]);
+    let reader = reprise_postgres::PgSessionStore::connect_with(
+        options,
+        crate::support::options(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let loaded = reader.load(&key("s")).await.unwrap().unwrap();
+    assert_eq!(texts(&loaded.entries), ["one", "three"]);
+    assert_eq!(loaded.warnings.len(), 1);
+    assert_eq!(loaded.warnings[0].line, 2);
+    assert_eq!(loaded, store.load(&key("s")).await.unwrap().unwrap());
 }
