@@ -504,7 +504,12 @@ fn claude_code_token_counts_are_kept_on_each_reply_once() {
                "cache_read_input_tokens": cached, "output_tokens": output})
     };
     let bytes = lines(&[
-        claude("user", "u1", None, json!({"role": "user", "content": "Hello?"})),
+        claude(
+            "user",
+            "u1",
+            None,
+            json!({"role": "user", "content": "Hello?"}),
+        ),
         // One reply over two lines (text, then a call), its counts on both: the
         // later, completed ones are kept, once.
         claude(
@@ -540,7 +545,11 @@ fn claude_code_token_counts_are_kept_on_each_reply_once() {
     let counted: Vec<(u64, u64, u64)> = converted
         .main
         .iter()
-        .filter(|entry| entry.as_message().is_some_and(|m| m.role == Role::Assistant))
+        .filter(|entry| {
+            entry
+                .as_message()
+                .is_some_and(|m| m.role == Role::Assistant)
+        })
         .map(|entry| {
             let usage = &entry.extra[reprise_session::USAGE_FIELD];
             (
