@@ -5,11 +5,11 @@ use std::io::{BufRead, Write};
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
 use reprise_session::Role;
-use reprise_session::runs::RunFolder;
+use reprise_session::runs::{ConversationMessage, RunFolder};
 use serde_json::json;
 
 use crate::run_source::RunSource;
-use crate::terminal_text::{eprint_line, visible, visible_json};
+use crate::terminal_text::{eprint_line, push_json_string, visible, visible_json};
 
 /// A timestamp as a person reads it: local time, to the minute.
 pub fn show_date(ts: Timestamp) -> String {
@@ -27,17 +27,7 @@ pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
 /// Strings from run folders may hold control characters: serde escapes C0 controls,
 /// [`visible_json`] the rest.
 pub(crate) fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
-    write_json_sized(out, value, 0)
-}
-
-/// [`write_json`] into a buffer of `size_hint` bytes to start with: a whole
-/// conversation is written without growing the buffer step by step.
-pub(crate) fn write_json_sized(
-    out: &mut dyn Write,
-    value: &impl serde::Serialize,
-    size_hint: usize,
-) -> Result<()> {
-    let mut bytes = Vec::with_capacity(size_hint);
+    let mut bytes = Vec::new();
     serde_json::to_writer_pretty(&mut bytes, value)?;
     bytes.push(b'\n');
     // serde_json writes valid UTF-8.
@@ -203,34 +193,7 @@ pub fn show(
         return write_json(out, &rows);
     }
     if options.json {
-        // Rows borrow the texts: a long conversation is not copied once more.
-        #[derive(serde::Serialize)]
-        struct Row<'a> {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            kind: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            role: Option<&'a str>,
-            text: &'a str,
-        }
-        let rows: Vec<Row<'_>> = conversation
-            .messages
-            .iter()
-            .map(|m| match m.role {
-                Role::System => Row {
-                    kind: Some("compaction"),
-                    role: None,
-                    text: &m.text,
-                },
-                _ => Row {
-                    kind: None,
-                    role: Some(m.role.as_str()),
-                    text: &m.text,
-                },
-            })
-            .collect();
-        // The texts, a little more for escapes, and each row's keys and indentation.
-        let size = rows.iter().map(|row| row.text.len() + 64).sum::<usize>();
-        return write_json_sized(out, &rows, size + size / 16);
+        return write_conversation_json(&conversation.messages, out);
     }
     let size = conversation
         .messages
@@ -264,6 +227,42 @@ pub fn show(
         }
     }
     out.write_all(visible(&text).as_bytes())?;
+    Ok(())
+}
+
+/// `show --json` of a conversation: the rows `read_conversation` returns, as
+/// `serde_json::to_writer_pretty` lays them out, made safe for a terminal. Written
+/// by hand, a megabyte at a time through one buffer: a conversation can be
+/// 100 MB, serde's string escaper took as long as loading it, and a buffer for
+/// the whole output cost as much again in fresh pages.
+fn write_conversation_json(messages: &[ConversationMessage], out: &mut dyn Write) -> Result<()> {
+    const FLUSH_AT: usize = 1 << 20;
+    if messages.is_empty() {
+        out.write_all(b"[]\n")?;
+        return Ok(());
+    }
+    let mut json = Vec::with_capacity(FLUSH_AT + FLUSH_AT / 4);
+    json.push(b'[');
+    for (i, message) in messages.iter().enumerate() {
+        json.extend_from_slice(if i == 0 { b"\n  {\n" } else { b",\n  {\n" });
+        match &message.role {
+            Role::System => json.extend_from_slice(b"    \"kind\": \"compaction\",\n"),
+            role => {
+                json.extend_from_slice(b"    \"role\": ");
+                push_json_string(&mut json, role.as_str());
+                json.extend_from_slice(b",\n");
+            }
+        }
+        json.extend_from_slice(b"    \"text\": ");
+        push_json_string(&mut json, &message.text);
+        json.extend_from_slice(b"\n  }");
+        if json.len() >= FLUSH_AT {
+            out.write_all(&json)?;
+            json.clear();
+        }
+    }
+    json.extend_from_slice(b"\n]\n");
+    out.write_all(&json)?;
     Ok(())
 }
 
@@ -405,5 +404,47 @@ fn shorten(text: &str, max: usize) -> String {
     } else {
         let cut: String = text.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_conversation_json_is_serdes_pretty_rows_made_visible() {
+        let message = |role, text: &str| ConversationMessage {
+            role,
+            text: text.to_owned(),
+        };
+        let messages = vec![
+            message(Role::User, "fix \"this\"\n\tplease \u{1b}[2J"),
+            message(Role::System, "(compacted 3 messages)"),
+            message(Role::Assistant, "done \u{9b} \u{202e}é 🎉\\"),
+            message(Role::Assistant, ""),
+            // Past the point where the buffer is written out.
+            message(Role::User, &"a line \u{1b}[31m\n".repeat(100_000)),
+            message(Role::Assistant, "after"),
+        ];
+        let rows: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|m| match m.role {
+                Role::System => json!({"kind": "compaction", "text": m.text}),
+                _ => json!({"role": m.role.as_str(), "text": m.text}),
+            })
+            .collect();
+        let mut expected = Vec::new();
+        write_json(&mut expected, &rows).unwrap();
+        let mut ours = Vec::new();
+        write_conversation_json(&messages, &mut ours).unwrap();
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        let mut empty = Vec::new();
+        write_json(&mut empty, &Vec::<serde_json::Value>::new()).unwrap();
+        let mut ours = Vec::new();
+        write_conversation_json(&[], &mut ours).unwrap();
+        assert_eq!(ours, empty);
     }
 }

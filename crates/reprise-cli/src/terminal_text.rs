@@ -120,6 +120,78 @@ pub fn visible_json(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Appends `text` to `out` as a JSON string literal, quotes included, made safe for
+/// a terminal: the bytes serde_json would write, then passed through
+/// [`visible_json`], in one pass. `show --json` writes whole conversations this
+/// way; serde's escaper, which looks at every byte on its own, and a second scan
+/// of its output took as long as loading the conversation.
+pub fn push_json_string(out: &mut Vec<u8>, text: &str) {
+    // Bytes that may need an escape: what JSON escapes, DEL, and the lead bytes
+    // of the C1 and bidirectional controls (see `first_unsafe`).
+    let candidate = |byte: u8| {
+        (byte < 0x20)
+            | (byte == b'"')
+            | (byte == b'\\')
+            | (byte == 0x7f)
+            | (byte == 0xc2)
+            | (byte == 0xe2)
+    };
+    const CHUNK: usize = 32;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // The bytes from `written` on are not in `out` yet.
+    let mut written = 0;
+    let mut base = 0;
+    for chunk in bytes.chunks(CHUNK) {
+        // Without an early exit, so that the compiler can test a chunk at once.
+        if chunk.iter().fold(false, |any, &byte| any | candidate(byte)) {
+            for (offset, &byte) in chunk.iter().enumerate() {
+                let at = base + offset;
+                if at < written || !candidate(byte) {
+                    continue;
+                }
+                let short: &[u8] = match byte {
+                    b'"' => b"\\\"",
+                    b'\\' => b"\\\\",
+                    b'\n' => b"\\n",
+                    b'\r' => b"\\r",
+                    b'\t' => b"\\t",
+                    0x08 => b"\\b",
+                    0x0c => b"\\f",
+                    _ => b"",
+                };
+                let (code, len) = if !short.is_empty() {
+                    (None, 1)
+                } else if byte < 0x80 {
+                    (Some(u32::from(byte)), 1)
+                } else {
+                    match text[at..].chars().next() {
+                        Some(c) if is_unsafe_in_json(c) => (Some(u32::from(c)), c.len_utf8()),
+                        _ => continue,
+                    }
+                };
+                out.extend_from_slice(&bytes[written..at]);
+                match code {
+                    None => out.extend_from_slice(short),
+                    Some(code) => {
+                        // Every escaped character is below U+10000: one `\uXXXX`.
+                        out.extend_from_slice(b"\\u");
+                        for shift in [12, 8, 4, 0] {
+                            out.push(HEX[((code >> shift) & 0xf) as usize]);
+                        }
+                    }
+                }
+                written = at + len;
+            }
+        }
+        base += chunk.len();
+    }
+    out.extend_from_slice(&bytes[written..]);
+    out.push(b'"');
+}
+
 /// Prints a line to stdout through [`visible`].
 pub fn print_line(text: &str) {
     println!("{}", visible(text));
@@ -181,6 +253,36 @@ mod tests {
                     "U+{code:04X}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_json_string_is_what_serde_writes_made_visible() {
+        // Every character up to U+3000 and a few above, alone, between others and
+        // at each position around the scan's chunk boundary.
+        let mut texts: Vec<String> = Vec::new();
+        for code in (0..0x3000u32).chain([0xfeff, 0x1f389, 0x10ffff]) {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            texts.push(format!("{c}"));
+            texts.push(format!("é\"日{c}x\\"));
+        }
+        for at in 28..36 {
+            for c in ['\u{1b}', '\u{9b}', '\u{202e}', '"', 'é', '日', '🎉'] {
+                texts.push(format!("{}{c}{}", "a".repeat(at), "b".repeat(40)));
+            }
+        }
+        texts.push(String::new());
+        for text in texts {
+            let mut ours = Vec::new();
+            push_json_string(&mut ours, &text);
+            let serde = serde_json::to_string(&text).unwrap();
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                visible_json(&serde),
+                "{text:?}"
+            );
         }
     }
 

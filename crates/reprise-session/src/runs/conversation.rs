@@ -96,7 +96,9 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
 /// The person's messages and the agent's text replies among a loaded session's
 /// entries (from any store), with the load's warnings.
 pub fn conversation_of(loaded: Loaded) -> Conversation {
-    let mut messages = Vec::new();
+    // At most one message per entry: growing the list step by step moved a long
+    // conversation's rows several times over.
+    let mut messages = Vec::with_capacity(loaded.entries.len());
     // How many messages came up to each entry, to say how many a compaction took in
     // (only kept when there is a compaction: one map insert per entry is a good part
     // of `reprise show` on a long conversation).

@@ -5,6 +5,7 @@
 //! Readers never modify a file: a torn last line (no `\n`) is ignored with a warning.
 //! A writer cuts it off before its first append and reports that it did.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::ErrorKind;
@@ -78,6 +79,11 @@ pub(crate) struct LineReader<'a> {
     /// Lines consumed so far (1-based number of the last one).
     pub(crate) line: usize,
     pub(crate) warnings: Vec<LoadWarning>,
+    /// How many entries the whole file likely holds, once a parallel read has
+    /// parsed its first chunk (0 before): a caller collecting entries sizes its
+    /// list with it, rather than moving a long transcript's entries at each
+    /// doubling.
+    pub(crate) expected: &'a Cell<usize>,
 }
 
 impl LineReader<'_> {
@@ -576,7 +582,9 @@ impl ChunkMerger {
                         let parsed = (out.end - chunks.offset).max(1);
                         let estimate =
                             out.block.entries.len() as u64 * (chunks.len - chunks.offset) / parsed;
-                        reader.seen.reserve(usize::try_from(estimate).unwrap_or(0));
+                        let estimate = usize::try_from(estimate).unwrap_or(0);
+                        reader.seen.reserve(estimate);
+                        reader.expected.set(estimate);
                     }
                     reader.merge(&mut out.block, sink);
                     self.pos = out.end;
@@ -713,14 +721,21 @@ pub(crate) fn load_file_beneath(
     };
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
+    let expected = Cell::new(0);
     let mut reader = LineReader {
         path,
         session_id,
         seen: &mut seen,
         line: 0,
         warnings: Vec::new(),
+        expected: &expected,
     };
-    let end = read_from(&file, 0, &mut reader, &mut |entry| entries.push(entry))?;
+    let end = read_from(&file, 0, &mut reader, &mut |entry| {
+        if entries.len() == entries.capacity() {
+            entries.reserve(expected.take());
+        }
+        entries.push(entry);
+    })?;
     let mut warnings = reader.warnings;
     if end.torn_len > 0 {
         let line = reader.line + 1;
@@ -856,6 +871,7 @@ mod tests {
             seen: &mut seen,
             line: first,
             warnings: Vec::new(),
+            expected: &Cell::new(0),
         };
         let mut sink = |entry| entries.push(entry);
         let pos = read_parallel(file, offset, len, threads, chunk, &mut reader, &mut sink).unwrap();

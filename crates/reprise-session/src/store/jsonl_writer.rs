@@ -1,6 +1,7 @@
 //! The one writer of a transcript file: appends with one `write` per batch, then
 //! `fdatasync` (as [`Durability`] says), skipping uuids the file already holds.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{ErrorKind, Write};
@@ -194,16 +195,21 @@ impl JsonlWriter {
             return Ok((Vec::new(), Vec::new()));
         }
         let mut entries = Vec::new();
+        let expected = Cell::new(0);
         let mut reader = LineReader {
             path: &self.path,
             session_id: &self.session_id,
             seen: &mut index.uuids,
             line: index.lines,
             warnings: Vec::new(),
+            expected: &expected,
         };
         let end = if collect {
             read_from(file, index.len, &mut reader, &mut |entry| {
-                entries.push(entry)
+                if entries.len() == entries.capacity() {
+                    entries.reserve(expected.take());
+                }
+                entries.push(entry);
             })?
         } else {
             read_from(file, index.len, &mut reader, &mut |_| {})?
