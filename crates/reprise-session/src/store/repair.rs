@@ -40,7 +40,7 @@
 //! the stored message keeps what the model sent, and the call's result says why it
 //! did not run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -132,18 +132,20 @@ struct Slot<'a> {
 
 struct Pairing<'a> {
     slots: Vec<Slot<'a>>,
-    /// For each item that is an assistant message with calls: its slots.
-    slots_of: HashMap<usize, std::ops::Range<usize>>,
+    /// For each item, by position: its slots (empty for all but assistant messages
+    /// with calls).
+    slots_of: Vec<std::ops::Range<usize>>,
     orphans: Vec<usize>,
     duplicates: Vec<usize>,
 }
 
 fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
     let mut slots: Vec<Slot<'a>> = Vec::new();
-    let mut slots_of = HashMap::new();
-    // Unanswered calls by id, oldest first.
-    let mut pending: HashMap<&'a str, Vec<usize>> = HashMap::new();
-    let mut seen_ids: HashSet<&'a str> = HashSet::new();
+    let mut slots_of = vec![0..0; items.len()];
+    // Unanswered calls by id, oldest first; an id seen before has a (maybe empty)
+    // list. Pairing runs on every resume over the whole history: a seeded fast
+    // hash, as ids come from files that anyone could have written.
+    let mut pending: HashMap<&'a str, Vec<usize>, foldhash::fast::RandomState> = HashMap::default();
     let mut orphans = Vec::new();
     let mut duplicates = Vec::new();
     for (position, item) in items.iter().enumerate() {
@@ -155,23 +157,23 @@ fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
                         .entry(call.id.as_str())
                         .or_default()
                         .push(slots.len());
-                    seen_ids.insert(call.id.as_str());
                     slots.push(Slot {
                         item: position,
                         call,
                         result: None,
                     });
                 }
-                slots_of.insert(position, start..slots.len());
+                slots_of[position] = start..slots.len();
             }
             Role::Tool => {
                 let Some(id) = item.message.tool_call_id.as_deref() else {
                     orphans.push(position);
                     continue;
                 };
-                let waiting = pending.get_mut(id).filter(|waiting| !waiting.is_empty());
-                let Some(waiting) = waiting else {
-                    if seen_ids.contains(id) {
+                let waiting = pending.get_mut(id);
+                let seen = waiting.is_some();
+                let Some(waiting) = waiting.filter(|waiting| !waiting.is_empty()) else {
+                    if seen {
                         duplicates.push(position);
                     } else {
                         orphans.push(position);
@@ -329,7 +331,7 @@ pub fn visit_model_view(history: &[Entry], mut visit: impl FnMut(&Message)) {
             continue;
         }
         visit(item.message);
-        if let Some(range) = pairing.slots_of.get(&position) {
+        if let Some(range) = pairing.slots_of.get(position) {
             for slot in &pairing.slots[range.clone()] {
                 match slot.result {
                     Some(result) => visit(items[result].message),
@@ -348,7 +350,7 @@ fn view(items: &[Item<'_>]) -> Vec<Message> {
             continue;
         }
         out.push(request_message(item.message));
-        if let Some(range) = pairing.slots_of.get(&position) {
+        if let Some(range) = pairing.slots_of.get(position) {
             for slot in &pairing.slots[range.clone()] {
                 out.push(match slot.result {
                     Some(result) => items[result].message.clone(),
