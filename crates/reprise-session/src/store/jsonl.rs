@@ -341,6 +341,15 @@ impl ReadBuf {
     }
 }
 
+/// Pushes `entry` onto `entries`, which the first time it is full grows by the
+/// [`LineReader::expected`] count, when there is one, rather than doubling.
+pub(crate) fn push_expected(entries: &mut Vec<Entry>, expected: &Cell<usize>, entry: Entry) {
+    if entries.len() == entries.capacity() {
+        entries.reserve(expected.take());
+    }
+    entries.push(entry);
+}
+
 /// Reads `file` from `offset` to its end, feeding entries to `sink`.
 pub(crate) fn read_from(
     file: &File,
@@ -731,10 +740,7 @@ pub(crate) fn load_file_beneath(
         expected: &expected,
     };
     let end = read_from(&file, 0, &mut reader, &mut |entry| {
-        if entries.len() == entries.capacity() {
-            entries.reserve(expected.take());
-        }
-        entries.push(entry);
+        push_expected(&mut entries, &expected, entry)
     })?;
     let mut warnings = reader.warnings;
     if end.torn_len > 0 {

@@ -14,7 +14,7 @@ use rustix::fs::OFlags;
 
 use crate::fs::{IoError, io_err, open_beneath, parent_of, sync_dir};
 use crate::store::entry::Entry;
-use crate::store::jsonl::{Durability, LineReader, read_from, torn_warning};
+use crate::store::jsonl::{Durability, LineReader, push_expected, read_from, torn_warning};
 use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
 
 /// What a writer knows about its file, so that an append does not re-read it.
@@ -206,10 +206,7 @@ impl JsonlWriter {
         };
         let end = if collect {
             read_from(file, index.len, &mut reader, &mut |entry| {
-                if entries.len() == entries.capacity() {
-                    entries.reserve(expected.take());
-                }
-                entries.push(entry);
+                push_expected(&mut entries, &expected, entry)
             })?
         } else {
             read_from(file, index.len, &mut reader, &mut |_| {})?

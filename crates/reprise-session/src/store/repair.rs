@@ -331,12 +331,10 @@ pub fn visit_model_view(history: &[Entry], mut visit: impl FnMut(&Message)) {
             continue;
         }
         visit(item.message);
-        if let Some(range) = pairing.slots_of.get(position) {
-            for slot in &pairing.slots[range.clone()] {
-                match slot.result {
-                    Some(result) => visit(items[result].message),
-                    None => visit(&interrupted_result(slot.call)),
-                }
+        for slot in &pairing.slots[pairing.slots_of[position].clone()] {
+            match slot.result {
+                Some(result) => visit(items[result].message),
+                None => visit(&interrupted_result(slot.call)),
             }
         }
     }
@@ -350,13 +348,11 @@ fn view(items: &[Item<'_>]) -> Vec<Message> {
             continue;
         }
         out.push(request_message(item.message));
-        if let Some(range) = pairing.slots_of.get(position) {
-            for slot in &pairing.slots[range.clone()] {
-                out.push(match slot.result {
-                    Some(result) => items[result].message.clone(),
-                    None => interrupted_result(slot.call),
-                });
-            }
+        for slot in &pairing.slots[pairing.slots_of[position].clone()] {
+            out.push(match slot.result {
+                Some(result) => items[result].message.clone(),
+                None => interrupted_result(slot.call),
+            });
         }
     }
     out
