@@ -17,6 +17,12 @@ use crate::run_source::RunSource;
 /// Runs `reprise` with the process's arguments; returns the exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if cli.command.is_none() {
+        // The chat redacts what it shows and logs from its first screen on (a
+        // resumed conversation's redraw): the redactor's table is compiled while
+        // the chat starts and reads the conversation.
+        std::thread::spawn(reprise_redact::prepare);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -162,6 +162,9 @@ fn past_call_json(call: &crate::subagents::PastCall) -> serde_json::Value {
 
 /// `reprise show RUN`: the conversation as text, or `read_conversation` as JSON;
 /// with `subagents`, each subagent call with its work where it was made.
+///
+/// Each message is written as it is read: a long conversation goes through in a
+/// few megabytes. Warnings about the transcript come after it.
 pub fn show(
     source: &RunSource,
     spec: &str,
@@ -170,10 +173,6 @@ pub fn show(
 ) -> Result<()> {
     let run = source.find(spec)?;
     print_repairs(&run);
-    let conversation = source.conversation(&run)?;
-    for warning in &conversation.warnings {
-        eprint_line(&format!("warning: {warning}"));
-    }
     let calls = if options.subagents {
         crate::subagents::past_calls(&run.dir)?
     } else {
@@ -181,7 +180,8 @@ pub fn show(
     };
     // The calls made after `shown` messages, in order.
     let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
-    if options.json && options.subagents {
+    let warnings = if options.json && options.subagents {
+        let conversation = source.conversation(&run)?;
         let mut rows: Vec<_> = calls_after(0).map(past_call_json).collect();
         for (i, m) in conversation.messages.iter().enumerate() {
             rows.push(match m.role {
@@ -190,22 +190,58 @@ pub fn show(
             });
             rows.extend(calls_after(i + 1).map(past_call_json));
         }
-        return write_json(out, &rows);
+        write_json(out, &rows)?;
+        conversation.warnings
+    } else if options.json {
+        let mut writer = ConversationJson::new(out);
+        let warnings = source.stream_conversation(&run, &mut |message| writer.push(&message))?;
+        writer.finish()?;
+        warnings
+    } else {
+        let mut writer = ConversationText::new(out);
+        for call in calls_after(0) {
+            writer.push_call(&call.full_text());
+        }
+        let mut shown = 0;
+        let warnings = source.stream_conversation(&run, &mut |message| {
+            writer.push(&message);
+            shown += 1;
+            for call in calls_after(shown) {
+                writer.push_call(&call.full_text());
+            }
+        })?;
+        writer.finish()?;
+        warnings
+    };
+    for warning in &warnings {
+        eprint_line(&format!("warning: {warning}"));
     }
-    if options.json {
-        return write_conversation_json(&conversation.messages, out);
+    Ok(())
+}
+
+/// Output is written a megabyte at a time.
+const FLUSH_AT: usize = 1 << 20;
+
+/// `show`'s text: the person's lines marked, the replies as written, made safe for
+/// a terminal.
+struct ConversationText<'o> {
+    out: &'o mut dyn Write,
+    text: String,
+    /// The first write that failed; nothing is written after it.
+    error: Option<std::io::Error>,
+}
+
+impl<'o> ConversationText<'o> {
+    fn new(out: &'o mut dyn Write) -> Self {
+        Self {
+            out,
+            text: String::with_capacity(FLUSH_AT + FLUSH_AT / 4),
+            error: None,
+        }
     }
-    let size = conversation
-        .messages
-        .iter()
-        .map(|m| m.text.len() + 8)
-        .sum::<usize>();
-    let mut text = String::with_capacity(size + size / 16);
-    for call in calls_after(0) {
-        text.push_str(&call.full_text());
-        text.push('\n');
-    }
-    for (i, message) in conversation.messages.iter().enumerate() {
+
+    fn push(&mut self, message: &ConversationMessage) {
+        let text = &mut self.text;
         if message.role == Role::System {
             // A compaction marker: where the model's view was summarised.
             text.push_str(&message.text);
@@ -221,49 +257,105 @@ pub fn show(
             text.push('\n');
         }
         text.push('\n');
-        for call in calls_after(i + 1) {
-            text.push_str(&call.full_text());
-            text.push('\n');
+        self.flush_full();
+    }
+
+    /// A subagent call with its work.
+    fn push_call(&mut self, call: &str) {
+        self.text.push_str(call);
+        self.text.push('\n');
+        self.flush_full();
+    }
+
+    fn flush_full(&mut self) {
+        if self.text.len() >= FLUSH_AT {
+            self.write_out();
         }
     }
-    out.write_all(visible(&text).as_bytes())?;
-    Ok(())
+
+    fn write_out(&mut self) {
+        if self.error.is_none()
+            && let Err(error) = self.out.write_all(visible(&self.text).as_bytes())
+        {
+            self.error = Some(error);
+        }
+        self.text.clear();
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.write_out();
+        match self.error {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `show --json` of a conversation: the rows `read_conversation` returns, as
 /// `serde_json::to_writer_pretty` lays them out, made safe for a terminal. Written
-/// by hand, a megabyte at a time through one buffer: a conversation can be
-/// 100 MB, serde's string escaper took as long as loading it, and a buffer for
-/// the whole output cost as much again in fresh pages.
-fn write_conversation_json(messages: &[ConversationMessage], out: &mut dyn Write) -> Result<()> {
-    const FLUSH_AT: usize = 1 << 20;
-    if messages.is_empty() {
-        out.write_all(b"[]\n")?;
-        return Ok(());
+/// by hand through one buffer: serde's string escaper took as long as loading the
+/// conversation.
+struct ConversationJson<'o> {
+    out: &'o mut dyn Write,
+    json: Vec<u8>,
+    /// Rows written so far.
+    rows: usize,
+    /// The first write that failed; nothing is written after it.
+    error: Option<std::io::Error>,
+}
+
+impl<'o> ConversationJson<'o> {
+    fn new(out: &'o mut dyn Write) -> Self {
+        Self {
+            out,
+            json: Vec::with_capacity(FLUSH_AT + FLUSH_AT / 4),
+            rows: 0,
+            error: None,
+        }
     }
-    let mut json = Vec::with_capacity(FLUSH_AT + FLUSH_AT / 4);
-    json.push(b'[');
-    for (i, message) in messages.iter().enumerate() {
-        json.extend_from_slice(if i == 0 { b"\n  {\n" } else { b",\n  {\n" });
+
+    fn push(&mut self, message: &ConversationMessage) {
+        let json = &mut self.json;
+        json.extend_from_slice(if self.rows == 0 {
+            b"[\n  {\n"
+        } else {
+            b",\n  {\n"
+        });
+        self.rows += 1;
         match &message.role {
             Role::System => json.extend_from_slice(b"    \"kind\": \"compaction\",\n"),
             role => {
                 json.extend_from_slice(b"    \"role\": ");
-                push_json_string(&mut json, role.as_str());
+                push_json_string(json, role.as_str());
                 json.extend_from_slice(b",\n");
             }
         }
         json.extend_from_slice(b"    \"text\": ");
-        push_json_string(&mut json, &message.text);
+        push_json_string(json, &message.text);
         json.extend_from_slice(b"\n  }");
         if json.len() >= FLUSH_AT {
-            out.write_all(&json)?;
-            json.clear();
+            self.write_out();
         }
     }
-    json.extend_from_slice(b"\n]\n");
-    out.write_all(&json)?;
-    Ok(())
+
+    fn write_out(&mut self) {
+        if self.error.is_none()
+            && let Err(error) = self.out.write_all(&self.json)
+        {
+            self.error = Some(error);
+        }
+        self.json.clear();
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.json
+            .extend_from_slice(if self.rows == 0 { b"[]\n" } else { b"\n]\n" });
+        self.write_out();
+        match self.error {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
@@ -436,7 +528,11 @@ mod tests {
         let mut expected = Vec::new();
         write_json(&mut expected, &rows).unwrap();
         let mut ours = Vec::new();
-        write_conversation_json(&messages, &mut ours).unwrap();
+        let mut writer = ConversationJson::new(&mut ours);
+        for message in &messages {
+            writer.push(message);
+        }
+        writer.finish().unwrap();
         assert_eq!(
             String::from_utf8(ours).unwrap(),
             String::from_utf8(expected).unwrap()
@@ -444,7 +540,7 @@ mod tests {
         let mut empty = Vec::new();
         write_json(&mut empty, &Vec::<serde_json::Value>::new()).unwrap();
         let mut ours = Vec::new();
-        write_conversation_json(&[], &mut ours).unwrap();
+        ConversationJson::new(&mut ours).finish().unwrap();
         assert_eq!(ours, empty);
     }
 }

@@ -20,10 +20,11 @@ use jiff::Timestamp;
 use reprise_postgres::{PgSessionStore, PgStoreOptions, SessionSummary};
 use reprise_redact::Redactor;
 use reprise_session::runs::{
-    Conversation, LAST_RUN, RunFolder, RunList, RunStore, RunSummary, conversation_of,
-    create_run_store, find_run_or_title, list_runs, read_conversation_with_warnings,
+    Conversation, ConversationMessage, LAST_RUN, RunFolder, RunList, RunStore, RunSummary,
+    conversation_of, create_run_store, find_run_or_title, list_runs,
+    read_conversation_with_warnings, stream_conversation,
 };
-use reprise_session::{SessionKey, SessionStore, validate_id};
+use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
 
 /// How long a command waits for the database before saying it cannot be reached.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -185,6 +186,24 @@ impl RunSource {
                 };
                 let loaded = wait(store.load(&SessionKey::session(session_id)?))?;
                 Ok(loaded.map(conversation_of).unwrap_or_default())
+            }
+        }
+    }
+
+    /// A run's conversation as [`RunSource::conversation`] reads it, each message
+    /// handed to `sink` as it is read (from a folder; the database's rows are loaded
+    /// first); returns the warnings.
+    pub fn stream_conversation(
+        &self,
+        folder: &RunFolder,
+        sink: &mut dyn FnMut(ConversationMessage),
+    ) -> Result<Vec<LoadWarning>> {
+        match self {
+            RunSource::Folders { .. } => Ok(stream_conversation(&folder.dir, sink)?),
+            RunSource::Database { .. } => {
+                let conversation = self.conversation(folder)?;
+                conversation.messages.into_iter().for_each(sink);
+                Ok(conversation.warnings)
             }
         }
     }

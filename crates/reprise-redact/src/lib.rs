@@ -40,6 +40,13 @@ pub fn pattern_names() -> impl Iterator<Item = &'static str> {
     patterns::PATTERNS.iter().map(|p| p.name)
 }
 
+/// Compiles the built-in pattern table now. It is otherwise compiled by the first
+/// [`Redactor::redact`], which then takes tens of milliseconds: a program that
+/// will soon redact can call this on another thread while it does other work.
+pub fn prepare() {
+    std::sync::LazyLock::force(&engine::COMPILED);
+}
+
 /// Replaces secrets in text. Cheap to clone and share.
 #[derive(Clone, Default)]
 pub struct Redactor {

@@ -9,9 +9,8 @@
 //! message (the same mark Claude Code uses; see [`mark_command_expansion`]). A line the
 //! person typed that starts with `/` is kept: it is what they wrote.
 
+use std::cell::Cell;
 use std::path::Path;
-
-use std::collections::HashMap;
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -76,68 +75,127 @@ pub fn read_conversation(dir: &Path) -> Result<Vec<ConversationMessage>, RunErro
 /// entry lines and bare messages (lines holding only a message); a torn last line is
 /// ignored, a corrupt line or a repeated uuid skipped, each with a warning.
 pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunError> {
+    let mut messages = Vec::new();
+    let expected = Cell::new(0);
+    let mut shown = Shown::default();
+    let warnings = read_entries(dir, &expected, &mut |entry| {
+        if let Some(message) = shown.take(entry) {
+            // At most one message per entry: growing the list step by step moved a
+            // long conversation's rows several times over.
+            if messages.len() == messages.capacity() {
+                messages.reserve(expected.take());
+            }
+            messages.push(message);
+        }
+    })?;
+    Ok(Conversation {
+        messages,
+        warnings: warnings.unwrap_or_default(),
+    })
+}
+
+/// Reads the conversation in `dir/conversation.jsonl` as
+/// [`read_conversation_with_warnings`] does, handing each message to `sink` as soon
+/// as it is read, and returns the warnings. A long conversation goes through in the
+/// memory of a few chunks of its file, where collecting it first would hold all of
+/// it (and take the pages for it from the system, which costs as much as parsing).
+pub fn stream_conversation(
+    dir: &Path,
+    sink: &mut dyn FnMut(ConversationMessage),
+) -> Result<Vec<LoadWarning>, RunError> {
+    let mut shown = Shown::default();
+    let warnings = read_entries(dir, &Cell::new(0), &mut |entry| {
+        if let Some(message) = shown.take(entry) {
+            sink(message);
+        }
+    })?;
+    Ok(warnings.unwrap_or_default())
+}
+
+/// The entries of `dir/conversation.jsonl`, in order, never read through a link;
+/// `None` when the file does not exist.
+fn read_entries(
+    dir: &Path,
+    expected: &Cell<usize>,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Option<Vec<LoadWarning>>, RunError> {
     let path = dir.join(CONVERSATION_JSONL);
     // Only names the uuids derived for bare-message lines, which are not shown.
     let session_hint = dir
         .file_name()
         .and_then(|name| name.to_str())
         .unwrap_or("run");
-    let Some(loaded) = crate::store::jsonl::load_file_beneath(
+    Ok(crate::store::jsonl::read_file_beneath(
         crate::fs::run_file_root(&path),
         &path,
         session_hint,
-    )?
-    else {
-        return Ok(Conversation::default());
-    };
-    Ok(conversation_of(loaded))
+        expected,
+        sink,
+    )?)
 }
 
 /// The person's messages and the agent's text replies among a loaded session's
 /// entries (from any store), with the load's warnings.
 pub fn conversation_of(loaded: Loaded) -> Conversation {
-    // At most one message per entry: growing the list step by step moved a long
-    // conversation's rows several times over.
-    let mut messages = Vec::with_capacity(loaded.entries.len());
-    // How many messages came up to each entry, to say how many a compaction took in
-    // (only kept when there is a compaction: one map insert per entry is a good part
-    // of `reprise show` on a long conversation).
-    let compacted = loaded
-        .entries
-        .iter()
-        .any(|entry| entry.kind.as_deref() == Some(crate::store::compaction::COMPACTION_KIND));
-    let mut counted: HashMap<Uuid, usize> = HashMap::new();
-    let mut seen = 0usize;
-    let mut compacted_up_to = 0usize;
+    let mut shown = Shown::default();
     // The entries are taken apart: the texts move into the conversation, not copied.
-    for mut entry in loaded.entries {
+    let mut messages = Vec::with_capacity(loaded.entries.len());
+    messages.extend(
+        loaded
+            .entries
+            .into_iter()
+            .filter_map(|entry| shown.take(entry)),
+    );
+    Conversation {
+        messages,
+        warnings: loaded.warnings,
+    }
+}
+
+/// Picks, from a transcript's entries in order, what a conversation shows.
+#[derive(Default)]
+struct Shown {
+    /// Each entry's uuid with how many messages came up to it, to say how many a
+    /// compaction took in. A list, not a map: it is only searched at a compaction,
+    /// and one map insert per entry was a good part of `reprise show` on a long
+    /// conversation.
+    counted: Vec<(Uuid, usize)>,
+    /// Messages so far.
+    seen: usize,
+    /// Messages the compactions so far took in.
+    compacted_up_to: usize,
+}
+
+impl Shown {
+    /// What `entry` shows, if anything; its text is moved, not copied.
+    fn take(&mut self, mut entry: Entry) -> Option<ConversationMessage> {
+        let mut shown = None;
         if entry.as_message().is_some() {
-            seen += 1;
+            self.seen += 1;
             if !is_command_expansion(&entry)
                 && let Some(message) = entry.message.take()
             {
-                push_shown(&mut messages, message);
+                shown = shown_message(message);
             }
         } else if let Some(compaction) = Compaction::from_entry(&entry)
-            && let Some(&through) = counted.get(&compaction.through)
+            && let Some(&(_, through)) = self
+                .counted
+                .iter()
+                .rev()
+                .find(|(uuid, _)| *uuid == compaction.through)
         {
-            messages.push(ConversationMessage {
+            shown = Some(ConversationMessage {
                 role: Role::System,
                 text: compaction_marker(
-                    through.saturating_sub(compacted_up_to),
+                    through.saturating_sub(self.compacted_up_to),
                     compaction.tokens_before,
                     compaction.tokens_after,
                 ),
             });
-            compacted_up_to = compacted_up_to.max(through);
+            self.compacted_up_to = self.compacted_up_to.max(through);
         }
-        if compacted {
-            counted.insert(entry.uuid, seen);
-        }
-    }
-    Conversation {
-        messages,
-        warnings: loaded.warnings,
+        self.counted.push((entry.uuid, self.seen));
+        shown
     }
 }
 
@@ -183,19 +241,20 @@ fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
     extra.get(COMMAND_EXPANSION_MARK) == Some(&Value::Bool(true))
 }
 
-fn push_shown(messages: &mut Vec<ConversationMessage>, message: Message) {
+/// A message as shown: the person's and the agent's, when they hold text.
+fn shown_message(message: Message) -> Option<ConversationMessage> {
     if !matches!(message.role, Role::User | Role::Assistant) {
-        return;
+        return None;
     }
     let text = match message.content {
         Some(Content::Text(text)) => text,
         _ => message.text(),
     };
     if text.trim().is_empty() {
-        return;
+        return None;
     }
-    messages.push(ConversationMessage {
+    Some(ConversationMessage {
         role: message.role,
         text,
-    });
+    })
 }

@@ -42,7 +42,7 @@ mod transcript;
 pub use conversation::{
     COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
-    read_conversation_with_warnings, read_run_entries,
+    read_conversation_with_warnings, read_run_entries, stream_conversation,
 };
 pub use error::RunError;
 pub use folder::{

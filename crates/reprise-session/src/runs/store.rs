@@ -88,6 +88,22 @@ pub(crate) fn newest_typed_text(entries: &[&Entry]) -> Option<String> {
     entries.iter().rev().find_map(|entry| typed_text(entry))
 }
 
+/// Whether the listing fields of `meta` disagree with a transcript's `entries`:
+/// another count of messages, or a first or last message missing or not expected.
+/// Texts are not compared: that would redact them (compiling the redactor's table
+/// costs more than reading a long transcript's entries), and every append that
+/// changes them also counts its messages.
+fn listing_is_stale(meta: &SessionJson, entries: &[Entry]) -> bool {
+    let count = entries
+        .iter()
+        .filter(|entry| entry.as_message().is_some())
+        .count() as u64;
+    let typed = entries.iter().find_map(typed_text).is_some();
+    count != meta.message_count
+        || typed != meta.first_message.is_some()
+        || typed != meta.last_message.is_some()
+}
+
 /// [`account`], with the last message's listing form already made (from
 /// [`newest_typed_text`] of the same entries) when `newest` is set.
 pub(crate) fn account_with(
@@ -496,12 +512,8 @@ impl BlockingStore for Inner {
         // As the writer, heal the listing fields from the transcript itself.
         if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref())
             && let Some(meta) = state.meta.as_mut()
+            && listing_is_stale(meta, &loaded.entries)
         {
-            let before = (
-                meta.message_count,
-                meta.last_message.clone(),
-                meta.first_message.clone(),
-            );
             meta.message_count = 0;
             meta.last_message = None;
             meta.first_message = None;
@@ -510,15 +522,7 @@ impl BlockingStore for Inner {
                 &loaded.entries.iter().collect::<Vec<_>>(),
                 &state.redactor,
             );
-            if before
-                != (
-                    meta.message_count,
-                    meta.last_message.clone(),
-                    meta.first_message.clone(),
-                )
-            {
-                self.write_summary(state)?;
-            }
+            self.write_summary(state)?;
         }
         Ok(loaded)
     }

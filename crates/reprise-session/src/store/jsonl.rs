@@ -725,29 +725,44 @@ pub(crate) fn load_file_beneath(
     path: &Path,
     session_id: &str,
 ) -> Result<Option<Loaded>, StoreError> {
+    let mut entries = Vec::new();
+    let expected = Cell::new(0);
+    let warnings = read_file_beneath(root, path, session_id, &expected, &mut |entry| {
+        push_expected(&mut entries, &expected, entry)
+    })?;
+    Ok(warnings.map(|warnings| Loaded { entries, warnings }))
+}
+
+/// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink` as
+/// soon as it is in order rather than collecting them; returns the warnings, or
+/// `None` when the file does not exist. `expected` is set as
+/// [`LineReader::expected`] says.
+pub(crate) fn read_file_beneath(
+    root: &Path,
+    path: &Path,
+    session_id: &str,
+    expected: &Cell<usize>,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Option<Vec<LoadWarning>>, StoreError> {
     let Some(file) = crate::fs::open_read_beneath(root, path)? else {
         return Ok(None);
     };
     let mut seen = HashSet::new();
-    let mut entries = Vec::new();
-    let expected = Cell::new(0);
     let mut reader = LineReader {
         path,
         session_id,
         seen: &mut seen,
         line: 0,
         warnings: Vec::new(),
-        expected: &expected,
+        expected,
     };
-    let end = read_from(&file, 0, &mut reader, &mut |entry| {
-        push_expected(&mut entries, &expected, entry)
-    })?;
+    let end = read_from(&file, 0, &mut reader, sink)?;
     let mut warnings = reader.warnings;
     if end.torn_len > 0 {
         let line = reader.line + 1;
         warnings.push(torn_warning(path, line, end.torn_len, "ignored"));
     }
-    Ok(Some(Loaded { entries, warnings }))
+    Ok(Some(warnings))
 }
 
 pub(crate) fn torn_warning(path: &Path, line: usize, len: u64, done: &str) -> LoadWarning {

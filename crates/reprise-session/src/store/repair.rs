@@ -115,12 +115,28 @@ pub struct RepairReport {
     pub duplicate_results: Vec<usize>,
 }
 
-/// One message of the history, with what pairing needs from its entry.
+/// One message of the history, with its entry when the history was entries.
 struct Item<'a> {
     index: usize,
     message: &'a Message,
-    uuid: Option<Uuid>,
-    answers: Option<Uuid>,
+    entry: Option<&'a Entry>,
+}
+
+impl Item<'_> {
+    fn uuid(&self) -> Option<Uuid> {
+        self.entry.map(|entry| entry.uuid)
+    }
+
+    /// The assistant entry a repair entry names as the one it answers. Only read
+    /// for tool messages: a lookup in every entry's fields was a good part of
+    /// pairing a long history.
+    fn answers(&self) -> Option<Uuid> {
+        self.entry?
+            .extra
+            .get(ANSWERS_ENTRY)
+            .and_then(Value::as_str)
+            .and_then(|text| text.parse().ok())
+    }
 }
 
 /// A call and the item that answers it.
@@ -128,6 +144,30 @@ struct Slot<'a> {
     item: usize,
     call: &'a ToolCall,
     result: Option<usize>,
+    /// While unanswered: the next older unanswered call with the same id.
+    earlier: Option<usize>,
+}
+
+/// Among the unanswered calls of one id (newest `first`, older ones linked through
+/// [`Slot::earlier`]), the oldest made in the entry `answers`, with the unanswered
+/// call of the id made just after it; `None` when that entry made none.
+fn pinned_slot(
+    items: &[Item<'_>],
+    slots: &[Slot<'_>],
+    first: usize,
+    answers: Uuid,
+) -> Option<(Option<usize>, usize)> {
+    let mut found = None;
+    let mut later = None;
+    let mut at = Some(first);
+    while let Some(slot) = at {
+        if items[slots[slot].item].uuid() == Some(answers) {
+            found = Some((later, slot));
+        }
+        later = Some(slot);
+        at = slots[slot].earlier;
+    }
+    found
 }
 
 struct Pairing<'a> {
@@ -142,10 +182,14 @@ struct Pairing<'a> {
 fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
     let mut slots: Vec<Slot<'a>> = Vec::new();
     let mut slots_of = vec![0..0; items.len()];
-    // Unanswered calls by id, oldest first; an id seen before has a (maybe empty)
-    // list. Pairing runs on every resume over the whole history: a seeded fast
-    // hash, as ids come from files that anyone could have written.
-    let mut pending: HashMap<&'a str, Vec<usize>, foldhash::fast::RandomState> = HashMap::default();
+    // The newest unanswered call of each id (`None` for an id whose calls are all
+    // answered), the older ones linked from it through `Slot::earlier`: no list
+    // to allocate per id. Pairing runs on every resume over the whole history: a
+    // seeded fast hash, as ids come from files that anyone could have written;
+    // sized for a history where every other message makes a call, since growing
+    // it rehashes every id.
+    let mut pending: HashMap<&'a str, Option<usize>, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(items.len() / 2, Default::default());
     let mut orphans = Vec::new();
     let mut duplicates = Vec::new();
     for (position, item) in items.iter().enumerate() {
@@ -153,14 +197,12 @@ fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
             Role::Assistant if !item.message.calls().is_empty() => {
                 let start = slots.len();
                 for call in item.message.calls() {
-                    pending
-                        .entry(call.id.as_str())
-                        .or_default()
-                        .push(slots.len());
+                    let newest = pending.entry(call.id.as_str()).or_insert(None);
                     slots.push(Slot {
                         item: position,
                         call,
                         result: None,
+                        earlier: newest.replace(slots.len()),
                     });
                 }
                 slots_of[position] = start..slots.len();
@@ -170,28 +212,25 @@ fn pair<'a>(items: &[Item<'a>]) -> Pairing<'a> {
                     orphans.push(position);
                     continue;
                 };
-                let waiting = pending.get_mut(id);
-                let seen = waiting.is_some();
-                let Some(waiting) = waiting.filter(|waiting| !waiting.is_empty()) else {
-                    if seen {
-                        duplicates.push(position);
-                    } else {
-                        orphans.push(position);
-                    }
+                let Some(newest) = pending.get_mut(id) else {
+                    orphans.push(position);
                     continue;
                 };
-                let pinned = item.answers.and_then(|answers| {
-                    waiting
-                        .iter()
-                        .position(|&slot| items[slots[slot].item].uuid == Some(answers))
-                });
-                let chosen = match pinned {
-                    Some(at) => waiting.remove(at),
-                    None => match waiting.pop() {
-                        Some(slot) => slot,
-                        None => continue,
-                    },
+                let Some(first) = *newest else {
+                    duplicates.push(position);
+                    continue;
                 };
+                // The call answered, and the unanswered one after it (by time) with
+                // the same id, if any.
+                let (later, chosen) = item
+                    .answers()
+                    .and_then(|answers| pinned_slot(items, &slots, first, answers))
+                    .unwrap_or((None, first));
+                let earlier = slots[chosen].earlier.take();
+                match later {
+                    None => *newest = earlier,
+                    Some(later) => slots[later].earlier = earlier,
+                }
                 slots[chosen].result = Some(position);
             }
             _ => {}
@@ -213,12 +252,7 @@ fn items_of_entries(history: &[Entry]) -> Vec<Item<'_>> {
             entry.as_message().map(|message| Item {
                 index,
                 message,
-                uuid: Some(entry.uuid),
-                answers: entry
-                    .extra
-                    .get(ANSWERS_ENTRY)
-                    .and_then(Value::as_str)
-                    .and_then(|text| text.parse().ok()),
+                entry: Some(entry),
             })
         })
         .collect()
@@ -231,8 +265,7 @@ fn items_of_messages(history: &[Message]) -> Vec<Item<'_>> {
         .map(|(index, message)| Item {
             index,
             message,
-            uuid: None,
-            answers: None,
+            entry: None,
         })
         .collect()
 }
@@ -245,7 +278,7 @@ fn report(items: &[Item<'_>], pairing: &Pairing<'_>) -> RepairReport {
             .filter(|slot| slot.result.is_none())
             .map(|slot| DanglingCall {
                 index: items[slot.item].index,
-                entry: items[slot.item].uuid,
+                entry: items[slot.item].uuid(),
                 call: slot.call.clone(),
             })
             .collect(),
@@ -570,6 +603,57 @@ mod tests {
         let view = model_view(&repaired);
         assert!(view[1].text().contains("first_tool"), "{:?}", view[1]);
         assert!(view[4].text().contains("second_tool"), "{:?}", view[4]);
+    }
+
+    #[test]
+    fn pinned_results_take_their_entrys_oldest_call_and_others_the_newest() {
+        let made = |names: &[&str]| {
+            Message::assistant_tool_calls(None, names.iter().map(|name| call("x", name)).collect())
+        };
+        let mut history = entries(vec![
+            made(&["first"]),
+            Message::user("u"),
+            made(&["second-a", "second-b"]),
+            Message::user("u"),
+            made(&["third"]),
+        ]);
+        let pinned = |to: &Entry, text: &str| {
+            let mut entry = Entry::message(Message::tool("x", text));
+            entry
+                .extra
+                .insert(ANSWERS_ENTRY.to_owned(), Value::String(to.uuid.to_string()));
+            entry
+        };
+        history.push(pinned(&history[2], "for second-a"));
+        history.push(Entry::message(Message::tool("x", "for third")));
+        history.push(pinned(&history[2], "for second-b"));
+        history.push(Entry::message(Message::tool("x", "for first")));
+        history.push(Entry::message(Message::tool("x", "one too many")));
+        let report = inspect(&history);
+        assert!(report.dangling.is_empty(), "{report:?}");
+        assert!(report.orphan_results.is_empty(), "{report:?}");
+        assert_eq!(report.duplicate_results, [9]);
+        let texts: Vec<String> = model_view(&history)
+            .iter()
+            .map(|message| match message.role {
+                Role::Assistant => format!("call {}", message.calls()[0].function.name),
+                _ => message.text(),
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "call first",
+                "for first",
+                "u",
+                "call second-a",
+                "for second-a",
+                "for second-b",
+                "u",
+                "call third",
+                "for third",
+            ]
+        );
     }
 
     #[test]

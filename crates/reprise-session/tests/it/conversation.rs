@@ -4,7 +4,8 @@ use std::fs;
 
 use reprise_session::runs::CONVERSATION_JSONL;
 use reprise_session::runs::{
-    mark_command_expansion, read_conversation, read_conversation_with_warnings,
+    Conversation, mark_command_expansion, read_conversation, read_conversation_with_warnings,
+    stream_conversation,
 };
 use reprise_session::{Entry, Message, Role, ToolCall};
 
@@ -12,9 +13,20 @@ fn line(entry: &Entry) -> String {
     serde_json::to_string(entry).unwrap() + "\n"
 }
 
+/// The conversation as read, checked to be what streaming it hands over.
+fn read_both_ways(dir: &std::path::Path) -> Conversation {
+    let read = read_conversation_with_warnings(dir).unwrap();
+    let mut streamed = Vec::new();
+    let warnings = stream_conversation(dir, &mut |message| streamed.push(message)).unwrap();
+    assert_eq!(streamed, read.messages);
+    assert_eq!(warnings, read.warnings);
+    assert_eq!(read_conversation(dir).unwrap(), read.messages);
+    read
+}
+
 fn said(dir: &std::path::Path) -> Vec<(Role, String)> {
-    read_conversation(dir)
-        .unwrap()
+    read_both_ways(dir)
+        .messages
         .into_iter()
         .map(|message| (message.role, message.text))
         .collect()
@@ -107,7 +119,7 @@ fn corrupt_lines_are_skipped_with_a_warning_and_a_torn_tail_is_ignored() {
     text += &line(&Entry::message(Message::assistant("two")));
     text += "{\"uuid\":\"0193c0de-0000-7000-8000-0000000000";
     fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
-    let conversation = read_conversation_with_warnings(tmp.path()).unwrap();
+    let conversation = read_both_ways(tmp.path());
     let texts: Vec<_> = conversation
         .messages
         .iter()
@@ -205,4 +217,43 @@ fn every_message_comes_back_with_a_marker_where_each_compaction_happened() {
         ),
     ];
     assert_eq!(shown, expected);
+}
+
+#[test]
+fn a_long_conversation_streams_as_it_reads() {
+    // Past the size that is parsed on several threads, with a compaction, a corrupt
+    // line and a repeated uuid on the way.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    let mut entries = Vec::new();
+    for i in 0..6_000 {
+        let entry = Entry::message(if i % 2 == 0 {
+            Message::user(format!("question {i} {}", "x".repeat(300)))
+        } else {
+            Message::assistant(format!("answer {i} {}", "y".repeat(300)))
+        });
+        text += &line(&entry);
+        if i == 3_000 {
+            text += "{not json\n";
+            text += &line(&entries[10]);
+            let compaction = reprise_session::Compaction {
+                summary: "s".into(),
+                through: entries[2_000].uuid,
+                tokens_before: 5_000,
+                tokens_after: 100,
+            };
+            text += &line(&compaction.to_entry());
+        }
+        entries.push(entry);
+    }
+    assert!(text.len() > 2 << 20);
+    fs::write(tmp.path().join(CONVERSATION_JSONL), text).unwrap();
+    let read = read_both_ways(tmp.path());
+    assert_eq!(read.messages.len(), 6_001);
+    assert_eq!(read.messages[3_001].role, Role::System);
+    assert_eq!(
+        read.messages[3_001].text,
+        "(compacted 2001 messages: 5.0k → 0.1k tokens)"
+    );
+    assert_eq!(read.warnings.len(), 2, "{:?}", read.warnings);
 }

@@ -723,3 +723,74 @@ async fn every_append_updates_the_listing_and_session_json_is_written_once() {
     assert!(list.runs.is_empty(), "{:?}", list.runs);
     assert_eq!(reprise_session::runs::summarize_run(&dir), None);
 }
+
+#[tokio::test]
+async fn a_writer_that_loads_rewrites_a_summary_only_when_it_disagrees() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("2026-11-30T10-00-00-000Z");
+    let k = key("s1");
+    let store = create_run_store(&dir);
+    let lock = store.lock("s1").await.unwrap();
+    store
+        .append(
+            &k,
+            &[user("first"), Entry::message(Message::assistant("ok"))],
+        )
+        .await
+        .unwrap();
+    store.append(&k, &[user("second")]).await.unwrap();
+    drop(lock);
+    drop(store);
+    let summary_path = dir.join(".summary.json");
+    let written = inode_and_bytes(&summary_path);
+
+    let reopen_and_load = || async {
+        let store = create_run_store(&dir);
+        let lock = store.lock("s1").await.unwrap();
+        store.load(&k).await.unwrap().unwrap();
+        drop(lock);
+    };
+    // A summary that agrees with the conversation is left as it is: not even
+    // written again (its time would change).
+    let modified = || {
+        std::fs::metadata(&summary_path)
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before = modified();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    reopen_and_load().await;
+    assert_eq!(inode_and_bytes(&summary_path), written);
+    assert_eq!(modified(), before);
+
+    // The summary is a JSON line and its FNV-1a hash.
+    let write_summary = |summary: &serde_json::Value| {
+        let json = serde_json::to_vec(summary).unwrap();
+        let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let mut bytes = json;
+        bytes.extend_from_slice(format!("\n{hash:016x}\n").as_bytes());
+        std::fs::write(&summary_path, bytes).unwrap();
+    };
+    // One without its last message (as an older version wrote it) is healed.
+    let json_end = written.1.iter().position(|&byte| byte == b'\n').unwrap();
+    let mut summary: serde_json::Value = serde_json::from_slice(&written.1[..json_end]).unwrap();
+    summary.as_object_mut().unwrap().remove("lastMessage");
+    write_summary(&summary);
+    assert_eq!(listed(runs.path()).last_message, None);
+    reopen_and_load().await;
+    let healed = listed(runs.path());
+    assert_eq!(healed.last_message.as_deref(), Some("second"));
+    assert_eq!(healed.first_message.as_deref(), Some("first"));
+    assert_eq!(healed.message_count, 3);
+
+    // One that counts another number of messages is healed too.
+    summary["messageCount"] = 7.into();
+    summary["lastMessage"] = "second".into();
+    write_summary(&summary);
+    assert_eq!(listed(runs.path()).message_count, 7);
+    reopen_and_load().await;
+    assert_eq!(listed(runs.path()).message_count, 3);
+}
