@@ -70,12 +70,16 @@ const PARALLEL_MIN: u64 = 1 << 20;
 /// Most threads one load uses to parse.
 const PARSE_THREADS: usize = 4;
 
+/// A set of entry uuids. A seeded fast hash: a load puts every entry's uuid in one,
+/// and the uuids come from files that anyone could have written.
+pub(crate) type UuidSet = HashSet<Uuid, foldhash::fast::RandomState>;
+
 /// Reads complete lines of a transcript and turns them into entries.
 pub(crate) struct LineReader<'a> {
     pub(crate) path: &'a Path,
     pub(crate) session_id: &'a str,
     /// Uuids already seen (the first occurrence wins).
-    pub(crate) seen: &'a mut HashSet<Uuid>,
+    pub(crate) seen: &'a mut UuidSet,
     /// Lines consumed so far (1-based number of the last one).
     pub(crate) line: usize,
     pub(crate) warnings: Vec<LoadWarning>,
@@ -747,7 +751,7 @@ pub(crate) fn read_file_beneath(
     let Some(file) = crate::fs::open_read_beneath(root, path)? else {
         return Ok(None);
     };
-    let mut seen = HashSet::new();
+    let mut seen = UuidSet::default();
     let mut reader = LineReader {
         path,
         session_id,
@@ -829,7 +833,7 @@ mod tests {
     fn line_by_line(bytes: &[u8], offset: usize, first: usize, session_id: &str) -> Read {
         let rest = &bytes[offset..];
         let complete = memchr::memrchr(b'\n', rest).map_or(0, |last| last + 1);
-        let mut seen = HashSet::new();
+        let mut seen = UuidSet::default();
         let (mut entries, mut warnings) = (Vec::new(), Vec::new());
         let mut lines = 0;
         for (i, line) in rest[..complete]
@@ -884,7 +888,7 @@ mod tests {
         chunk: usize,
     ) -> Read {
         let len = file.metadata().unwrap().len();
-        let mut seen = HashSet::new();
+        let mut seen = UuidSet::default();
         let mut entries = Vec::new();
         let mut reader = LineReader {
             path,

@@ -8,13 +8,13 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use uuid::Uuid;
-
 use rustix::fs::OFlags;
 
 use crate::fs::{IoError, io_err, open_beneath, parent_of, sync_dir};
 use crate::store::entry::Entry;
-use crate::store::jsonl::{Durability, LineReader, push_expected, read_from, torn_warning};
+use crate::store::jsonl::{
+    Durability, LineReader, UuidSet, push_expected, read_from, torn_warning,
+};
 use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
 
 /// What a writer knows about its file, so that an append does not re-read it.
@@ -27,7 +27,7 @@ struct FileIndex {
     /// Lines in those bytes.
     lines: usize,
     /// Uuids the file holds.
-    uuids: HashSet<Uuid>,
+    uuids: UuidSet,
     /// The last bytes before `len`: if they changed, someone rewrote the file (cut it
     /// and wrote again) and the index starts over.
     tail: Vec<u8>,
@@ -184,7 +184,7 @@ impl JsonlWriter {
                 identity,
                 len: 0,
                 lines: 0,
-                uuids: HashSet::new(),
+                uuids: UuidSet::default(),
                 tail: Vec::new(),
                 stamp: None,
             },
