@@ -222,21 +222,46 @@ pub fn show(
 /// Output is written a megabyte at a time.
 const FLUSH_AT: usize = 1 << 20;
 
+/// Where `show` writes. The first write that fails is kept, and nothing is written
+/// after it.
+struct ShowOut<'o> {
+    out: &'o mut dyn Write,
+    error: Option<std::io::Error>,
+}
+
+impl<'o> ShowOut<'o> {
+    fn new(out: &'o mut dyn Write) -> Self {
+        Self { out, error: None }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if self.error.is_none()
+            && let Err(error) = self.out.write_all(bytes)
+        {
+            self.error = Some(error);
+        }
+    }
+
+    fn result(self) -> Result<()> {
+        match self.error {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `show`'s text: the person's lines marked, the replies as written, made safe for
 /// a terminal.
 struct ConversationText<'o> {
-    out: &'o mut dyn Write,
+    out: ShowOut<'o>,
     text: String,
-    /// The first write that failed; nothing is written after it.
-    error: Option<std::io::Error>,
 }
 
 impl<'o> ConversationText<'o> {
     fn new(out: &'o mut dyn Write) -> Self {
         Self {
-            out,
+            out: ShowOut::new(out),
             text: String::with_capacity(FLUSH_AT + FLUSH_AT / 4),
-            error: None,
         }
     }
 
@@ -274,43 +299,32 @@ impl<'o> ConversationText<'o> {
     }
 
     fn write_out(&mut self) {
-        if self.error.is_none()
-            && let Err(error) = self.out.write_all(visible(&self.text).as_bytes())
-        {
-            self.error = Some(error);
-        }
+        self.out.write(visible(&self.text).as_bytes());
         self.text.clear();
     }
 
     fn finish(mut self) -> Result<()> {
         self.write_out();
-        match self.error {
-            Some(error) => Err(error.into()),
-            None => Ok(()),
-        }
+        self.out.result()
     }
 }
 
 /// `show --json` of a conversation: the rows `read_conversation` returns, as
 /// `serde_json::to_writer_pretty` lays them out, made safe for a terminal. Written
-/// by hand through one buffer: serde's string escaper took as long as loading the
-/// conversation.
+/// by hand: serde's string escaper took as long as loading the conversation.
 struct ConversationJson<'o> {
-    out: &'o mut dyn Write,
+    out: ShowOut<'o>,
     json: Vec<u8>,
     /// Rows written so far.
     rows: usize,
-    /// The first write that failed; nothing is written after it.
-    error: Option<std::io::Error>,
 }
 
 impl<'o> ConversationJson<'o> {
     fn new(out: &'o mut dyn Write) -> Self {
         Self {
-            out,
+            out: ShowOut::new(out),
             json: Vec::with_capacity(FLUSH_AT + FLUSH_AT / 4),
             rows: 0,
-            error: None,
         }
     }
 
@@ -334,27 +348,16 @@ impl<'o> ConversationJson<'o> {
         push_json_string(json, &message.text);
         json.extend_from_slice(b"\n  }");
         if json.len() >= FLUSH_AT {
-            self.write_out();
+            self.out.write(json);
+            json.clear();
         }
-    }
-
-    fn write_out(&mut self) {
-        if self.error.is_none()
-            && let Err(error) = self.out.write_all(&self.json)
-        {
-            self.error = Some(error);
-        }
-        self.json.clear();
     }
 
     fn finish(mut self) -> Result<()> {
         self.json
             .extend_from_slice(if self.rows == 0 { b"[]\n" } else { b"\n]\n" });
-        self.write_out();
-        match self.error {
-            Some(error) => Err(error.into()),
-            None => Ok(()),
-        }
+        self.out.write(&self.json);
+        self.out.result()
     }
 }
 
@@ -542,5 +545,57 @@ mod tests {
         let mut ours = Vec::new();
         ConversationJson::new(&mut ours).finish().unwrap();
         assert_eq!(ours, empty);
+    }
+
+    /// A writer whose writes fail once `room` bytes are taken.
+    struct Full {
+        room: usize,
+        calls_after_failing: usize,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                self.calls_after_failing += 1;
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            let taken = bytes.len().min(self.room);
+            self.room -= taken;
+            Ok(taken)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn show_stops_writing_at_the_first_failed_write_and_reports_it() {
+        let long = ConversationMessage {
+            role: Role::User,
+            text: "x".repeat(FLUSH_AT),
+        };
+        let mut out = Full {
+            room: 10,
+            calls_after_failing: 0,
+        };
+        let mut json = ConversationJson::new(&mut out);
+        for _ in 0..3 {
+            json.push(&long);
+        }
+        let error = json.finish().unwrap_err();
+        assert!(error.to_string().contains("roken pipe"), "{error}");
+        assert_eq!(out.calls_after_failing, 1);
+
+        let mut out = Full {
+            room: 10,
+            calls_after_failing: 0,
+        };
+        let mut text = ConversationText::new(&mut out);
+        for _ in 0..3 {
+            text.push(&long);
+        }
+        assert!(text.finish().is_err());
+        assert_eq!(out.calls_after_failing, 1);
     }
 }
