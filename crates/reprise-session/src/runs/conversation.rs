@@ -19,6 +19,7 @@ use crate::runs::error::RunError;
 use crate::runs::store::CONVERSATION_JSONL;
 use crate::store::compaction::{Compaction, compaction_marker};
 use crate::store::entry::Entry;
+use crate::store::jsonl::push_expected;
 use crate::store::message::{Content, Message, Role};
 use crate::store::session_store::{LoadWarning, Loaded};
 
@@ -79,13 +80,9 @@ pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunEr
     let expected = Cell::new(0);
     let mut shown = Shown::default();
     let warnings = read_entries(dir, &expected, &mut |entry| {
+        // At most one message per entry: sized as the entries would be.
         if let Some(message) = shown.take(entry) {
-            // At most one message per entry: growing the list step by step moved a
-            // long conversation's rows several times over.
-            if messages.len() == messages.capacity() {
-                messages.reserve(expected.take());
-            }
-            messages.push(message);
+            push_expected(&mut messages, &expected, message);
         }
     })?;
     Ok(Conversation {

@@ -345,13 +345,14 @@ impl ReadBuf {
     }
 }
 
-/// Pushes `entry` onto `entries`, which the first time it is full grows by the
-/// [`LineReader::expected`] count, when there is one, rather than doubling.
-pub(crate) fn push_expected(entries: &mut Vec<Entry>, expected: &Cell<usize>, entry: Entry) {
-    if entries.len() == entries.capacity() {
-        entries.reserve(expected.take());
+/// Pushes `item` (an entry, or what is made of one) onto `items`, which the first
+/// time it is full grows by the [`LineReader::expected`] count, when there is one,
+/// rather than doubling.
+pub(crate) fn push_expected<T>(items: &mut Vec<T>, expected: &Cell<usize>, item: T) {
+    if items.len() == items.capacity() {
+        items.reserve(expected.take());
     }
-    entries.push(entry);
+    items.push(item);
 }
 
 /// Reads `file` from `offset` to its end, feeding entries to `sink`.
