@@ -7,6 +7,9 @@
 //! processes, 16 each) against that floor, loading and forking a 100 MB session (the fork against
 //! an `INSERT … SELECT` of its rows done by hand), and listing the newest 50 of
 //! 100,000 sessions.
+//!
+//! `cargo bench -p reprise-postgres --bench pg -- appends` runs only the appends
+//! (likewise `big` for load and fork, `list` for the listing).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use reprise_testkit::postgres::cluster;
@@ -144,6 +147,8 @@ async fn main() {
         writer_process(&url, &prefix).await;
         return;
     }
+    let only = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let runs = |section: &str| only.as_deref().is_none_or(|only| only == section);
     let cluster = cluster::Cluster::start_with("-c shared_buffers=256MB");
     let options = PgStoreOptions {
         max_connections: 64,
@@ -168,8 +173,21 @@ async fn main() {
     )
     .unwrap();
 
-    // Appends: one writer, then 64 sessions at once.
-    let (floor_one, floor_one_ms) = pgbench(&cluster, script.path(), 1);
+    if runs("appends") {
+        appends(&cluster, &store, script.path()).await;
+    }
+    if runs("big") {
+        big_session(&store).await;
+    }
+    if runs("list") {
+        listing(&store).await;
+    }
+    store.close().await;
+}
+
+/// Appends: one writer, then 64 sessions at once, each against pgbench's floor.
+async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &std::path::Path) {
+    let (floor_one, floor_one_ms) = pgbench(cluster, script, 1);
     println!("floor, pgbench 1 client: {floor_one:.0} tps, latency average {floor_one_ms:.2} ms");
     let (latencies, took) = append_for(
         store.clone(),
@@ -180,7 +198,7 @@ async fn main() {
     let rate = latencies.len() as f64 / took.as_secs_f64();
     report("append 1 KB, one writer", latencies, rate, floor_one);
 
-    let (floor_many, floor_many_ms) = pgbench(&cluster, script.path(), 64);
+    let (floor_many, floor_many_ms) = pgbench(cluster, script, 64);
     println!(
         "floor, pgbench 64 clients: {floor_many:.0} tps, latency average {floor_many_ms:.2} ms"
     );
@@ -214,7 +232,7 @@ async fn main() {
         std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .unwrap();
-    let (hand_many, hand_many_ms) = pgbench(&cluster, by_hand.path(), 64);
+    let (hand_many, hand_many_ms) = pgbench(cluster, by_hand.path(), 64);
     println!(
         "an append's writes by hand (entry row, session row), pgbench 64 clients: \
          {hand_many:.0} tps ({:.2}x the floor's time), latency average {hand_many_ms:.2} ms",
@@ -248,8 +266,10 @@ async fn main() {
         rate,
         floor_many,
     );
+}
 
-    // A 100 MB session: load it, fork it, copy its rows by hand.
+/// A 100 MB session: load it, fork it, copy its rows by hand.
+async fn big_session(store: &PgSessionStore) {
     let big = key("big");
     let mut bytes = 0usize;
     for _ in 0..100 {
@@ -300,8 +320,10 @@ async fn main() {
             fork.as_secs_f64() / by_hand.as_secs_f64()
         );
     }
+}
 
-    // Listing: the newest 50 of 100,000 sessions.
+/// Listing: the newest 50 of 100,000 sessions.
+async fn listing(store: &PgSessionStore) {
     sqlx::raw_sql(
         "INSERT INTO reprise_sessions (id, created_at, updated_at) \
          SELECT 'listed-' || i, now() - i * interval '1 second', now() - i * interval '1 second' \
@@ -323,5 +345,4 @@ async fn main() {
         percentile(&times, 0.5),
         percentile(&times, 1.0)
     );
-    store.close().await;
 }

@@ -19,6 +19,7 @@
 //!
 //! [`SessionStore::lock`]: reprise_session::SessionStore::lock
 
+mod appends;
 mod error;
 mod lease;
 mod options;

@@ -17,7 +17,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Row};
 use uuid::Uuid;
 
-use crate::error::{PgStoreError, backend};
+use crate::appends::{Appender, Call, Outcome};
+use crate::error::{PgStoreError, backend, shared_backend};
 use crate::lease::{
     Held, HeldLeases, LeaseGuard, PendingReleases, lock_held, released_tokens, renew_until_lost,
 };
@@ -41,6 +42,7 @@ struct Inner {
     server: String,
     held: HeldLeases,
     pending: PendingReleases,
+    appender: Appender,
 }
 
 /// How long a pooled connection may sit idle before it is checked with a ping on
@@ -188,6 +190,7 @@ impl PgSessionStore {
     fn with_pool(pool: PgPool, options: PgStoreOptions, server: String) -> Self {
         PgSessionStore {
             inner: Arc::new(Inner {
+                appender: Appender::new(pool.clone()),
                 pool,
                 options,
                 server,
@@ -401,35 +404,29 @@ impl SessionStore for PgSessionStore {
             bodies.push(body);
         }
         let session = key.session_id();
-        let lease = lock_held(&self.inner.held).get(session).copied();
-        let (epoch, released) = match lease {
-            Some(lease) => (Some(lease.epoch), Vec::new()),
-            None => (None, released_tokens()),
+        let epoch = lock_held(&self.inner.held)
+            .get(session)
+            .map(|lease| lease.epoch);
+        let last_message = last_message.map(|text| last_message_text(&self.redactor.redact(&text)));
+        let call = Call {
+            session: session.to_owned(),
+            subagent: subagent(key).to_owned(),
+            epoch,
+            last_message,
+            uuids,
+            bodies,
+            messages,
         };
-        let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
-            "SELECT written, holder_host, holder_pid \
-             FROM reprise_append($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(session)
-        .bind(subagent(key))
-        .bind(epoch)
-        .bind(&released)
-        .bind(&uuids)
-        .bind(&bodies)
-        .bind(&messages)
-        .bind(last_message.map(|text| last_message_text(&self.redactor.redact(&text))))
-        .fetch_one(&self.inner.pool)
-        .await
-        .map_err(|error| self.failed(&format!("appending to {key}"), error))?;
-        match written {
-            Some(written) => {
-                let written = usize::try_from(written).unwrap_or(0);
-                Ok(AppendReport {
-                    written,
-                    skipped: entries.len().saturating_sub(written),
-                })
-            }
-            None => Err(locked(session, host, pid)),
+        match self.inner.appender.append(call).await {
+            Ok(Outcome::Written(written)) => Ok(AppendReport {
+                written,
+                skipped: entries.len().saturating_sub(written),
+            }),
+            Ok(Outcome::Refused { host, pid }) => Err(locked(session, host, pid)),
+            Err(error) => Err(shared_backend(
+                format!("appending to {key} on PostgreSQL at {}", self.inner.server),
+                error,
+            )),
         }
     }
 
@@ -450,7 +447,7 @@ impl SessionStore for PgSessionStore {
         let failed = |error| self.failed(&format!("loading {key}"), error);
         let mut found = false;
         let mut decoded: Vec<(i64, Entry)> = Vec::new();
-        let mut warnings: Vec<(i64, LoadWarning)> = Vec::new();
+        let mut broken: Vec<(i64, String)> = Vec::new();
         let mut decoder = EntryLineDecoder::default();
         while let Some(row) = rows.try_next().await.map_err(failed)? {
             found = true;
@@ -466,14 +463,7 @@ impl SessionStore for PgSessionStore {
             };
             match result {
                 Ok(entry) => decoded.push((seq, entry)),
-                Err(error) => warnings.push((
-                    seq,
-                    LoadWarning {
-                        file: PathBuf::from(format!("postgres:{key}")),
-                        line: usize::try_from(seq).unwrap_or(0),
-                        message: format!("entry row {seq} skipped: {error}"),
-                    },
-                )),
+                Err(error) => broken.push((seq, error)),
             }
         }
         if !found {
@@ -484,10 +474,24 @@ impl SessionStore for PgSessionStore {
         if !decoded.is_sorted_by_key(|(seq, _)| *seq) {
             decoded.sort_unstable_by_key(|(seq, _)| *seq);
         }
-        warnings.sort_unstable_by_key(|(seq, _)| *seq);
+        broken.sort_unstable_by_key(|(seq, _)| *seq);
+        // A warning names its row by its place in the transcript, counting from 1.
+        let warnings = broken
+            .into_iter()
+            .enumerate()
+            .map(|(earlier_broken, (seq, error))| {
+                let row =
+                    decoded.partition_point(|(decoded, _)| *decoded < seq) + earlier_broken + 1;
+                LoadWarning {
+                    file: PathBuf::from(format!("postgres:{key}")),
+                    line: row,
+                    message: format!("entry row {row} skipped: {error}"),
+                }
+            })
+            .collect();
         Ok(Some(Loaded {
             entries: decoded.into_iter().map(|(_, entry)| entry).collect(),
-            warnings: warnings.into_iter().map(|(_, warning)| warning).collect(),
+            warnings,
         }))
     }
 
@@ -517,17 +521,9 @@ impl SessionStore for PgSessionStore {
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
-        let query = match key.subagent_name() {
-            None => {
-                sqlx::query("DELETE FROM reprise_sessions WHERE id = $1").bind(key.session_id())
-            }
-            Some(name) => sqlx::query(
-                "DELETE FROM reprise_transcripts WHERE session_id = $1 AND subagent = $2",
-            )
+        sqlx::query("SELECT reprise_delete($1, $2)")
             .bind(key.session_id())
-            .bind(name),
-        };
-        query
+            .bind(key.subagent_name())
             .execute(&self.inner.pool)
             .await
             .map_err(|error| self.failed(&format!("deleting {key}"), error))?;

@@ -64,7 +64,8 @@ async fn a_row_that_does_not_decode_is_skipped_with_a_warning() {
     let mut connection = db.connection().await;
     sqlx::query(
         "INSERT INTO reprise_entries (session_id, subagent, seq, uuid, body) \
-         VALUES ('s', '', 2, gen_random_uuid(), '{\"not\": \"an entry\"}')",
+         VALUES ('s', '', nextval('reprise_entry_seq'), gen_random_uuid(), \
+                 '{\"not\": \"an entry\"}')",
     )
     .execute(&mut connection)
     .await

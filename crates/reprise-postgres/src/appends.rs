@@ -1,0 +1,243 @@
+//! Appends that wait for one another share a transaction.
+//!
+//! A small append costs the server far less in rows than in the statement, the
+//! transaction and the commit around them: with many sessions written at once (a
+//! service's workers), sending each append on its own spends the database on that.
+//! So a store sends one batch at a time: an append that arrives while a batch is on
+//! its way joins a queue, and the next batch takes the whole queue to the server in
+//! one call of `reprise_append_calls`: one statement, one transaction, each call still
+//! fenced and counted on its own. An append that finds nothing on its way goes at
+//! once, alone, so a single writer waits for nothing.
+//!
+//! Each call's entries are still stored all together or not at all, and a call
+//! returns only once the transaction holding them has committed. A batch runs in a
+//! task of its own: a caller that stops waiting does not cut the others' transaction
+//! short.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sqlx::PgPool;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::lease::released_tokens;
+
+/// Calls in one batch at most, so that one transaction stays small.
+const MOST_CALLS: usize = 64;
+
+/// One append: entries for one transcript.
+pub(crate) struct Call {
+    pub(crate) session: String,
+    /// `''` for the main transcript.
+    pub(crate) subagent: String,
+    /// The writer's lease epoch, when it holds one.
+    pub(crate) epoch: Option<i64>,
+    /// The person's last message in the call, redacted, for listings.
+    pub(crate) last_message: Option<String>,
+    pub(crate) uuids: Vec<Uuid>,
+    pub(crate) bodies: Vec<String>,
+    /// Which entries are messages.
+    pub(crate) messages: Vec<bool>,
+}
+
+/// What the server did with one call.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Rows written (the rest were uuids the transcript held).
+    Written(usize),
+    /// Another writer holds the session's lease.
+    Refused {
+        host: Option<String>,
+        pid: Option<i32>,
+    },
+}
+
+/// The driver's error for every call of a failed batch.
+pub(crate) type Failure = Arc<sqlx::Error>;
+
+type Reply = oneshot::Sender<Result<Outcome, Failure>>;
+
+/// The appends waiting for a batch, and whether one is on its way.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(Call, Reply)>,
+    sending: bool,
+}
+
+/// Sends appends to the server, several calls to one transaction when they wait for
+/// one another.
+#[derive(Clone)]
+pub(crate) struct Appender {
+    pool: PgPool,
+    queue: Arc<Mutex<Queue>>,
+}
+
+impl Appender {
+    pub(crate) fn new(pool: PgPool) -> Self {
+        Appender {
+            pool,
+            queue: Arc::default(),
+        }
+    }
+
+    /// Appends `call`, alone or with others; resolves once its transaction is over.
+    pub(crate) async fn append(&self, call: Call) -> Result<Outcome, Failure> {
+        let (reply, answer) = oneshot::channel();
+        let batch = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.waiting.push((call, reply));
+            if !queue.sending {
+                queue.sending = true;
+                Some(take_batch(&mut queue))
+            } else {
+                None
+            }
+        };
+        if let Some(batch) = batch {
+            tokio::spawn(self.clone().send_until_empty(batch));
+        }
+        match answer.await {
+            Ok(outcome) => outcome,
+            // The batch's task ended without an answer: it panicked or the runtime is
+            // shutting down.
+            Err(_) => Err(Arc::new(sqlx::Error::WorkerCrashed)),
+        }
+    }
+
+    /// Sends `batch`, then whatever queued meanwhile, until nothing waits.
+    async fn send_until_empty(self, mut batch: Vec<(Call, Reply)>) {
+        let mut sending = Sending {
+            queue: Arc::clone(&self.queue),
+            finished: false,
+        };
+        loop {
+            self.send(batch).await;
+            // Callers that write in a loop append again as soon as they are answered:
+            // let them run first, so that the next batch takes them all (measured: most
+            // batches then hold every session of the process, rather than one or two).
+            tokio::task::yield_now().await;
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if queue.waiting.is_empty() {
+                queue.sending = false;
+                sending.finished = true;
+                return;
+            }
+            batch = take_batch(&mut queue);
+        }
+    }
+
+    async fn send(&self, batch: Vec<(Call, Reply)>) {
+        let (calls, replies): (Vec<Call>, Vec<Reply>) = batch.into_iter().unzip();
+        match write_calls(&self.pool, &calls).await {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            // The server refused the statement and rolled the transaction back: one
+            // call may be the cause, so each goes again alone and fails on its own.
+            Err(sqlx::Error::Database(_)) if calls.len() > 1 => {
+                for (call, reply) in calls.into_iter().zip(replies) {
+                    let outcome = write_calls(&self.pool, std::slice::from_ref(&call))
+                        .await
+                        .map(|mut outcomes| outcomes.remove(0))
+                        .map_err(Arc::new);
+                    let _ = reply.send(outcome);
+                }
+            }
+            Err(error) => {
+                // The last caller gets the last handle, so that a lone append's error
+                // can be taken back out of the Arc.
+                let mut error = Some(Arc::new(error));
+                let count = replies.len();
+                for (index, reply) in replies.into_iter().enumerate() {
+                    let shared = match index + 1 == count {
+                        true => error.take(),
+                        false => error.clone(),
+                    };
+                    if let Some(shared) = shared {
+                        let _ = reply.send(Err(shared));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Clears the way when the task sending batches ends before the queue is empty: its
+/// runtime shut down. The appends still waiting are answered with an error (their
+/// senders are dropped), and the next append starts a new task.
+struct Sending {
+    queue: Arc<Mutex<Queue>>,
+    finished: bool,
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.sending = false;
+        queue.waiting.clear();
+    }
+}
+
+fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
+    let count = queue.waiting.len().min(MOST_CALLS);
+    queue.waiting.drain(..count).collect()
+}
+
+/// One call of `reprise_append_calls` for `calls`: one outcome per call, in order.
+async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx::Error> {
+    let entries: usize = calls.iter().map(|call| call.uuids.len()).sum();
+    let mut sessions = Vec::with_capacity(calls.len());
+    let mut subagents = Vec::with_capacity(calls.len());
+    let mut epochs = Vec::with_capacity(calls.len());
+    let mut last_messages = Vec::with_capacity(calls.len());
+    let mut owners = Vec::with_capacity(entries);
+    let mut uuids = Vec::with_capacity(entries);
+    let mut bodies = Vec::with_capacity(entries);
+    let mut messages = Vec::with_capacity(entries);
+    for (index, call) in calls.iter().enumerate() {
+        sessions.push(call.session.as_str());
+        subagents.push(call.subagent.as_str());
+        epochs.push(call.epoch);
+        last_messages.push(call.last_message.as_deref());
+        // Calls are counted from 1, as PostgreSQL counts.
+        let owner = i32::try_from(index + 1).unwrap_or(i32::MAX);
+        owners.extend(std::iter::repeat_n(owner, call.uuids.len()));
+        uuids.extend_from_slice(&call.uuids);
+        bodies.extend(call.bodies.iter().map(String::as_str));
+        messages.extend_from_slice(&call.messages);
+    }
+    let rows: Vec<(Option<i32>, Option<String>, Option<i32>)> = sqlx::query_as(
+        "SELECT written, holder_host, holder_pid \
+         FROM reprise_append_calls($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&sessions)
+    .bind(&subagents)
+    .bind(&epochs)
+    .bind(&last_messages)
+    .bind(released_tokens())
+    .bind(&owners)
+    .bind(&uuids)
+    .bind(&bodies)
+    .bind(&messages)
+    .fetch_all(pool)
+    .await?;
+    if rows.len() != calls.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "reprise_append_calls answered {} rows for {} calls",
+            rows.len(),
+            calls.len()
+        )));
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(written, host, pid)| match written {
+            Some(written) => Outcome::Written(usize::try_from(written).unwrap_or(0)),
+            None => Outcome::Refused { host, pid },
+        })
+        .collect())
+}
