@@ -6,6 +6,9 @@
 -- * no foreign key from entries to transcripts (checked on every row, and a row lock
 --   on the transcript each time): the functions keep the two together under the
 --   session's advisory lock;
+-- * session ids and subagent names compare byte by byte (ids are ASCII letters,
+--   digits, '.', '_' and '-'): keys compare with memcmp rather than the database's
+--   locale, and the ids that start with a prefix are one range of the primary key;
 -- * reprise_append_calls writes several appends (to any sessions) in one transaction,
 --   each fenced on its own.
 
@@ -19,6 +22,15 @@ ALTER TABLE reprise_entries
     DROP CONSTRAINT reprise_entries_pkey,
     DROP CONSTRAINT reprise_entries_session_id_subagent_uuid_key,
     ADD PRIMARY KEY (session_id, subagent, uuid);
+
+ALTER TABLE reprise_sessions ALTER COLUMN id TYPE text COLLATE "C";
+ALTER TABLE reprise_transcripts
+    ALTER COLUMN session_id TYPE text COLLATE "C",
+    ALTER COLUMN subagent TYPE text COLLATE "C";
+ALTER TABLE reprise_entries
+    ALTER COLUMN session_id TYPE text COLLATE "C",
+    ALTER COLUMN subagent TYPE text COLLATE "C";
+ALTER TABLE reprise_leases ALTER COLUMN session_id TYPE text COLLATE "C";
 
 DROP FUNCTION reprise_append(text, text, bigint, uuid[], uuid[], text[], boolean[], text);
 

@@ -298,16 +298,23 @@ impl PgSessionStore {
         Ok(row.map(session_summary))
     }
 
-    /// The ids of sessions that start with `prefix`, in order, at most `limit`.
+    /// The ids of sessions that start with `prefix`, in order, at most `limit`: one
+    /// range of the primary key, whatever the number of sessions.
     pub async fn ids_starting_with(
         &self,
         prefix: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
+        // Ids are ASCII and compare byte by byte: those starting with the prefix lie
+        // between it and the prefix with its last character moved one up.
+        let Some(end) = prefix_end(prefix) else {
+            return Ok(Vec::new());
+        };
         sqlx::query_scalar(
-            "SELECT id FROM reprise_sessions WHERE starts_with(id, $1) ORDER BY id LIMIT $2",
+            "SELECT id FROM reprise_sessions WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3",
         )
         .bind(prefix)
+        .bind(end)
         .bind(i64::from(limit))
         .fetch_all(&self.inner.pool)
         .await
@@ -346,6 +353,20 @@ fn describe(connect: &PgConnectOptions) -> String {
         Some(database) => format!("{place}/{database}"),
         None => place,
     }
+}
+
+/// The least string above every id that starts with `prefix`; `None` when no id can
+/// start with it (it is empty or holds a character ids never hold).
+fn prefix_end(prefix: &str) -> Option<String> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if prefix.is_empty() || !prefix.chars().all(valid) {
+        return None;
+    }
+    let mut end = prefix.as_bytes().to_vec();
+    let last = end.last_mut()?;
+    // An id character is below 0x7f, so the next byte is still ASCII.
+    *last += 1;
+    String::from_utf8(end).ok()
 }
 
 /// The text of a message the person typed (not a slash-command expansion), as

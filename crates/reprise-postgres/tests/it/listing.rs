@@ -126,6 +126,69 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
     assert!(store.ids_starting_with("x", 10).await.unwrap().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_starting_with_a_prefix_are_found_in_byte_order_whatever_the_locale() {
+    // A database whose text sorts by an ICU locale, where "Ab" falls between "ab"
+    // and "ac" and punctuation sorts apart from bytes: the ids must not.
+    use sqlx::Connection;
+    let url = reprise_testkit::postgres::server_url();
+    let name = format!("t_icu_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!(
+            "CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' \
+             LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'C'"
+        ),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let store = reprise_postgres::PgSessionStore::connect_with(
+        options.database(&name),
+        crate::support::options(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+
+    for id in [
+        "ab", "ab-1", "ab.2", "ab9", "abZ", "ab_x", "abz", "ac", "aa", "Ab", "b",
+    ] {
+        store.append(&key(id), &[entry(id)]).await.unwrap();
+    }
+    assert_eq!(
+        store.ids_starting_with("ab", 100).await.unwrap(),
+        ["ab", "ab-1", "ab.2", "ab9", "abZ", "ab_x", "abz"]
+    );
+    assert_eq!(
+        store.ids_starting_with("ab", 2).await.unwrap(),
+        ["ab", "ab-1"]
+    );
+    assert_eq!(store.ids_starting_with("abz", 100).await.unwrap(), ["abz"]);
+    assert_eq!(store.ids_starting_with("A", 100).await.unwrap(), ["Ab"]);
+    assert!(
+        store
+            .ids_starting_with("abc", 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Nothing an id cannot hold matches, and an empty prefix matches nothing.
+    assert!(store.ids_starting_with("a%", 100).await.unwrap().is_empty());
+    assert!(store.ids_starting_with("", 100).await.unwrap().is_empty());
+
+    store.close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
 fn texts(entries: &[Entry]) -> Vec<String> {
     entries
         .iter()
