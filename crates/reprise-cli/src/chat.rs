@@ -188,10 +188,21 @@ pub async fn fork_into(
 }
 
 /// `/rename TITLE`: gives the run in `dir` its title (an empty one removes it) and
-/// says so in a line for the screen.
-pub fn rename_run(dir: &Path, title: &str) -> Result<String> {
-    let labels = reprise_session::runs::set_title(dir, title)?;
-    Ok(match labels.title {
+/// says so in a line for the screen. With a database the title is kept there, with
+/// the conversation.
+pub async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
+    let title = match runs {
+        RunSource::Folders { .. } => reprise_session::runs::set_title(dir, title)?.title,
+        RunSource::Database { store, .. } => {
+            let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or("");
+            store
+                .set_title(name, title)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("this run has no conversation to name yet"))?
+                .title
+        }
+    };
+    Ok(match title {
         Some(title) => format!("(this run is now called “{title}”)"),
         None => "(this run has no title now: it is shown by its first message)".to_owned(),
     })

@@ -99,6 +99,9 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             !no_redact,
             &mut stdout,
         )),
+        Some(Command::History(command)) if runs.is_database() => {
+            done(crate::history_cmds::run_on_database(runs, command, &mut stdout).await)
+        }
         Some(Command::History(command)) => {
             let mut input = std::io::stdin().lock();
             let mut redactor = Redactor::new().with_env_secrets();
@@ -112,8 +115,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 redactor,
             };
-            let runs_dir = folders_only(runs, "rename, tag, search, du and prune")?;
-            done(crate::history_cmds::run(runs_dir, command, io).await)
+            done(crate::history_cmds::run(runs.runs_dir(), command, io).await)
         }
         Some(Command::Mcp {
             action: McpAction::List,

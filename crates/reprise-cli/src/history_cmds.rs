@@ -15,6 +15,7 @@ use reprise_session::runs::{
 use serde_json::json;
 
 use crate::run_cmds::{show_date_in, write_json};
+use crate::run_source::RunSource;
 use crate::terminal_text::{eprint_line, visible};
 
 /// The history commands, flattened into the command line's subcommands.
@@ -154,6 +155,63 @@ pub async fn run(runs_dir: &Path, command: HistoryCommand, io: Io<'_>) -> Result
             yes,
         } => prune(runs_dir, &PrunePlan { older_than, keep }, dry_run, yes, io).await,
     }
+}
+
+/// `reprise rename` and `reprise tag` on the sessions of a database; the other
+/// history commands work on run folders only.
+pub async fn run_on_database(
+    source: &RunSource,
+    command: HistoryCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let RunSource::Database { store, .. } = source else {
+        bail!("not a database");
+    };
+    let (spec, change) = match command {
+        HistoryCommand::Rename { run, title } => (run, Label::Title(title.join(" "))),
+        HistoryCommand::Tag { run, tags, untag } => (run, Label::Tags { tags, untag }),
+        _ => bail!(
+            "reprise search, du and prune work on run folders; run them without \
+             --database-url (and without REPRISE_DATABASE_URL or database_url in the config)"
+        ),
+    };
+    let run = source.find(&spec)?;
+    let name = run.name().to_owned();
+    let gone = || anyhow::anyhow!("run {name} is no longer in {}", source.place());
+    let line = match change {
+        Label::Title(title) => {
+            let summary = store.set_title(&name, &title).await?.ok_or_else(gone)?;
+            match summary.title {
+                Some(title) => format!("run {name} is now called “{title}”\n"),
+                None => format!("run {name} has no title now\n"),
+            }
+        }
+        Label::Tags { tags, untag } => {
+            let tags = tags
+                .iter()
+                .map(|tag| clean_tag(tag).map_err(anyhow::Error::msg))
+                .collect::<Result<Vec<_>>>()?;
+            let summary = match (tags.is_empty(), untag) {
+                (true, _) => store.summary(&name).await?,
+                (false, true) => store.change_tags(&name, &[], &tags).await?,
+                (false, false) => store.change_tags(&name, &tags, &[]).await?,
+            }
+            .ok_or_else(gone)?;
+            if summary.tags.is_empty() {
+                format!("run {name} has no tags\n")
+            } else {
+                format!("run {name}: {}\n", summary.tags.join(" "))
+            }
+        }
+    };
+    out.write_all(visible(&line).as_bytes())?;
+    Ok(())
+}
+
+/// What `reprise rename` or `reprise tag` changes.
+enum Label {
+    Title(String),
+    Tags { tags: Vec<String>, untag: bool },
 }
 
 /// `reprise rename RUN TITLE`.

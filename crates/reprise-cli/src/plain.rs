@@ -354,7 +354,7 @@ pub async fn run(
             }
             Line::Rename(title) => {
                 chat::remember(&opener, &text, session.run_name());
-                match chat::rename_run(&session.folder.dir, &title) {
+                match chat::rename_run(&opener.runs, &session.folder.dir, &title).await {
                     Ok(line) => printer.line(&line),
                     Err(error) => printer.line(&format!("✗ {error:#}")),
                 }

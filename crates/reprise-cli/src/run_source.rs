@@ -21,7 +21,7 @@ use reprise_postgres::{PgSessionStore, PgStoreOptions, SessionSummary};
 use reprise_redact::Redactor;
 use reprise_session::runs::{
     Conversation, ConversationMessage, LAST_RUN, RunFolder, RunList, RunStore, RunSummary,
-    conversation_of, create_run_store, find_run_or_title, list_runs,
+    conversation_of, create_run_store, find_run_or_title, fold_title, list_runs,
     read_conversation_with_warnings, stream_conversation,
 };
 use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
@@ -133,7 +133,8 @@ impl RunSource {
         Ok((list, more))
     }
 
-    /// The run `spec` names: `last`, a run's name, or a unique prefix of one.
+    /// The run `spec` names: `last`, a run's name, a unique prefix of one, or a
+    /// run's title (compared as the run folders compare them).
     pub fn find(&self, spec: &str) -> Result<RunFolder> {
         let RunSource::Database { store, .. } = self else {
             return Ok(find_run_or_title(self.runs_dir(), spec)?);
@@ -144,14 +145,52 @@ impl RunSource {
                 None => bail!("no runs with a conversation in {}", self.place()),
             };
         }
-        validate_id("run", spec)?;
+        let not_a_name = match self.find_by_name(store, spec)? {
+            Ok(folder) => return Ok(folder),
+            Err(why) => why,
+        };
+        let wanted = fold_title(spec);
+        let titled: Vec<String> = wait(store.titles())?
+            .into_iter()
+            .filter(|(_, title)| !wanted.is_empty() && fold_title(title) == wanted)
+            .map(|(id, _)| id)
+            .collect();
+        match titled.as_slice() {
+            // Neither a name nor a title: with a space it was meant as a title; else
+            // what was wrong with it as a name.
+            [] if spec.contains(char::is_whitespace) => {
+                bail!("no run named {spec} in {}", self.place())
+            }
+            [] => Err(not_a_name),
+            [only] => Ok(self.folder_of(only)),
+            several => bail!(
+                "{spec} is the title of more than one run in {}: {}",
+                self.place(),
+                several.join(", ")
+            ),
+        }
+    }
+
+    /// The run whose name is `spec` or starts with it; the inner error when none
+    /// is (the caller may still find it by title).
+    fn find_by_name(
+        &self,
+        store: &PgSessionStore,
+        spec: &str,
+    ) -> Result<Result<RunFolder, anyhow::Error>> {
+        if let Err(error) = validate_id("run", spec) {
+            return Ok(Err(error.into()));
+        }
         if wait(store.summary(spec))?.is_some() {
-            return Ok(self.folder_of(spec));
+            return Ok(Ok(self.folder_of(spec)));
         }
         let candidates = wait(store.ids_starting_with(spec, MAX_CANDIDATES))?;
         match candidates.as_slice() {
-            [] => bail!("no run named {spec} in {}", self.place()),
-            [only] => Ok(self.folder_of(only)),
+            [] => Ok(Err(anyhow::anyhow!(
+                "no run named {spec} in {}",
+                self.place()
+            ))),
+            [only] => Ok(Ok(self.folder_of(only))),
             many => bail!(
                 "{spec} names more than one run in {}: {}",
                 self.place(),
@@ -336,12 +375,10 @@ impl RunSource {
             session_id: summary.info.id,
             updated_at: summary.info.updated_at,
             last_message: summary.last_message,
-            // Titles and tags live in the run folders (`labels.json`), which a
-            // database listing does not read.
-            first_message: None,
+            first_message: summary.first_message,
             message_count: summary.message_count,
-            title: None,
-            tags: Vec::new(),
+            title: summary.title,
+            tags: summary.tags,
         }
     }
 }

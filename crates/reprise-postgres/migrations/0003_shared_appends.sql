@@ -32,19 +32,24 @@ ALTER TABLE reprise_entries
     ALTER COLUMN subagent TYPE text COLLATE "C";
 ALTER TABLE reprise_leases ALTER COLUMN session_id TYPE text COLLATE "C";
 
+-- The person's first message, for listings of sessions without a title (sessions
+-- written before this migration have none; listings fall back to the last one).
+ALTER TABLE reprise_sessions ADD COLUMN first_message text;
+
 DROP FUNCTION reprise_append(text, text, bigint, uuid[], uuid[], text[], boolean[], text);
 
 -- Appends the entries of several calls, each to one transcript and fenced on its own:
 -- a call with an epoch writes only while it is its session's current one, a call
 -- without one only while nobody else holds a live lease (p_released: holder tokens
 -- the caller let go of). Per call: the session, the subagent ('' for the main
--- transcript), the epoch, and the person's last message (kept for listings when set).
+-- transcript), the epoch, and the person's first and last messages in it (kept for
+-- listings: the first while the session has none, the last when set).
 -- Per entry, in the calls' order: its call (counted from 1), uuid, body, and whether
 -- it is a message (counted for listings). Returns one row per call, in order: the
 -- rows written, or NULL and the holder when refused.
 CREATE FUNCTION reprise_append_calls(
-    p_sessions text[], p_subagents text[], p_epochs bigint[], p_last_messages text[],
-    p_released uuid[],
+    p_sessions text[], p_subagents text[], p_epochs bigint[],
+    p_first_messages text[], p_last_messages text[], p_released uuid[],
     p_calls integer[], p_uuids uuid[], p_bodies text[], p_messages boolean[]
 ) RETURNS TABLE (written integer, holder_host text, holder_pid integer)
 LANGUAGE plpgsql AS $$
@@ -64,13 +69,13 @@ BEGIN
         -- all of them, so that a call adds rows to the work, not statements.
         RETURN QUERY
         WITH calls AS MATERIALIZED (
-            SELECT c.ord::integer AS call, c.s, c.a, c.m, l.host, l.pid,
+            SELECT c.ord::integer AS call, c.s, c.a, c.f, c.m, l.host, l.pid,
                 CASE WHEN c.e IS NOT NULL THEN l.epoch IS DISTINCT FROM c.e
                      ELSE l.expires_at > clock_timestamp()
                          AND NOT (l.holder = ANY (p_released))
                 END IS TRUE AS refused
-            FROM unnest(p_sessions, p_subagents, p_epochs, p_last_messages)
-                WITH ORDINALITY AS c (s, a, e, m, ord)
+            FROM unnest(p_sessions, p_subagents, p_epochs, p_first_messages, p_last_messages)
+                WITH ORDINALITY AS c (s, a, e, f, m, ord)
             LEFT JOIN reprise_leases l ON l.session_id = c.s
         ), batch AS MATERIALIZED (
             -- nextval is evaluated after the sort: in the order of the entries.
@@ -93,6 +98,9 @@ BEGIN
             GROUP BY batch.call
         ), per_session AS (
             SELECT calls.s, coalesce(sum(per_call.counted), 0)::bigint AS counted,
+                (array_agg(calls.f ORDER BY calls.call) FILTER (
+                    WHERE calls.f IS NOT NULL AND calls.a = '' AND per_call.written > 0
+                ))[1] AS first,
                 (array_agg(calls.m ORDER BY calls.call DESC) FILTER (
                     WHERE calls.m IS NOT NULL AND calls.a = '' AND per_call.written > 0
                 ))[1] AS last
@@ -100,11 +108,13 @@ BEGIN
             WHERE NOT calls.refused
             GROUP BY calls.s
         ), sessions AS (
-            INSERT INTO reprise_sessions AS r (id, message_count, last_message)
-            SELECT per_session.s, per_session.counted, per_session.last FROM per_session
+            INSERT INTO reprise_sessions AS r (id, message_count, first_message, last_message)
+            SELECT per_session.s, per_session.counted, per_session.first, per_session.last
+            FROM per_session
             ON CONFLICT (id) DO UPDATE SET
                 updated_at = clock_timestamp(),
                 message_count = r.message_count + excluded.message_count,
+                first_message = coalesce(r.first_message, excluded.first_message),
                 last_message = coalesce(excluded.last_message, r.last_message)
             RETURNING r.id, r.xmax = 0 AS created
         ), transcripts AS (
@@ -163,13 +173,18 @@ BEGIN
     UPDATE reprise_sessions SET
         updated_at = clock_timestamp(),
         message_count = message_count + counted,
+        first_message = CASE
+            WHEN first_message IS NULL AND written > 0 AND a = ''
+            THEN p_first_messages[1] ELSE first_message END,
         last_message = CASE
             WHEN written > 0 AND a = '' AND p_last_messages[1] IS NOT NULL
             THEN p_last_messages[1] ELSE last_message END
     WHERE id = s;
     IF NOT FOUND THEN
-        INSERT INTO reprise_sessions (id, message_count, last_message)
-        VALUES (s, counted, CASE WHEN written > 0 AND a = '' THEN p_last_messages[1] END);
+        INSERT INTO reprise_sessions (id, message_count, first_message, last_message)
+        VALUES (s, counted,
+            CASE WHEN written > 0 AND a = '' THEN p_first_messages[1] END,
+            CASE WHEN written > 0 AND a = '' THEN p_last_messages[1] END);
         INSERT INTO reprise_transcripts (session_id, subagent) VALUES (s, '')
         ON CONFLICT DO NOTHING;
     END IF;

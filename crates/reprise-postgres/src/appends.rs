@@ -32,7 +32,8 @@ pub(crate) struct Call {
     pub(crate) subagent: String,
     /// The writer's lease epoch, when it holds one.
     pub(crate) epoch: Option<i64>,
-    /// The person's last message in the call, redacted, for listings.
+    /// The person's first and last messages in the call, redacted, for listings.
+    pub(crate) first_message: Option<String>,
     pub(crate) last_message: Option<String>,
     pub(crate) uuids: Vec<Uuid>,
     pub(crate) bodies: Vec<String>,
@@ -194,6 +195,7 @@ async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx
     let mut sessions = Vec::with_capacity(calls.len());
     let mut subagents = Vec::with_capacity(calls.len());
     let mut epochs = Vec::with_capacity(calls.len());
+    let mut first_messages = Vec::with_capacity(calls.len());
     let mut last_messages = Vec::with_capacity(calls.len());
     let mut owners = Vec::with_capacity(entries);
     let mut uuids = Vec::with_capacity(entries);
@@ -203,6 +205,7 @@ async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx
         sessions.push(call.session.as_str());
         subagents.push(call.subagent.as_str());
         epochs.push(call.epoch);
+        first_messages.push(call.first_message.as_deref());
         last_messages.push(call.last_message.as_deref());
         // Calls are counted from 1, as PostgreSQL counts.
         let owner = i32::try_from(index + 1).unwrap_or(i32::MAX);
@@ -213,11 +216,12 @@ async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx
     }
     let rows: Vec<(Option<i32>, Option<String>, Option<i32>)> = sqlx::query_as(
         "SELECT written, holder_host, holder_pid \
-         FROM reprise_append_calls($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         FROM reprise_append_calls($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&sessions)
     .bind(&subagents)
     .bind(&epochs)
+    .bind(&first_messages)
     .bind(&last_messages)
     .bind(released_tokens())
     .bind(&owners)

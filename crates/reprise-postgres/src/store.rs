@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::runs::{is_command_expansion, last_message_text};
+use reprise_session::runs::{clean_tag, clean_title, is_command_expansion, last_message_text};
 use reprise_session::{
     AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo,
     SessionKey, SessionStore, StoreError, WriterLock, validate_id,
@@ -78,9 +78,16 @@ pub struct SessionSummary {
     pub info: SessionInfo,
     /// How many messages its main transcript holds.
     pub message_count: u64,
+    /// The person's first message, redacted and cut like the last (`None` for
+    /// sessions written before the store kept it).
+    pub first_message: Option<String>,
     /// The person's last message, redacted by the writer's redactor and cut to
     /// [`LAST_MESSAGE_CHARS`](reprise_session::runs::LAST_MESSAGE_CHARS).
     pub last_message: Option<String>,
+    /// The title the session was given ([`PgSessionStore::set_title`]).
+    pub title: Option<String>,
+    /// Its tags, sorted, each once ([`PgSessionStore::change_tags`]).
+    pub tags: Vec<String>,
 }
 
 /// One row of `reprise_sessions` with the listing fields.
@@ -92,26 +99,44 @@ type SummaryRow = (
     Option<Uuid>,
     i64,
     Option<String>,
+    Option<String>,
+    Option<String>,
+    Vec<String>,
 );
 
 /// The columns of a [`SummaryRow`].
+macro_rules! summary_columns {
+    () => {
+        concat!(
+            "id, (extract(epoch FROM created_at) * 1000000)::int8, ",
+            "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry, ",
+            "message_count, first_message, last_message, title, tags"
+        )
+    };
+}
+
+/// A query of [`SummaryRow`]s.
 macro_rules! select_summaries {
     ($rest:literal) => {
         concat!(
-            "SELECT id, (extract(epoch FROM created_at) * 1000000)::int8, ",
-            "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry, ",
-            "message_count, last_message FROM reprise_sessions ",
+            "SELECT ",
+            summary_columns!(),
+            " FROM reprise_sessions ",
             $rest
         )
     };
 }
 
 fn session_summary(row: SummaryRow) -> SessionSummary {
-    let (id, created, updated, forked_from, entry, count, last_message) = row;
+    let (id, created, updated, forked_from, entry, count, first_message, last_message, title, tags) =
+        row;
     SessionSummary {
         info: session_info((id, created, updated, forked_from, entry)),
         message_count: u64::try_from(count).unwrap_or(0),
+        first_message,
         last_message,
+        title,
+        tags,
     }
 }
 
@@ -321,6 +346,67 @@ impl PgSessionStore {
         .map_err(|error| self.failed(&format!("looking up sessions named {prefix}…"), error))
     }
 
+    /// Gives a session a title, cleaned as the run folders clean one
+    /// ([`clean_title`]); an empty one removes it. Returns the session's listing row,
+    /// `None` when there is no such session.
+    pub async fn set_title(
+        &self,
+        session_id: &str,
+        title: &str,
+    ) -> Result<Option<SessionSummary>, StoreError> {
+        let row: Option<SummaryRow> = sqlx::query_as(concat!(
+            "UPDATE reprise_sessions SET title = $2 WHERE id = $1 RETURNING ",
+            summary_columns!()
+        ))
+        .bind(session_id)
+        .bind(clean_title(title))
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("naming {session_id}"), error))?;
+        Ok(row.map(session_summary))
+    }
+
+    /// Adds and removes tags of a session (each checked by [`clean_tag`]); returns
+    /// its listing row, `None` when there is no such session.
+    pub async fn change_tags(
+        &self,
+        session_id: &str,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<Option<SessionSummary>, StoreError> {
+        let clean = |tags: &[String]| {
+            tags.iter()
+                .map(|tag| {
+                    clean_tag(tag)
+                        .map_err(|reason| StoreError::Unsupported(format!("tag: {reason}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (add, remove) = (clean(add)?, clean(remove)?);
+        let row: Option<SummaryRow> = sqlx::query_as(concat!(
+            "UPDATE reprise_sessions SET tags = ( \
+                 SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}') \
+                 FROM unnest(tags || $2::text[]) AS t WHERE t <> ALL ($3::text[])) \
+             WHERE id = $1 RETURNING ",
+            summary_columns!()
+        ))
+        .bind(session_id)
+        .bind(&add)
+        .bind(&remove)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed(&format!("tagging {session_id}"), error))?;
+        Ok(row.map(session_summary))
+    }
+
+    /// The ids and titles of the sessions that have a title.
+    pub async fn titles(&self) -> Result<Vec<(String, String)>, StoreError> {
+        sqlx::query_as("SELECT id, title FROM reprise_sessions WHERE title IS NOT NULL")
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed("looking up titles", error))
+    }
+
     fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
         backend(
             format!("{what} on PostgreSQL at {}", self.inner.server),
@@ -408,14 +494,21 @@ impl SessionStore for PgSessionStore {
         let mut uuids = Vec::with_capacity(entries.len());
         let mut bodies = Vec::with_capacity(entries.len());
         let mut messages = Vec::with_capacity(entries.len());
-        let mut last_message = None;
+        // The person's first and last messages, for listings: only the main
+        // transcript's count.
+        let main = key.subagent_name().is_none();
+        let mut first_message: Option<(uuid::Uuid, String)> = None;
+        let mut last_message: Option<(uuid::Uuid, String)> = None;
         for entry in entries {
             if !seen.insert(entry.uuid) {
                 continue;
             }
             messages.push(entry.as_message().is_some());
-            if let Some(text) = shown_person_message(entry) {
-                last_message = Some(text);
+            if let Some(text) = shown_person_message(entry).filter(|_| main) {
+                if first_message.is_none() {
+                    first_message = Some((entry.uuid, text.clone()));
+                }
+                last_message = Some((entry.uuid, text));
             }
             let body = serde_json::to_string(entry).map_err(|error| StoreError::Format {
                 path: PathBuf::from(key.to_string()),
@@ -428,12 +521,20 @@ impl SessionStore for PgSessionStore {
         let epoch = lock_held(&self.inner.held)
             .get(session)
             .map(|lease| lease.epoch);
-        let last_message = last_message.map(|text| last_message_text(&self.redactor.redact(&text)));
+        // Each passes the redactor before it is cut, like the run folders' listing
+        // fields; a call with one such message redacts it once.
+        let shown = |text: &str| last_message_text(&self.redactor.redact(text));
+        let last_shown = last_message.as_ref().map(|(_, text)| shown(text));
+        let first_shown = match (&first_message, &last_message) {
+            (Some((first, _)), Some((last, _))) if first == last => last_shown.clone(),
+            (first, _) => first.as_ref().map(|(_, text)| shown(text)),
+        };
         let call = Call {
             session: session.to_owned(),
             subagent: subagent(key).to_owned(),
             epoch,
-            last_message,
+            first_message: first_shown,
+            last_message: last_shown,
             uuids,
             bodies,
             messages,

@@ -390,7 +390,7 @@ impl App {
             Typed::Rename(title) => {
                 let dir = self.session.as_ref().map(|s| s.folder.dir.clone());
                 if let Some(dir) = dir {
-                    match chat::rename_run(&dir, &title) {
+                    match chat::rename_run(&self.opener.runs, &dir, &title).await {
                         Ok(line) => self.view.items.push(Item::Notice(line)),
                         Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
                     }

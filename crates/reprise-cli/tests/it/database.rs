@@ -335,3 +335,83 @@ async fn runs_lists_the_newest_page_of_a_large_database_and_all_with_a_flag() {
     let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(rows.len(), 150);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_in_the_database_are_named_and_tagged_and_found_by_title() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("Use a dutch oven."),
+        Reply::text("Bake it longer."),
+        Reply::text("Ask a vet."),
+    ]);
+    let out = one
+        .chat(&server, &[], "how do I bake bread?\nand the crust?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let name = one.runs().await[0]["run"].as_str().unwrap().to_owned();
+
+    // Named and tagged on one machine…
+    let out = one.run(&["rename", &name, "Bread", "  notes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!("run {name} is now called “Bread notes”\n")
+    );
+    let out = one
+        .run(&["tag", "last", "kitchen", "baking", "kitchen"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, format!("run {name}: baking kitchen\n"));
+    let out = one.run(&["tag", &name, "with space"], "").await;
+    assert_ne!(out.status, 0);
+
+    // …listed, shown and continued by title on the other.
+    let rows = two.runs().await;
+    assert_eq!(rows[0]["title"], "Bread notes");
+    assert_eq!(rows[0]["tags"], serde_json::json!(["baking", "kitchen"]));
+    assert_eq!(rows[0]["firstMessage"], "how do I bake bread?");
+    assert_eq!(rows[0]["lastMessage"], "and the crust?");
+    let out = two.run(&["runs"], "").await;
+    assert_contains!(out.stdout, "Bread notes #baking #kitchen");
+    let out = two.run(&["show", "bread NOTES"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "› how do I bake bread?");
+    let out = two
+        .run(&["tag", "Bread notes", "--untag", "kitchen"], "")
+        .await;
+    assert_eq!(out.stdout, format!("run {name}: baking\n"));
+    let out = two.run(&["tag", &name[..12]], "").await;
+    assert_eq!(out.stdout, format!("run {name}: baking\n"));
+
+    // A second run, named in the chat with /rename, then without a title is listed
+    // by its first message; a title two runs share names neither.
+    let out = two
+        .chat(&server, &[], "my dog is sick\n/rename Dog care\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "(this run is now called “Dog care”)");
+    let rows = two.runs().await;
+    let other = rows.iter().find(|row| row["run"] != name.as_str()).unwrap();
+    assert_eq!(other["shownAs"], "Dog care");
+    let other = other["run"].as_str().unwrap().to_owned();
+    let out = two.run(&["rename", &other, ""], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(two.runs().await[0]["shownAs"], "my dog is sick");
+    let out = two.run(&["rename", &other, "bread", "notes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = one.run(&["show", "Bread notes"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "more than one run");
+    // An empty title removes it.
+    let out = two.run(&["rename", &other, ""], "").await;
+    assert_eq!(out.stdout, format!("run {other} has no title now\n"));
+    let out = one.run(&["show", "Bread notes", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    // Searching the history still needs the run folders, and says so.
+    let out = one.run(&["search", "bread"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "work on run folders");
+}

@@ -65,6 +65,10 @@ async fn concurrent_appends_share_transactions_and_each_is_fenced_on_its_own() {
         let summary = store.summary(&id).await.unwrap().unwrap();
         assert_eq!(summary.message_count, (3 * ROUNDS) as u64);
         assert_eq!(
+            summary.first_message.as_deref(),
+            Some(format!("{id} round 0 0").as_str())
+        );
+        assert_eq!(
             summary.last_message.as_deref(),
             Some(format!("{id} round {} 2", ROUNDS - 1).as_str())
         );

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use reprise_session::{Entry, Message, SessionKey, SessionStore};
+use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 use serde_json::Map;
 
 use crate::support::{StoreOn, TestDb};
@@ -187,6 +187,66 @@ async fn ids_starting_with_a_prefix_are_found_in_byte_order_whatever_the_locale(
     .execute(&mut admin)
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_its_first_message_title_and_tags() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    store
+        .append(&key("s"), &[entry("first  question"), entry("second")])
+        .await
+        .unwrap();
+    store.append(&key("s"), &[entry("third")]).await.unwrap();
+    let summary = store.summary("s").await.unwrap().unwrap();
+    assert_eq!(summary.first_message.as_deref(), Some("first  question"));
+    assert_eq!(summary.last_message.as_deref(), Some("third"));
+    assert_eq!((summary.title, summary.tags.len()), (None, 0));
+
+    let named = store
+        .set_title("s", "  Bread \n notes ")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(named.title.as_deref(), Some("Bread notes"));
+    let tagged = store
+        .change_tags("s", &["b".into(), "a".into(), "b".into()], &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(tagged.tags, ["a", "b"]);
+    let tagged = store
+        .change_tags("s", &["c".into()], &["a".into()])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(tagged.tags, ["b", "c"]);
+    assert!(matches!(
+        store.change_tags("s", &["two words".into()], &[]).await,
+        Err(StoreError::Unsupported(_))
+    ));
+    assert_eq!(
+        store.titles().await.unwrap(),
+        [("s".to_owned(), "Bread notes".to_owned())]
+    );
+    // Appending keeps them; an empty title removes it.
+    store.append(&key("s"), &[entry("fourth")]).await.unwrap();
+    let summary = store.summary("s").await.unwrap().unwrap();
+    assert_eq!(summary.title.as_deref(), Some("Bread notes"));
+    assert_eq!(summary.tags, ["b", "c"]);
+    assert_eq!(summary.first_message.as_deref(), Some("first  question"));
+    let cleared = store.set_title("s", " ").await.unwrap().unwrap();
+    assert_eq!(cleared.title, None);
+    assert!(store.titles().await.unwrap().is_empty());
+    // No such session: nothing to name.
+    assert_eq!(store.set_title("nobody", "x").await.unwrap(), None);
+    assert_eq!(
+        store
+            .change_tags("nobody", &["x".into()], &[])
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 fn texts(entries: &[Entry]) -> Vec<String> {

@@ -1011,8 +1011,9 @@ pub fn find_run_or_title(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunEr
     }
 }
 
-/// A title as [`find_run_or_title`] compares it.
-fn fold_title(title: &str) -> String {
+/// A title as [`find_run_or_title`] compares it: words joined by one space,
+/// lowercased.
+pub fn fold_title(title: &str) -> String {
     title
         .split_whitespace()
         .collect::<Vec<_>>()

@@ -47,7 +47,7 @@ pub use conversation::{
 pub use error::RunError;
 pub use folder::{
     CONTEXT_WINDOW_JSON, LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG,
-    create_run_folder, create_run_folder_at, find_run, find_run_or_title, list_runs,
+    create_run_folder, create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs,
     remove_unused_run_folder, run_folder_name, summarize_run,
 };
 pub use history::{
