@@ -7,7 +7,7 @@
 //! its way joins a queue, and the next batch takes the whole queue to the server in
 //! one call of `reprise_append_calls`: one statement, one transaction, each call still
 //! fenced and counted on its own. An append that finds nothing on its way goes at
-//! once, alone, so a single writer waits for nothing.
+//! once, alone, from its caller's task, so a single writer waits for nothing.
 //!
 //! Each call's entries are still stored all together or not at all, and a call
 //! returns only once the transaction holding them has committed. A batch runs in a
@@ -83,20 +83,34 @@ impl Appender {
 
     /// Appends `call`, alone or with others; resolves once its transaction is over.
     pub(crate) async fn append(&self, call: Call) -> Result<Outcome, Failure> {
-        let (reply, answer) = oneshot::channel();
-        let batch = {
+        let queued = {
             let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.waiting.push((call, reply));
-            if !queue.sending {
-                queue.sending = true;
-                Some(take_batch(&mut queue))
+            if queue.sending || !queue.waiting.is_empty() {
+                let (reply, answer) = oneshot::channel();
+                queue.waiting.push((call, reply));
+                Err(answer)
             } else {
-                None
+                queue.sending = true;
+                Ok(call)
             }
         };
-        if let Some(batch) = batch {
-            tokio::spawn(self.clone().send_until_empty(batch));
-        }
+        let answer = match queued {
+            Err(answer) => answer,
+            Ok(call) => {
+                // Nothing else on its way: sent from this task, with no hand-over to
+                // another; what queues meanwhile goes next.
+                let mut turn = Turn {
+                    appender: self,
+                    passed: false,
+                };
+                let outcome = write_calls(&self.pool, std::slice::from_ref(&call))
+                    .await
+                    .map(|mut outcomes| outcomes.remove(0))
+                    .map_err(Arc::new);
+                turn.pass_on();
+                return outcome;
+            }
+        };
         match answer.await {
             Ok(outcome) => outcome,
             // The batch's task ended without an answer: it panicked or the runtime is
@@ -105,25 +119,27 @@ impl Appender {
         }
     }
 
-    /// Sends `batch`, then whatever queued meanwhile, until nothing waits.
-    async fn send_until_empty(self, mut batch: Vec<(Call, Reply)>) {
+    /// Sends what queued, batch after batch, until nothing waits.
+    async fn send_queued(self) {
         let mut sending = Sending {
             queue: Arc::clone(&self.queue),
             finished: false,
         };
         loop {
-            self.send(batch).await;
             // Callers that write in a loop append again as soon as they are answered:
             // let them run first, so that the next batch takes them all (measured: most
             // batches then hold every session of the process, rather than one or two).
             tokio::task::yield_now().await;
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            if queue.waiting.is_empty() {
-                queue.sending = false;
-                sending.finished = true;
-                return;
-            }
-            batch = take_batch(&mut queue);
+            let batch = {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if queue.waiting.is_empty() {
+                    queue.sending = false;
+                    sending.finished = true;
+                    return;
+                }
+                take_batch(&mut queue)
+            };
+            self.send(batch).await;
         }
     }
 
@@ -161,6 +177,46 @@ impl Appender {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A lone append sent from its caller's task: when it is over (or its caller stops
+/// waiting), the appends that queued meanwhile go in a task of their own.
+struct Turn<'a> {
+    appender: &'a Appender,
+    passed: bool,
+}
+
+impl Turn<'_> {
+    fn pass_on(&mut self) {
+        self.passed = true;
+        let mut queue = self
+            .appender
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if queue.waiting.is_empty() {
+            queue.sending = false;
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(self.appender.clone().send_queued());
+            }
+            // No runtime to send them from: they are answered with an error.
+            Err(_) => {
+                queue.sending = false;
+                queue.waiting.clear();
+            }
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if !self.passed {
+            self.pass_on();
         }
     }
 }

@@ -8,10 +8,14 @@
 //!
 //! One writer per session, across machines: [`SessionStore::lock`] takes a lease with
 //! an epoch and an expiry, renewed in the background while the lock is held. Every
-//! append checks, in its own transaction, that its epoch is still the session's; a
-//! writer that stalled past its lease and was taken over gets
+//! append checks, in the transaction that writes it, that its epoch is still the
+//! session's; a writer that stalled past its lease and was taken over gets
 //! [`StoreError::Locked`](reprise_session::StoreError::Locked) naming the new holder
 //! (host and pid), and nothing it sends afterwards is stored.
+//!
+//! Appends made while another is on its way to the server share the next
+//! transaction, each still fenced and all-or-nothing on its own: a service writing
+//! many sessions pays for few commits.
 //!
 //! The schema is created by migrations embedded in the crate, run on connect unless
 //! [`PgStoreOptions::run_migrations`] is off. `docs/postgres.md` of the repository
