@@ -12,8 +12,9 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// With --database-url the conversations are kept in PostgreSQL instead, so that a
 /// conversation started on one machine is continued on another: runs, show, fork,
-/// rm, --continue, --resume and /resume use the database. session.log and
-/// transcript.jsonl stay in the run folder of the machine that wrote them.
+/// rm, rename, tag, --continue, --resume, /resume and /rename use the database.
+/// session.log and transcript.jsonl stay in the run folder of the machine that
+/// wrote them.
 #[derive(Debug, Parser)]
 #[command(name = "reprise", version, about, long_about)]
 pub struct Cli {

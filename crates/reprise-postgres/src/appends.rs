@@ -12,7 +12,7 @@
 //! Each call's entries are still stored all together or not at all, and a call
 //! returns only once the transaction holding them has committed. A batch runs in a
 //! task of its own: a caller that stops waiting does not cut the others' transaction
-//! short.
+//! short (a lone append runs in its caller's task, like any other query).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -103,10 +103,7 @@ impl Appender {
                     appender: self,
                     passed: false,
                 };
-                let outcome = write_calls(&self.pool, std::slice::from_ref(&call))
-                    .await
-                    .map(|mut outcomes| outcomes.remove(0))
-                    .map_err(Arc::new);
+                let outcome = write_one(&self.pool, &call).await.map_err(Arc::new);
                 turn.pass_on();
                 return outcome;
             }
@@ -155,10 +152,7 @@ impl Appender {
             // call may be the cause, so each goes again alone and fails on its own.
             Err(sqlx::Error::Database(_)) if calls.len() > 1 => {
                 for (call, reply) in calls.into_iter().zip(replies) {
-                    let outcome = write_calls(&self.pool, std::slice::from_ref(&call))
-                        .await
-                        .map(|mut outcomes| outcomes.remove(0))
-                        .map_err(Arc::new);
+                    let outcome = write_one(&self.pool, &call).await.map_err(Arc::new);
                     let _ = reply.send(outcome);
                 }
             }
@@ -243,6 +237,16 @@ impl Drop for Sending {
 fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
     let count = queue.waiting.len().min(MOST_CALLS);
     queue.waiting.drain(..count).collect()
+}
+
+/// `call` alone.
+async fn write_one(pool: &PgPool, call: &Call) -> Result<Outcome, sqlx::Error> {
+    let outcomes = write_calls(pool, std::slice::from_ref(call)).await?;
+    // write_calls answers one outcome per call.
+    outcomes
+        .into_iter()
+        .next()
+        .ok_or_else(|| sqlx::Error::Protocol("reprise_append_calls answered no row".into()))
 }
 
 /// One call of `reprise_append_calls` for `calls`: one outcome per call, in order.
