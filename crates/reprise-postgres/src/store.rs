@@ -591,8 +591,8 @@ impl SessionStore for PgSessionStore {
         if !found {
             return Ok(None);
         }
-        // An index scan sends them in order already; a sequential scan in the order
-        // they lie in the table.
+        // A sequential scan sends them in the order they lie in the table (the order of
+        // writing, unless rows were rewritten); an index scan in the order of uuids.
         if !decoded.is_sorted_by_key(|(seq, _)| *seq) {
             decoded.sort_unstable_by_key(|(seq, _)| *seq);
         }
