@@ -181,27 +181,17 @@ pub async fn run_on_database(
     let line = match change {
         Label::Title(title) => {
             let summary = store.set_title(&name, &title).await?.ok_or_else(gone)?;
-            match summary.title {
-                Some(title) => format!("run {name} is now called “{title}”\n"),
-                None => format!("run {name} has no title now\n"),
-            }
+            title_line(&name, summary.title.as_deref())
         }
         Label::Tags { tags, untag } => {
-            let tags = tags
-                .iter()
-                .map(|tag| clean_tag(tag).map_err(anyhow::Error::msg))
-                .collect::<Result<Vec<_>>>()?;
+            let tags = clean_tags(&tags)?;
             let summary = match (tags.is_empty(), untag) {
                 (true, _) => store.summary(&name).await?,
                 (false, true) => store.change_tags(&name, &[], &tags).await?,
                 (false, false) => store.change_tags(&name, &tags, &[]).await?,
             }
             .ok_or_else(gone)?;
-            if summary.tags.is_empty() {
-                format!("run {name} has no tags\n")
-            } else {
-                format!("run {name}: {}\n", summary.tags.join(" "))
-            }
+            tags_line(&name, &summary.tags)
         }
     };
     out.write_all(visible(&line).as_bytes())?;
@@ -221,12 +211,17 @@ pub fn rename(runs_dir: &Path, spec: &str, title: &str, out: &mut dyn Write) -> 
         bail!("run {} has no conversation to name", run.name());
     }
     let labels = set_title(&run.dir, title)?;
-    let line = match labels.title {
-        Some(title) => format!("run {} is now called “{title}”\n", run.name()),
-        None => format!("run {} has no title now\n", run.name()),
-    };
+    let line = title_line(run.name(), labels.title.as_deref());
     out.write_all(visible(&line).as_bytes())?;
     Ok(())
+}
+
+/// What `reprise rename` says of a run's new title.
+fn title_line(run: &str, title: Option<&str>) -> String {
+    match title {
+        Some(title) => format!("run {run} is now called “{title}”\n"),
+        None => format!("run {run} has no title now\n"),
+    }
 }
 
 /// `reprise tag RUN TAG… [--untag]`.
@@ -241,10 +236,7 @@ pub fn tag(
     if run.session_id.is_none() {
         bail!("run {} has no conversation to tag", run.name());
     }
-    let tags = tags
-        .iter()
-        .map(|tag| clean_tag(tag).map_err(anyhow::Error::msg))
-        .collect::<Result<Vec<_>>>()?;
+    let tags = clean_tags(tags)?;
     let labels = if tags.is_empty() {
         reprise_session::runs::read_labels(&run.dir)?
     } else if untag {
@@ -252,13 +244,25 @@ pub fn tag(
     } else {
         change_tags(&run.dir, &tags, &[])?
     };
-    let line = if labels.tags.is_empty() {
-        format!("run {} has no tags\n", run.name())
-    } else {
-        format!("run {}: {}\n", run.name(), labels.tags.join(" "))
-    };
+    let line = tags_line(run.name(), &labels.tags);
     out.write_all(visible(&line).as_bytes())?;
     Ok(())
+}
+
+/// The tags given on the command line, as they are kept.
+fn clean_tags(tags: &[String]) -> Result<Vec<String>> {
+    tags.iter()
+        .map(|tag| clean_tag(tag).map_err(anyhow::Error::msg))
+        .collect()
+}
+
+/// What `reprise tag` says of a run's tags.
+fn tags_line(run: &str, tags: &[String]) -> String {
+    if tags.is_empty() {
+        format!("run {run} has no tags\n")
+    } else {
+        format!("run {run}: {}\n", tags.join(" "))
+    }
 }
 
 /// Where a highlight starts and ends.
