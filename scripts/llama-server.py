@@ -17,6 +17,7 @@ Jinja on, which is what lets llama.cpp turn the model's calls into `tool_calls`.
 """
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -72,6 +73,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> int:
+    # A crash inside the server leaves the threads' stacks in the log (stderr)
+    # instead of ending the process without a word.
+    faulthandler.enable()
     args = parse_args()
     if not args.model.is_file():
         print(

@@ -30,6 +30,9 @@ enum Failure {
     /// The server refused `max_tokens` and asked for `max_completion_tokens`
     /// (OpenAI's reasoning models); send again with that name.
     MaxTokensRejected(ProviderError),
+    /// The server closed the connection before it began to answer: send again at
+    /// once, on a new connection (see [`closed_before_answer`]).
+    Resend(ProviderError),
     /// Retrying cannot help.
     Fatal(ProviderError),
 }
@@ -191,6 +194,12 @@ impl OpenAiProvider {
             .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
             Err(_) => return Err(Failure::Fatal(self.first_byte_timeout())),
+            Ok(Err(error)) if closed_before_answer(&error) => {
+                return Err(Failure::Resend(ProviderError::StreamCut {
+                    reason: "the server closed the connection before answering".to_owned(),
+                    source: Some(error),
+                }));
+            }
             Ok(Err(error)) => return Err(Failure::retry(self.send_error(error))),
             Ok(Ok(response)) => response,
         };
@@ -284,6 +293,38 @@ impl OpenAiProvider {
             }
         }
     }
+}
+
+/// Whether sending failed because the server closed the connection before any answer:
+/// most often a kept-alive connection the server had already given up, reused before
+/// its close arrived. llama.cpp's server closes the connection after every streamed
+/// reply while still advertising keep-alive, so on a busy machine the next request can
+/// go out on a connection that is closing. Sending again opens a new one.
+fn closed_before_answer(error: &reqwest::Error) -> bool {
+    if error.is_connect() || error.is_timeout() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        if cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            )
+        }) {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// A cut or a garbled chunk may be a passing fault: try again. A stall is not
@@ -411,6 +452,7 @@ impl Provider for OpenAiProvider {
         let mut dropped_stream_options = false;
         let mut only_connect_failures = true;
         let mut renamed_max_tokens = false;
+        let mut resent = false;
         // The last server error's status and message: the same 5xx twice in a row is
         // the server refusing this request (a history it cannot parse), not a fault
         // that passes.
@@ -446,6 +488,13 @@ impl Provider for OpenAiProvider {
                     renamed_max_tokens = true;
                     continue;
                 }
+                Err(Failure::Resend(error)) if !resent => {
+                    // Not counted as an attempt: no answer had begun.
+                    tracing::debug!(url = %self.url, error = %error_chain(&error), "connection closed before the answer; sending again");
+                    resent = true;
+                    continue;
+                }
+                Err(Failure::Resend(error)) => (error, None),
                 Err(Failure::Retry { error, wait }) => (error, wait),
             };
             if let ProviderError::Status {

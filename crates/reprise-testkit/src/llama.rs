@@ -12,9 +12,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// The model name the server reports and accepts.
@@ -29,6 +29,9 @@ pub const SHARED_CTX_SIZE: u32 = 4096;
 /// 25 tokens) and too little of a second one for the server to send it; 48 would cut
 /// a second call in the middle of its arguments.
 pub const SHARED_MAX_REPLY_TOKENS: u32 = 32;
+
+/// How many lines of the server's log [`LlamaServer::diagnosis`] shows.
+const LOG_TAIL_LINES: usize = 12;
 
 /// How long loading may take. Generous: the machine running the tests may be busy.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
@@ -112,7 +115,8 @@ fn scripts_dir() -> PathBuf {
 /// pipe held here, and the launcher exits when that pipe closes).
 #[derive(Debug)]
 pub struct LlamaServer {
-    child: Child,
+    // Behind a lock so that a shared server can still be asked whether it has exited.
+    child: Mutex<Child>,
     // Held only so that the pipe closes when this value goes away.
     _stdin: ChildStdin,
     address: String,
@@ -200,7 +204,7 @@ impl LlamaServer {
             }
         };
         let server = LlamaServer {
-            child,
+            child: Mutex::new(child),
             _stdin: stdin,
             address,
             log,
@@ -242,6 +246,30 @@ impl LlamaServer {
         &self.log
     }
 
+    /// What a failing test should say about the server: whether its process is still
+    /// running or how it ended, and the last lines of its log. Tells a server that
+    /// crashed from a request the client failed on its own.
+    pub fn diagnosis(&self) -> String {
+        let state = match self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_wait()
+        {
+            Ok(None) => "is still running".to_owned(),
+            Ok(Some(status)) => format!("has exited ({status})"),
+            Err(error) => format!("is in an unknown state ({error})"),
+        };
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+        format!(
+            "llama.cpp's server at {} {state}; the end of its log {}:\n{tail}",
+            self.address,
+            self.log.display()
+        )
+    }
+
     fn check_health(&self) -> Result<(), LlamaError> {
         let unhealthy = |detail: String| LlamaError::Unhealthy {
             address: self.address.clone(),
@@ -273,7 +301,7 @@ impl LlamaServer {
 
 impl Drop for LlamaServer {
     fn drop(&mut self) {
-        stop(&mut self.child);
+        stop(self.child.get_mut().unwrap_or_else(PoisonError::into_inner));
     }
 }
 

@@ -12,6 +12,7 @@ use reprise_agent::tokens::estimate_request;
 use reprise_agent::{Agent, AgentError, SUMMARY_HEADING, Tool, tool};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
+    error_chain,
 };
 use reprise_session::{COMPACTION_KIND, FileSessionStore, SessionStore};
 use reprise_testkit::llama::LlamaServer;
@@ -134,10 +135,14 @@ async fn open_agent(
         .unwrap()
 }
 
-fn ended_normally(result: Result<String, AgentError>, log: &std::path::Path) {
+fn ended_normally(result: Result<String, AgentError>, server: &LlamaServer) {
     match result {
         Ok(_) | Err(AgentError::MaxTurns { .. }) => {}
-        Err(error) => panic!("the run failed: {error} (server log: {})", log.display()),
+        Err(error) => panic!(
+            "the run failed: {}\n{}",
+            error_chain(&error),
+            server.diagnosis()
+        ),
     }
 }
 
@@ -150,7 +155,7 @@ async fn a_long_session_with_large_tool_results_keeps_working_past_a_small_windo
     let mut agent = open_agent(&server, &seen, &store).await;
     for turn in 0..TURNS {
         let prompt = format!("Question {turn}: what is in the file list-{turn}.txt?");
-        ended_normally(agent.run(prompt).await, server.log());
+        ended_normally(agent.run(prompt).await, &server);
     }
     let history = agent.messages().len();
     let tool_results = agent
@@ -185,17 +190,14 @@ async fn a_long_session_with_large_tool_results_keeps_working_past_a_small_windo
             .any(|m| m.text().contains(SUMMARY_HEADING)),
         "{view:#?}"
     );
-    ended_normally(
-        resumed.run("And what was the first item?").await,
-        server.log(),
-    );
+    ended_normally(resumed.run("And what was the first item?").await, &server);
 
     let seen = seen.lock().unwrap();
     assert!(
         seen.refused.is_empty(),
-        "refused: {:?} (server log: {})",
+        "refused: {:?}\n{}",
         seen.refused,
-        server.log().display()
+        server.diagnosis()
     );
     assert!(
         seen.counted.len() > TURNS,
@@ -249,7 +251,7 @@ async fn the_estimate_is_compared_with_the_servers_count() {
             .build()
             .await
             .unwrap();
-        ended_normally(agent.run(text).await, server.log());
+        ended_normally(agent.run(text).await, server);
         let (estimate, real) = *seen.lock().unwrap().counted.last().unwrap();
         assert!(agent.context_used() >= real, "{name}");
         println!("{name}: estimated {estimate}, llama.cpp counted {real}");

@@ -77,8 +77,9 @@ fn ended_normally(result: Result<String, AgentError>, max_turns: usize) {
         Ok(_) => {}
         Err(AgentError::MaxTurns { max_turns: spent }) => assert_eq!(spent, max_turns),
         Err(error) => panic!(
-            "the run failed: {error} (server log: {})",
-            LlamaServer::shared().log().display()
+            "the run failed: {}\n{}",
+            reprise_provider::error_chain(&error),
+            LlamaServer::shared().diagnosis()
         ),
     }
 }

@@ -885,3 +885,95 @@ async fn a_malformed_chunk_keeps_the_json_error_as_its_source() {
         .unwrap_or_else(|| panic!("no serde_json::Error under {last:?}"));
     assert!(!last.to_string().contains(&json.to_string()), "{last}");
 }
+
+/// Reads one HTTP/1.1 request (headers, then a body of its Content-Length) from
+/// `stream`; `None` when the client closed the connection first.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |value| value.trim().parse().unwrap());
+            if buffer.len() >= end + 4 + length {
+                return Some(buffer);
+            }
+        }
+        let read = stream.read(&mut chunk).await.unwrap();
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+}
+
+/// A whole non-streamed answer saying `text`, kept alive as HTTP/1.1 has it.
+fn keep_alive_answer(text: &str) -> Vec<u8> {
+    let body = json!({
+        "id": "c",
+        "object": "chat.completion",
+        "model": "test-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }]
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Keep-Alive: timeout=5, max=100\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// llama.cpp's server advertises keep-alive but closes the connection after a
+/// streamed reply; when the next request goes out on it before the close arrives,
+/// the server closes it without a word. Here the server reads the second request
+/// and then closes: the call is sent again on a new connection, without a retry
+/// notice and without using up an attempt (there is only one).
+#[tokio::test]
+async fn a_kept_alive_connection_the_server_closed_is_replaced_and_the_request_sent_again() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut requests = 0;
+        let (mut first, _) = listener.accept().await.unwrap();
+        read_request(&mut first).await.unwrap();
+        requests += 1;
+        first.write_all(&keep_alive_answer("first")).await.unwrap();
+        // The second request comes on the kept-alive connection; it is dropped.
+        read_request(&mut first).await.unwrap();
+        requests += 1;
+        drop(first);
+        let (mut second, _) = listener.accept().await.unwrap();
+        read_request(&mut second).await.unwrap();
+        requests += 1;
+        second
+            .write_all(&keep_alive_answer("second"))
+            .await
+            .unwrap();
+        second.flush().await.unwrap();
+        // Held open until the client has read the answer.
+        let _ = read_request(&mut second).await;
+        requests
+    });
+    let provider = provider(
+        config(&format!("http://{address}/v1"))
+            .stream(false)
+            .max_attempts(1),
+    );
+    let (result, _) = run(&provider).await;
+    assert_eq!(result.unwrap().message.text(), "first");
+    let (result, events) = run(&provider).await;
+    assert_eq!(result.unwrap().message.text(), "second");
+    assert!(retries(&events).is_empty(), "{events:?}");
+    drop(provider);
+    assert_eq!(server.await.unwrap(), 3);
+}

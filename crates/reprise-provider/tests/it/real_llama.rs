@@ -38,8 +38,9 @@ async fn complete(
         .await
         .unwrap_or_else(|error| {
             panic!(
-                "the server refused: {error} (log: {})",
-                LlamaServer::shared().log().display()
+                "the server refused: {}\n{}",
+                reprise_provider::error_chain(&error),
+                LlamaServer::shared().diagnosis()
             )
         });
     drop(sender);
