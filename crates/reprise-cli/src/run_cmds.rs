@@ -180,21 +180,25 @@ pub fn show(
     };
     // The calls made after `shown` messages, in order.
     let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
-    let warnings = if options.json && options.subagents {
-        let conversation = source.conversation(&run)?;
-        let mut rows: Vec<_> = calls_after(0).map(past_call_json).collect();
-        for (i, m) in conversation.messages.iter().enumerate() {
-            rows.push(match m.role {
-                Role::System => json!({"kind": "compaction", "text": m.text}),
-                _ => json!({"role": m.role.as_str(), "text": m.text}),
-            });
-            rows.extend(calls_after(i + 1).map(past_call_json));
-        }
-        write_json(out, &rows)?;
-        conversation.warnings
-    } else if options.json {
+    let warnings = if options.json {
         let mut writer = ConversationJson::new(out);
-        let warnings = source.stream_conversation(&run, &mut |message| writer.push(&message))?;
+        for call in calls_after(0) {
+            writer.push_row(&past_call_json(call))?;
+        }
+        let mut shown = 0;
+        let mut failed = None;
+        let warnings = source.stream_conversation(&run, &mut |message| {
+            writer.push(&message);
+            shown += 1;
+            for call in calls_after(shown) {
+                if let Err(error) = writer.push_row(&past_call_json(call)) {
+                    failed.get_or_insert(error);
+                }
+            }
+        })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
         writer.finish()?;
         warnings
     } else {
@@ -328,14 +332,37 @@ impl<'o> ConversationJson<'o> {
         }
     }
 
-    fn push(&mut self, message: &ConversationMessage) {
-        let json = &mut self.json;
-        json.extend_from_slice(if self.rows == 0 {
-            b"[\n  {\n"
-        } else {
-            b",\n  {\n"
-        });
+    /// Starts a row: the array's opening or the comma after the row before.
+    fn open_row(&mut self) {
+        self.json
+            .extend_from_slice(if self.rows == 0 { b"[\n  " } else { b",\n  " });
         self.rows += 1;
+    }
+
+    /// Writes what the rows hold once `json` has grown past [`FLUSH_AT`].
+    fn flush_if_full(&mut self) {
+        if self.json.len() >= FLUSH_AT {
+            self.out.write(&self.json);
+            self.json.clear();
+        }
+    }
+
+    /// A row of any shape (a subagent call), laid out as `write_json` lays out the
+    /// rows of an array.
+    fn push_row(&mut self, row: &serde_json::Value) -> Result<()> {
+        self.open_row();
+        let pretty = String::from_utf8(serde_json::to_vec_pretty(row)?)?;
+        // Strings hold their line breaks escaped: every one here is the layout's.
+        self.json
+            .extend_from_slice(visible_json(&pretty).replace('\n', "\n  ").as_bytes());
+        self.flush_if_full();
+        Ok(())
+    }
+
+    fn push(&mut self, message: &ConversationMessage) {
+        self.open_row();
+        let json = &mut self.json;
+        json.extend_from_slice(b"{\n");
         match &message.role {
             Role::System => json.extend_from_slice(b"    \"kind\": \"compaction\",\n"),
             role => {
@@ -347,10 +374,7 @@ impl<'o> ConversationJson<'o> {
         json.extend_from_slice(b"    \"text\": ");
         push_json_string(json, &message.text);
         json.extend_from_slice(b"\n  }");
-        if json.len() >= FLUSH_AT {
-            self.out.write(json);
-            json.clear();
-        }
+        self.flush_if_full();
     }
 
     fn finish(mut self) -> Result<()> {

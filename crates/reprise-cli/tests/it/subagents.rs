@@ -169,12 +169,20 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
         .run(&["show", "last", "--subagents", "--json"], "")
         .await;
     let rows: Value = serde_json::from_str(&json.stdout).unwrap();
-    let call = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|row| row["role"] == "subagent")
-        .unwrap();
+    assert_eq!(
+        json.stdout,
+        format!("{}\n", serde_json::to_string_pretty(&rows).unwrap()),
+        "laid out as serde_json lays out a value"
+    );
+    let rows = rows.as_array().unwrap();
+    let at = |wanted: fn(&Value) -> bool| rows.iter().position(wanted).unwrap();
+    let call_at = at(|row| row["role"] == "subagent");
+    assert!(
+        at(|row| row["text"] == "what is here?") < call_at,
+        "{rows:#?}"
+    );
+    assert!(call_at < at(|row| row["text"] == "The scout found notes.txt."));
+    let call = &rows[call_at];
     assert_eq!(call["agent"], "scout");
     assert_eq!(call["task"], "list the folder");
     assert_eq!(call["steps"][0]["name"], "list_dir");
