@@ -15,8 +15,10 @@
 //! short (a lone append runs in its caller's task, like any other query).
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -71,14 +73,107 @@ struct Queue {
 pub(crate) struct Appender {
     pool: PgPool,
     queue: Arc<Mutex<Queue>>,
+    kept: Arc<Mutex<Option<Kept>>>,
+    /// Whether a connection may be kept between appends (see [`Kept`]).
+    keeps: bool,
+}
+
+/// The connection the last append went on, kept for the next one.
+///
+/// sqlx hands a connection back to its pool from a task of its own, after a round
+/// trip to the server that tests it: a writer appending in a loop paid for that round
+/// trip, and for the hand-over between threads, on every append. Appends go one
+/// transaction at a time, so one connection kept here serves them. It is kept only
+/// while the pool has room for others (two connections or more), and only for a
+/// moment: one that sat idle longer goes back to the pool, which tests it.
+struct Kept {
+    connection: Option<PoolConnection<Postgres>>,
+    since: Instant,
+}
+
+/// How long a kept connection is used without a test: as long as the pool uses one
+/// without a test.
+const KEPT_FOR: Duration = crate::store::CHECKED_AFTER_IDLE;
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // A pooled connection goes back from a task, which needs a runtime: without
+        // one (a store dropped after its runtime), it is closed instead.
+        if tokio::runtime::Handle::try_current().is_err()
+            && let Some(connection) = self.connection.take()
+        {
+            drop(connection.detach());
+        }
+    }
 }
 
 impl Appender {
     pub(crate) fn new(pool: PgPool) -> Self {
         Appender {
+            keeps: pool.options().get_max_connections() >= 2,
             pool,
             queue: Arc::default(),
+            kept: Arc::default(),
         }
+    }
+
+    /// The kept connection when it is fresh, or one from the pool.
+    async fn connection(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut kept) = kept
+            && kept.since.elapsed() < KEPT_FOR
+            && let Some(connection) = kept.connection.take()
+        {
+            return Ok(connection);
+        }
+        self.pool.acquire().await
+    }
+
+    /// Keeps `connection` for the next append: it just answered.
+    fn keep(&self, connection: PoolConnection<Postgres>) {
+        if !self.keeps {
+            return;
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.is_none() {
+            *kept = Some(Kept {
+                connection: Some(connection),
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Gives the kept connection back to the pool (before the pool closes).
+    pub(crate) fn release(&self) {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(kept);
+    }
+
+    /// One call of `reprise_append_calls` for `calls`, on the kept connection.
+    async fn write(&self, calls: &[Call]) -> Result<Vec<Outcome>, sqlx::Error> {
+        let mut connection = self.connection().await?;
+        let outcomes = write_calls(&mut connection, calls).await?;
+        // A connection whose call failed goes back to the pool, which tests it.
+        self.keep(connection);
+        Ok(outcomes)
+    }
+
+    /// [`Self::write`] for `call` alone.
+    async fn write_one(&self, call: &Call) -> Result<Outcome, sqlx::Error> {
+        let outcomes = self.write(std::slice::from_ref(call)).await?;
+        // write_calls answers one outcome per call.
+        outcomes
+            .into_iter()
+            .next()
+            .ok_or_else(|| sqlx::Error::Protocol("reprise_append_calls answered no row".into()))
     }
 
     /// Appends `call`, alone or with others; resolves once its transaction is over.
@@ -103,7 +198,7 @@ impl Appender {
                     appender: self,
                     passed: false,
                 };
-                let outcome = write_one(&self.pool, &call).await.map_err(Arc::new);
+                let outcome = self.write_one(&call).await.map_err(Arc::new);
                 turn.pass_on();
                 return outcome;
             }
@@ -142,7 +237,7 @@ impl Appender {
 
     async fn send(&self, batch: Vec<(Call, Reply)>) {
         let (calls, replies): (Vec<Call>, Vec<Reply>) = batch.into_iter().unzip();
-        match write_calls(&self.pool, &calls).await {
+        match self.write(&calls).await {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(Ok(outcome));
@@ -152,7 +247,7 @@ impl Appender {
             // call may be the cause, so each goes again alone and fails on its own.
             Err(sqlx::Error::Database(_)) if calls.len() > 1 => {
                 for (call, reply) in calls.into_iter().zip(replies) {
-                    let outcome = write_one(&self.pool, &call).await.map_err(Arc::new);
+                    let outcome = self.write_one(&call).await.map_err(Arc::new);
                     let _ = reply.send(outcome);
                 }
             }
@@ -239,18 +334,11 @@ fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
     queue.waiting.drain(..count).collect()
 }
 
-/// `call` alone.
-async fn write_one(pool: &PgPool, call: &Call) -> Result<Outcome, sqlx::Error> {
-    let outcomes = write_calls(pool, std::slice::from_ref(call)).await?;
-    // write_calls answers one outcome per call.
-    outcomes
-        .into_iter()
-        .next()
-        .ok_or_else(|| sqlx::Error::Protocol("reprise_append_calls answered no row".into()))
-}
-
 /// One call of `reprise_append_calls` for `calls`: one outcome per call, in order.
-async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx::Error> {
+async fn write_calls(
+    connection: &mut PgConnection,
+    calls: &[Call],
+) -> Result<Vec<Outcome>, sqlx::Error> {
     let entries: usize = calls.iter().map(|call| call.uuids.len()).sum();
     let mut sessions = Vec::with_capacity(calls.len());
     let mut subagents = Vec::with_capacity(calls.len());
@@ -288,7 +376,7 @@ async fn write_calls(pool: &PgPool, calls: &[Call]) -> Result<Vec<Outcome>, sqlx
     .bind(&uuids)
     .bind(&bodies)
     .bind(&messages)
-    .fetch_all(pool)
+    .fetch_all(&mut *connection)
     .await?;
     if rows.len() != calls.len() {
         return Err(sqlx::Error::Protocol(format!(

@@ -11,7 +11,8 @@ pub struct PgStoreOptions {
     /// Run the embedded migrations on connect. Default on; turn off when the schema is
     /// managed elsewhere (see [`MIGRATOR`](crate::MIGRATOR)).
     pub run_migrations: bool,
-    /// Connections in the pool. Default 8.
+    /// Connections in the pool. Default 8. With two or more, appends keep one of them
+    /// from one append to the next.
     pub max_connections: u32,
     /// How long an operation waits for a connection (a server that is down fails after
     /// this, not never). Default 10 s.

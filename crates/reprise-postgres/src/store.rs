@@ -47,7 +47,7 @@ struct Inner {
 
 /// How long a pooled connection may sit idle before it is checked with a ping on
 /// its next use.
-const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+pub(crate) const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where a page of [`PgSessionStore::list_sessions_page`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -259,6 +259,7 @@ impl PgSessionStore {
         for task in tasks {
             let _ = task.await;
         }
+        self.inner.appender.release();
         self.inner.pool.close().await;
     }
 

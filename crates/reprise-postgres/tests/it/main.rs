@@ -3,6 +3,7 @@
 
 mod batches;
 mod conformance;
+mod connections;
 mod failures;
 mod listing;
 mod migrations;
