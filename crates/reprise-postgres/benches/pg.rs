@@ -3,10 +3,10 @@
 //!
 //! The floor is `pgbench` running a script of one single-row INSERT of 1 KB (its own
 //! transaction, so one commit), against the same server in the same run. Printed:
-//! appends of a 1 KB entry (one writer; 64 sessions written concurrently from 4
-//! processes, 16 each) against that floor, loading and forking a 100 MB session (the fork against
-//! an `INSERT … SELECT` of its rows done by hand), and listing the newest 50 of
-//! 100,000 sessions.
+//! appends of a 1 KB entry (one writer, taking turns with the floor's single client;
+//! 64 sessions written concurrently from 4 processes, 16 each) against that floor,
+//! loading and forking a 100 MB session (the fork against an `INSERT … SELECT` of its
+//! rows done by hand), and listing the newest 50 of 100,000 sessions.
 //!
 //! `cargo bench -p reprise-postgres --bench pg -- appends` runs only the appends
 //! (likewise `big` for load and fork, `list` for the listing).
@@ -21,6 +21,9 @@ use reprise_postgres::{PgSessionStore, PgStoreOptions};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 const RUN: Duration = Duration::from_secs(5);
+/// The one writer and its floor run in turns of this long, this many of each.
+const TURN: Duration = Duration::from_secs(2);
+const ONE_WRITER_TURNS: usize = 4;
 
 fn entry(size: usize) -> Entry {
     Entry::message(Message::user("x".repeat(size)))
@@ -35,8 +38,13 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
-/// Runs pgbench for `RUN` with `clients` clients; returns (tps, mean latency ms).
-fn pgbench(cluster: &cluster::Cluster, script: &std::path::Path, clients: u32) -> (f64, f64) {
+/// Runs pgbench for `run` with `clients` clients; returns (tps, mean latency ms).
+fn pgbench(
+    cluster: &cluster::Cluster,
+    script: &std::path::Path,
+    clients: u32,
+    run: Duration,
+) -> (f64, f64) {
     let output = Command::new("pgbench")
         .args(["-n", "-f"])
         .arg(script)
@@ -46,7 +54,7 @@ fn pgbench(cluster: &cluster::Cluster, script: &std::path::Path, clients: u32) -
             "-j",
             &clients.min(4).to_string(),
         ])
-        .args(["-T", &RUN.as_secs().to_string(), "-h"])
+        .args(["-T", &run.as_secs().to_string(), "-h"])
         .arg(cluster.socket_dir())
         .args(["-p", "5432", "-U", "postgres", "postgres"])
         .output()
@@ -69,7 +77,7 @@ fn pgbench(cluster: &cluster::Cluster, script: &std::path::Path, clients: u32) -
     (number("tps = "), number("latency average = "))
 }
 
-/// Appends one 1 KB entry per call to `session` for `RUN`, once every writer of the
+/// Appends one 1 KB entry per call to `session` for `run`, once every writer of the
 /// process holds its lock (`ready`); returns the latencies and how long the appends
 /// ran. Taking the lock (and connecting) is left out, as pgbench leaves out its
 /// connections.
@@ -77,13 +85,14 @@ async fn append_for(
     store: PgSessionStore,
     session: String,
     ready: Arc<tokio::sync::Barrier>,
+    run: Duration,
 ) -> (Vec<Duration>, Duration) {
     let _guard = store.lock(&session).await.unwrap();
     let key = key(&session);
     let mut latencies = Vec::new();
     ready.wait().await;
     let start = Instant::now();
-    while start.elapsed() < RUN {
+    while start.elapsed() < run {
         let batch = [entry(1024)];
         let began = Instant::now();
         store.append(&key, &batch).await.unwrap();
@@ -138,6 +147,7 @@ async fn writer_process(url: &str, prefix: &str) {
                 store.clone(),
                 format!("{prefix}-{i}"),
                 Arc::clone(&ready),
+                RUN,
             ))
         })
         .collect();
@@ -200,19 +210,40 @@ async fn main() {
 
 /// Appends: one writer, then 64 sessions at once, each against pgbench's floor.
 async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &std::path::Path) {
-    let (floor_one, floor_one_ms) = pgbench(cluster, script, 1);
-    println!("floor, pgbench 1 client: {floor_one:.0} tps, latency average {floor_one_ms:.2} ms");
-    let cpu_before = process_cpu();
-    // On a worker of the runtime, as a service's tasks run (the main thread's future
-    // waits for the workers to poll its sockets and wake it).
-    let (latencies, took) = tokio::spawn(append_for(
-        store.clone(),
-        "one".into(),
-        Arc::new(tokio::sync::Barrier::new(1)),
-    ))
-    .await
-    .unwrap();
-    let client_cpu = (process_cpu() - cpu_before) / latencies.len() as u32;
+    // The floor and the appends take turns, so that both see the same machine (the
+    // speed of a shared machine's disk changes from one second to the next).
+    let mut floor_tps = Vec::new();
+    let mut floor_ms = Vec::new();
+    let mut latencies = Vec::new();
+    let mut took = Duration::ZERO;
+    let mut client_cpu = Duration::ZERO;
+    for _ in 0..ONE_WRITER_TURNS {
+        let (tps, ms) = pgbench(cluster, script, 1, TURN);
+        floor_tps.push(tps);
+        floor_ms.push(ms);
+        let cpu_before = process_cpu();
+        // On a worker of the runtime, as a service's tasks run (the main thread's
+        // future waits for the workers to poll its sockets and wake it).
+        let (turn, turn_took) = tokio::spawn(append_for(
+            store.clone(),
+            "one".into(),
+            Arc::new(tokio::sync::Barrier::new(1)),
+            TURN,
+        ))
+        .await
+        .unwrap();
+        client_cpu += process_cpu() - cpu_before;
+        latencies.extend(turn);
+        took += turn_took;
+    }
+    let turns = ONE_WRITER_TURNS as f64;
+    let floor_one = floor_tps.iter().sum::<f64>() / turns;
+    let floor_one_ms = floor_ms.iter().sum::<f64>() / turns;
+    println!(
+        "floor, pgbench 1 client: {floor_one:.0} tps, latency average {floor_one_ms:.2} ms \
+         ({ONE_WRITER_TURNS} turns of {TURN:?}, taken in turn with the appends)"
+    );
+    let client_cpu = client_cpu / latencies.len() as u32;
     let rate = latencies.len() as f64 / took.as_secs_f64();
     report("append 1 KB, one writer", latencies, rate, floor_one);
     println!(
@@ -220,7 +251,7 @@ async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &st
         client_cpu.as_secs_f64() * 1e6
     );
 
-    let (floor_many, floor_many_ms) = pgbench(cluster, script, 64);
+    let (floor_many, floor_many_ms) = pgbench(cluster, script, 64, RUN);
     println!(
         "floor, pgbench 64 clients: {floor_many:.0} tps, latency average {floor_many_ms:.2} ms"
     );
@@ -254,7 +285,7 @@ async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &st
         std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .unwrap();
-    let (hand_many, hand_many_ms) = pgbench(cluster, by_hand.path(), 64);
+    let (hand_many, hand_many_ms) = pgbench(cluster, by_hand.path(), 64, RUN);
     println!(
         "an append's writes by hand (entry row, session row), pgbench 64 clients: \
          {hand_many:.0} tps ({:.2}x the floor's time), latency average {hand_many_ms:.2} ms",
