@@ -7,7 +7,8 @@
 //! its way joins a queue, and the next batch takes the whole queue to the server in
 //! one call of `reprise_append_calls`: one statement, one transaction, each call still
 //! fenced and counted on its own. An append that finds nothing on its way goes at
-//! once, alone, from its caller's task, so a single writer waits for nothing.
+//! once, alone (one call of `reprise_append_one`), from its caller's task, so a
+//! single writer waits for nothing.
 //!
 //! Each call's entries are still stored all together or not at all, and a call
 //! returns only once the transaction holding them has committed. A batch runs in a
@@ -157,23 +158,24 @@ impl Appender {
         drop(kept);
     }
 
-    /// One call of `reprise_append_calls` for `calls`, on the kept connection.
+    /// `calls` in one transaction, on the kept connection: one outcome per call.
     async fn write(&self, calls: &[Call]) -> Result<Vec<Outcome>, sqlx::Error> {
         let mut connection = self.connection().await?;
-        let outcomes = write_calls(&mut connection, calls).await?;
+        let outcomes = match calls {
+            [call] => vec![write_call(&mut connection, call).await?],
+            _ => write_calls(&mut connection, calls).await?,
+        };
         // A connection whose call failed goes back to the pool, which tests it.
         self.keep(connection);
         Ok(outcomes)
     }
 
-    /// [`Self::write`] for `call` alone.
+    /// `call` alone, on the kept connection.
     async fn write_one(&self, call: &Call) -> Result<Outcome, sqlx::Error> {
-        let outcomes = self.write(std::slice::from_ref(call)).await?;
-        // write_calls answers one outcome per call.
-        outcomes
-            .into_iter()
-            .next()
-            .ok_or_else(|| sqlx::Error::Protocol("reprise_append_calls answered no row".into()))
+        let mut connection = self.connection().await?;
+        let outcome = write_call(&mut connection, call).await?;
+        self.keep(connection);
+        Ok(outcome)
     }
 
     /// Appends `call`, alone or with others; resolves once its transaction is over.
@@ -334,6 +336,33 @@ fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
     queue.waiting.drain(..count).collect()
 }
 
+/// `reprise_append_one` for `call`.
+async fn write_call(connection: &mut PgConnection, call: &Call) -> Result<Outcome, sqlx::Error> {
+    let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
+        "SELECT written, holder_host, holder_pid \
+         FROM reprise_append_one($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&call.session)
+    .bind(&call.subagent)
+    .bind(call.epoch)
+    .bind(call.first_message.as_deref())
+    .bind(call.last_message.as_deref())
+    .bind(released_tokens())
+    .bind(&call.uuids)
+    .bind(&call.bodies)
+    .bind(&call.messages)
+    .fetch_one(&mut *connection)
+    .await?;
+    Ok(outcome(written, host, pid))
+}
+
+fn outcome(written: Option<i32>, host: Option<String>, pid: Option<i32>) -> Outcome {
+    match written {
+        Some(written) => Outcome::Written(usize::try_from(written).unwrap_or(0)),
+        None => Outcome::Refused { host, pid },
+    }
+}
+
 /// One call of `reprise_append_calls` for `calls`: one outcome per call, in order.
 async fn write_calls(
     connection: &mut PgConnection,
@@ -387,9 +416,6 @@ async fn write_calls(
     }
     Ok(rows
         .into_iter()
-        .map(|(written, host, pid)| match written {
-            Some(written) => Outcome::Written(usize::try_from(written).unwrap_or(0)),
-            None => Outcome::Refused { host, pid },
-        })
+        .map(|(written, host, pid)| outcome(written, host, pid))
         .collect())
 }

@@ -58,7 +58,7 @@ async fn appends_in_a_loop_go_on_one_connection() {
     let mut connection = db.connection().await;
     let appenders: Vec<(i32, String)> = sqlx::query_as(
         "SELECT pid, query FROM pg_stat_activity \
-         WHERE application_name = $1 AND query LIKE '%reprise_append_calls%'",
+         WHERE application_name = $1 AND query LIKE '%reprise_append%'",
     )
     .bind(&name)
     .fetch_all(&mut connection)

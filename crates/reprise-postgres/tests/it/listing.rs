@@ -99,6 +99,13 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
     store.append(&key("chat"), &batch).await.unwrap();
     // A repeat of the same entries writes nothing and counts nothing.
     store.append(&key("chat"), &batch).await.unwrap();
+    // A retry holding one entry already written counts only the other.
+    let again = [
+        batch[1].clone(),
+        Entry::message(Message::assistant("and more")),
+    ];
+    let report = store.append(&key("chat"), &again).await.unwrap();
+    assert_eq!((report.written, report.skipped), (1, 1));
     // Neither a subagent's messages nor a slash-command expansion are the person's.
     let sub = SessionKey::subagent("chat", "helper").unwrap();
     store.append(&sub, &[entry("subagent task")]).await.unwrap();
@@ -111,7 +118,7 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
         .unwrap();
 
     let summary = store.summary("chat").await.unwrap().unwrap();
-    assert_eq!(summary.message_count, 3);
+    assert_eq!(summary.message_count, 4);
     let last = summary.last_message.unwrap();
     assert!(last.starts_with("my token is "), "{last}");
     assert!(!last.contains(secret), "{last}");
