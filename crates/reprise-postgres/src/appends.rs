@@ -7,8 +7,8 @@
 //! its way joins a queue, and the next batch takes the whole queue to the server in
 //! one call of `reprise_append_calls`: one statement, one transaction, each call still
 //! fenced and counted on its own. An append that finds nothing on its way goes at
-//! once, alone (one call of `reprise_append_one`), from its caller's task, so a
-//! single writer waits for nothing.
+//! once, alone (one call of `reprise_append_entry` when it holds one entry), from its
+//! caller's task, so a single writer waits for nothing.
 //!
 //! Each call's entries are still stored all together or not at all, and a call
 //! returns only once the transaction holding them has committed. A batch runs in a
@@ -162,7 +162,7 @@ impl Appender {
     async fn write(&self, calls: &[Call]) -> Result<Vec<Outcome>, sqlx::Error> {
         let mut connection = self.connection().await?;
         let outcomes = match calls {
-            [call] => vec![write_call(&mut connection, call).await?],
+            [call] if call.uuids.len() == 1 => vec![write_entry(&mut connection, call).await?],
             _ => write_calls(&mut connection, calls).await?,
         };
         // A connection whose call failed goes back to the pool, which tests it.
@@ -172,10 +172,11 @@ impl Appender {
 
     /// `call` alone, on the kept connection.
     async fn write_one(&self, call: &Call) -> Result<Outcome, sqlx::Error> {
-        let mut connection = self.connection().await?;
-        let outcome = write_call(&mut connection, call).await?;
-        self.keep(connection);
-        Ok(outcome)
+        let mut outcomes = self.write(std::slice::from_ref(call)).await?;
+        // write answers one outcome per call.
+        outcomes
+            .pop()
+            .ok_or_else(|| sqlx::Error::Protocol("an append answered no outcome".into()))
     }
 
     /// Appends `call`, alone or with others; resolves once its transaction is over.
@@ -336,21 +337,21 @@ fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
     queue.waiting.drain(..count).collect()
 }
 
-/// `reprise_append_one` for `call`.
-async fn write_call(connection: &mut PgConnection, call: &Call) -> Result<Outcome, sqlx::Error> {
+/// `reprise_append_entry` for `call`, which holds one entry.
+async fn write_entry(connection: &mut PgConnection, call: &Call) -> Result<Outcome, sqlx::Error> {
+    // With one entry, the person's first and last messages in the call are one.
     let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
         "SELECT written, holder_host, holder_pid \
-         FROM reprise_append_one($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         FROM reprise_append_entry($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(&call.session)
     .bind(&call.subagent)
     .bind(call.epoch)
-    .bind(call.first_message.as_deref())
-    .bind(call.last_message.as_deref())
     .bind(released_tokens())
-    .bind(&call.uuids)
-    .bind(&call.bodies)
-    .bind(&call.messages)
+    .bind(call.uuids.first())
+    .bind(call.bodies.first())
+    .bind(call.messages.first().copied().unwrap_or(false))
+    .bind(call.last_message.as_deref())
     .fetch_one(&mut *connection)
     .await?;
     Ok(outcome(written, host, pid))

@@ -106,6 +106,12 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
     ];
     let report = store.append(&key("chat"), &again).await.unwrap();
     assert_eq!((report.written, report.skipped), (1, 1));
+    // So does an append of one entry, and its repeat.
+    let single = [Entry::message(Message::assistant("one more"))];
+    let report = store.append(&key("chat"), &single).await.unwrap();
+    assert_eq!((report.written, report.skipped), (1, 0));
+    let report = store.append(&key("chat"), &single).await.unwrap();
+    assert_eq!((report.written, report.skipped), (0, 1));
     // Neither a subagent's messages nor a slash-command expansion are the person's.
     let sub = SessionKey::subagent("chat", "helper").unwrap();
     store.append(&sub, &[entry("subagent task")]).await.unwrap();
@@ -118,7 +124,7 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
         .unwrap();
 
     let summary = store.summary("chat").await.unwrap().unwrap();
-    assert_eq!(summary.message_count, 4);
+    assert_eq!(summary.message_count, 5);
     let last = summary.last_message.unwrap();
     assert!(last.starts_with("my token is "), "{last}");
     assert!(!last.contains(secret), "{last}");
