@@ -74,9 +74,17 @@ struct Queue {
 pub(crate) struct Appender {
     pool: PgPool,
     queue: Arc<Mutex<Queue>>,
-    kept: Arc<Mutex<Option<Kept>>>,
+    kept: Arc<Mutex<Keeper>>,
     /// Whether a connection may be kept between appends (see [`Kept`]).
     keeps: bool,
+}
+
+/// The kept connection, if any, and whether the store is closing (then nothing is
+/// kept any more, so that the pool's closing does not wait for it).
+#[derive(Default)]
+struct Keeper {
+    kept: Option<Kept>,
+    closing: bool,
 }
 
 /// The connection the last append went on, kept for the next one.
@@ -124,6 +132,7 @@ impl Appender {
             .kept
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .kept
             .take();
         if let Some(mut kept) = kept
             && kept.since.elapsed() < KEPT_FOR
@@ -139,22 +148,23 @@ impl Appender {
         if !self.keeps {
             return;
         }
-        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.is_none() {
-            *kept = Some(Kept {
+        let mut keeper = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if keeper.kept.is_none() && !keeper.closing {
+            keeper.kept = Some(Kept {
                 connection: Some(connection),
                 since: Instant::now(),
             });
         }
     }
 
-    /// Gives the kept connection back to the pool (before the pool closes).
+    /// Gives the kept connection back to the pool and keeps none from now on: the
+    /// pool is about to close, and waits for every connection to come back.
     pub(crate) fn release(&self) {
-        let kept = self
-            .kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let kept = {
+            let mut keeper = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            keeper.closing = true;
+            keeper.kept.take()
+        };
         drop(kept);
     }
 

@@ -116,6 +116,39 @@ async fn close_gives_back_the_kept_connection_and_returns() {
         .expect("close waited for the connection the appends keep");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_returns_while_another_task_appends() {
+    let db = TestDb::fresh().await;
+    let store = store_named(&db, &format!("{}-busy", db.schema), 8).await;
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut written = 0;
+            // Until the closed pool refuses.
+            while store
+                .append(&key("busy"), &[entry(&format!("message {written}"))])
+                .await
+                .is_ok()
+            {
+                written += 1;
+            }
+            written
+        })
+    };
+    // Appends under way, each keeping its connection for the next.
+    while store.load(&key("busy")).await.unwrap().is_none() {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::timeout(Duration::from_secs(30), store.close())
+        .await
+        .expect("close waited for the connection the appends keep");
+    let written = tokio::time::timeout(Duration::from_secs(30), writer)
+        .await
+        .expect("the writer stopped once the pool closed")
+        .unwrap();
+    assert!(written > 0);
+}
+
 #[test]
 fn a_store_dropped_after_its_runtime_closes_the_kept_connection() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
