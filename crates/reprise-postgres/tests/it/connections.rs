@@ -17,6 +17,10 @@ fn entry(text: &str) -> Entry {
     Entry::message(Message::user(text))
 }
 
+async fn entries_in(store: &PgSessionStore, id: &str) -> usize {
+    store.load(&key(id)).await.unwrap().unwrap().entries.len()
+}
+
 /// A store whose connections carry `application_name` (to find them on the server),
 /// with at most `max_connections`.
 async fn store_named(db: &TestDb, name: &str, max_connections: u32) -> PgSessionStore {
@@ -42,16 +46,7 @@ async fn appends_in_a_loop_go_on_one_connection() {
             .await
             .unwrap();
     }
-    assert_eq!(
-        store
-            .load(&key("loop"))
-            .await
-            .unwrap()
-            .unwrap()
-            .entries
-            .len(),
-        40
-    );
+    assert_eq!(entries_in(&store, "loop").await, 40);
 
     // Each connection's last statement is on the server's list: only one of the
     // store's connections ever ran an append.
@@ -82,16 +77,7 @@ async fn a_store_of_one_connection_appends_locks_and_reads_without_waiting_for_i
     // them wait until the acquire timeout (3 s in tests) and fail.
     let lock = store.lock("one").await.unwrap();
     store.append(&key("one"), &[entry("first")]).await.unwrap();
-    assert_eq!(
-        store
-            .load(&key("one"))
-            .await
-            .unwrap()
-            .unwrap()
-            .entries
-            .len(),
-        1
-    );
+    assert_eq!(entries_in(&store, "one").await, 1);
     store.append(&key("one"), &[entry("second")]).await.unwrap();
     let summary = store.summary("one").await.unwrap().unwrap();
     assert_eq!(summary.message_count, 2);
