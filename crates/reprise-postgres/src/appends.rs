@@ -75,16 +75,14 @@ pub(crate) struct Appender {
     pool: PgPool,
     queue: Arc<Mutex<Queue>>,
     kept: Arc<Mutex<Keeper>>,
-    /// Whether a connection may be kept between appends (see [`Kept`]).
-    keeps: bool,
 }
 
-/// The kept connection, if any, and whether the store is closing (then nothing is
-/// kept any more, so that the pool's closing does not wait for it).
-#[derive(Default)]
+/// The kept connection, if any (see [`Kept`]), and whether one may be kept: not
+/// when the pool has a single connection, nor once the store is closing (the pool's
+/// closing waits for every connection).
 struct Keeper {
     kept: Option<Kept>,
-    closing: bool,
+    keeping: bool,
 }
 
 /// The connection the last append went on, kept for the next one.
@@ -118,11 +116,14 @@ impl Drop for Kept {
 
 impl Appender {
     pub(crate) fn new(pool: PgPool) -> Self {
+        let keeper = Keeper {
+            kept: None,
+            keeping: pool.options().get_max_connections() >= 2,
+        };
         Appender {
-            keeps: pool.options().get_max_connections() >= 2,
             pool,
             queue: Arc::default(),
-            kept: Arc::default(),
+            kept: Arc::new(Mutex::new(keeper)),
         }
     }
 
@@ -145,11 +146,8 @@ impl Appender {
 
     /// Keeps `connection` for the next append: it just answered.
     fn keep(&self, connection: PoolConnection<Postgres>) {
-        if !self.keeps {
-            return;
-        }
         let mut keeper = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if keeper.kept.is_none() && !keeper.closing {
+        if keeper.keeping && keeper.kept.is_none() {
             keeper.kept = Some(Kept {
                 connection: Some(connection),
                 since: Instant::now(),
@@ -162,7 +160,7 @@ impl Appender {
     pub(crate) fn release(&self) {
         let kept = {
             let mut keeper = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-            keeper.closing = true;
+            keeper.keeping = false;
             keeper.kept.take()
         };
         drop(kept);
