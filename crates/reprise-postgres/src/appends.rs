@@ -7,7 +7,7 @@
 //! its way joins a queue, and the next batch takes the whole queue to the server in
 //! one call of `reprise_append_calls`: one statement, one transaction, each call still
 //! fenced and counted on its own. An append that finds nothing on its way goes at
-//! once, alone (one call of `reprise_append_entry` when it holds one entry), from its
+//! once, alone (one call of `reprise_append_one` when it holds one entry), from its
 //! caller's task, so a single writer waits for nothing.
 //!
 //! Each call's entries are still stored all together or not at all, and a call
@@ -345,24 +345,32 @@ fn take_batch(queue: &mut Queue) -> Vec<(Call, Reply)> {
     queue.waiting.drain(..count).collect()
 }
 
-/// `reprise_append_entry` for `call`, which holds one entry.
+/// `reprise_append_one` for `call`, which holds one entry; the lease's holder is read
+/// only when the append is refused.
 async fn write_entry(connection: &mut PgConnection, call: &Call) -> Result<Outcome, sqlx::Error> {
     // With one entry, the person's first and last messages in the call are one.
-    let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) = sqlx::query_as(
-        "SELECT written, holder_host, holder_pid \
-         FROM reprise_append_entry($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(&call.session)
-    .bind(&call.subagent)
-    .bind(call.epoch)
-    .bind(released_tokens())
-    .bind(call.uuids.first())
-    .bind(call.bodies.first())
-    .bind(call.messages.first().copied().unwrap_or(false))
-    .bind(call.last_message.as_deref())
-    .fetch_one(&mut *connection)
-    .await?;
-    Ok(outcome(written, host, pid))
+    let written: Option<i32> =
+        sqlx::query_scalar("SELECT reprise_append_one($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(&call.session)
+            .bind(&call.subagent)
+            .bind(call.epoch)
+            .bind(released_tokens())
+            .bind(call.uuids.first())
+            .bind(call.bodies.first())
+            .bind(call.messages.first().copied().unwrap_or(false))
+            .bind(call.last_message.as_deref())
+            .fetch_one(&mut *connection)
+            .await?;
+    if written.is_some() {
+        return Ok(outcome(written, None, None));
+    }
+    let holder: Option<(String, i32)> =
+        sqlx::query_as("SELECT host, pid FROM reprise_leases WHERE session_id = $1")
+            .bind(&call.session)
+            .fetch_optional(&mut *connection)
+            .await?;
+    let (host, pid) = holder.unzip();
+    Ok(outcome(None, host, pid))
 }
 
 fn outcome(written: Option<i32>, host: Option<String>, pid: Option<i32>) -> Outcome {

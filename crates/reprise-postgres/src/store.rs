@@ -272,14 +272,15 @@ impl PgSessionStore {
     ) -> Result<(Vec<SessionInfo>, Option<SessionCursor>), StoreError> {
         let rows: Vec<SessionRow> = match after {
             None => sqlx::query_as(select_sessions!(
-                "ORDER BY updated_at DESC, id DESC LIMIT $1"
+                "ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
             ))
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await,
             Some(cursor) => sqlx::query_as(select_sessions!(
-                "WHERE (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) \
-                 ORDER BY updated_at DESC, id DESC LIMIT $1"
+                "WHERE updated_cs <= reprise_centiseconds(timestamptz 'epoch' + $2 * interval '1 microsecond') \
+                   AND (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) \
+                 ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
             ))
             .bind(i64::from(limit))
             .bind(cursor.updated_us)
@@ -305,7 +306,7 @@ impl PgSessionStore {
         limit: Option<u32>,
     ) -> Result<Vec<SessionSummary>, StoreError> {
         let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!(
-            "ORDER BY updated_at DESC, id DESC LIMIT $1"
+            "ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
         ))
         .bind(limit.map(i64::from))
         .fetch_all(&self.inner.pool)
@@ -635,11 +636,12 @@ impl SessionStore for PgSessionStore {
     }
 
     async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let rows: Vec<SessionRow> =
-            sqlx::query_as(select_sessions!("ORDER BY updated_at DESC, id DESC"))
-                .fetch_all(&self.inner.pool)
-                .await
-                .map_err(|error| self.failed("listing sessions", error))?;
+        let rows: Vec<SessionRow> = sqlx::query_as(select_sessions!(
+            "ORDER BY updated_cs DESC, updated_at DESC, id DESC"
+        ))
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|error| self.failed("listing sessions", error))?;
         Ok(rows.into_iter().map(session_info).collect())
     }
 

@@ -87,6 +87,7 @@ async fn concurrent_appends_share_transactions_and_each_is_fenced_on_its_own() {
         transactions < calls,
         "{transactions} transactions for {calls} calls"
     );
+    crate::support::assert_listing_times_agree(&db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

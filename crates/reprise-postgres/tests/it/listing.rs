@@ -52,6 +52,81 @@ async fn sessions_are_listed_newest_first_in_pages() {
     assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 5);
 }
 
+/// Every page of `store`'s listing, `size` sessions at a time.
+async fn listed_in_pages(store: &reprise_postgres::PgSessionStore, size: u32) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = store
+            .list_sessions_page(size, cursor.as_ref())
+            .await
+            .unwrap();
+        seen.extend(page.into_iter().map(|info| info.id));
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return seen,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_updated_within_one_hundredth_of_a_second_are_listed_by_their_time() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    // The listing index holds hundredths of a second: sessions in the same one are
+    // put in order by their time, then by id; the hundredths either side stay apart.
+    let mut connection = db.connection().await;
+    sqlx::query(
+        "INSERT INTO reprise_sessions (id, updated_at) SELECT t.id, \
+             timestamptz '2026-06-01 12:00:00+00' + t.us * interval '1 microsecond' \
+         FROM (VALUES ('d', 1000), ('b', 5000), ('c', 5000), ('a', 9999), \
+                      ('e', 10000), ('f', -1), ('g', 20001)) AS t (id, us)",
+    )
+    .execute(&mut connection)
+    .await
+    .unwrap();
+    let expected = ["g", "e", "a", "c", "b", "d", "f"];
+    for size in [1, 2, 3, 50] {
+        assert_eq!(
+            listed_in_pages(&store, size).await,
+            expected,
+            "pages of {size}"
+        );
+    }
+    let all: Vec<String> = store
+        .list_sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| info.id)
+        .collect();
+    assert_eq!(all, expected);
+    let newest: Vec<String> = store
+        .list_summaries(Some(4))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|summary| summary.info.id)
+        .collect();
+    assert_eq!(newest, expected[..4]);
+
+    // Whatever writes a session's row keeps the listing's hundredth with its time:
+    // appends of one entry and of several, to the main transcript and a subagent's,
+    // a new session, and a fork.
+    store.append(&key("d"), &[entry("one")]).await.unwrap();
+    store
+        .append(&key("h"), &[entry("two"), entry("three")])
+        .await
+        .unwrap();
+    let helper = SessionKey::subagent("f", "helper").unwrap();
+    store.append(&helper, &[entry("four")]).await.unwrap();
+    store.fork("h", "i", None).await.unwrap();
+    crate::support::assert_listing_times_agree(&db).await;
+    let listed = listed_in_pages(&store, 2).await;
+    assert_eq!(listed[..4], ["i", "f", "h", "d"]);
+    assert_eq!(listed.len(), 9);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_that_does_not_decode_is_skipped_with_a_warning() {
     let db = TestDb::fresh().await;

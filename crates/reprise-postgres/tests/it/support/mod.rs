@@ -27,3 +27,17 @@ pub fn options(lease: Duration) -> PgStoreOptions {
         ..PgStoreOptions::default().with_lease(lease)
     }
 }
+
+/// Asserts that every session row's `updated_cs` (what listings are indexed by) is
+/// the hundredth of a second of its `updated_at`, as every write must leave it.
+pub async fn assert_listing_times_agree(db: &TestDb) {
+    let mut connection = db.connection().await;
+    let disagreeing: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT id, updated_cs, reprise_centiseconds(updated_at) FROM reprise_sessions \
+         WHERE updated_cs <> reprise_centiseconds(updated_at)",
+    )
+    .fetch_all(&mut connection)
+    .await
+    .unwrap();
+    assert!(disagreeing.is_empty(), "{disagreeing:?}");
+}
