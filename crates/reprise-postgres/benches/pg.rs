@@ -262,7 +262,8 @@ async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &st
         "CREATE TABLE floor_entries (LIKE reprise_entries INCLUDING ALL); \
          CREATE TABLE floor_sessions (LIKE reprise_sessions INCLUDING ALL); \
          CREATE SEQUENCE floor_seq; \
-         INSERT INTO floor_sessions (id) SELECT 's' || i FROM generate_series(0, 63) AS i",
+         INSERT INTO floor_sessions (id, updated_cs) \
+         SELECT 's' || i, reprise_centiseconds(clock_timestamp()) FROM generate_series(0, 63) AS i",
     )
     .execute(store.pool())
     .await
@@ -276,6 +277,7 @@ async fn appends(cluster: &cluster::Cluster, store: &PgSessionStore, script: &st
             "WITH e AS (INSERT INTO floor_entries VALUES ('s' || :client_id, '', \
              nextval('floor_seq'), gen_random_uuid(), repeat('x', {body})) RETURNING 1) \
              UPDATE floor_sessions SET updated_at = clock_timestamp(), \
+             updated_cs = reprise_centiseconds(clock_timestamp()), \
              message_count = message_count + 1 WHERE id = 's' || :client_id;\n"
         ),
     )
