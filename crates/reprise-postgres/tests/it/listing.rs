@@ -41,13 +41,7 @@ async fn sessions_are_listed_newest_first_in_pages() {
     }
     assert_eq!(seen, ["b", "e", "d", "c", "a"]);
     assert!(pages >= 3);
-    let all: Vec<String> = store
-        .list_sessions()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| info.id)
-        .collect();
+    let all = crate::support::listed_ids(&store).await;
     assert_eq!(all, seen);
     assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 5);
 }
@@ -93,13 +87,7 @@ async fn sessions_updated_within_one_hundredth_of_a_second_are_listed_by_their_t
             "pages of {size}"
         );
     }
-    let all: Vec<String> = store
-        .list_sessions()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| info.id)
-        .collect();
+    let all = crate::support::listed_ids(&store).await;
     assert_eq!(all, expected);
     let newest: Vec<String> = store
         .list_summaries(Some(4))

@@ -118,13 +118,7 @@ async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
 
     let store = db.store(Duration::from_secs(30)).await;
     crate::support::assert_listing_times_agree(&db).await;
-    let listed: Vec<String> = store
-        .list_sessions()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|info| info.id)
-        .collect();
+    let listed = crate::support::listed_ids(&store).await;
     assert_eq!(listed, ["old-c", "old-a", "old-b"]);
 
     // A worker of the previous release still appends through the function it knows

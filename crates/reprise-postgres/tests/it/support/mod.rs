@@ -41,3 +41,11 @@ pub async fn assert_listing_times_agree(db: &TestDb) {
     .unwrap();
     assert!(disagreeing.is_empty(), "{disagreeing:?}");
 }
+
+/// The ids `store` lists, newest first.
+pub async fn listed_ids(store: &PgSessionStore) -> Vec<String> {
+    let sessions = reprise_session::SessionStore::list_sessions(store)
+        .await
+        .unwrap();
+    sessions.into_iter().map(|info| info.id).collect()
+}
