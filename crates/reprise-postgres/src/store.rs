@@ -277,6 +277,8 @@ impl PgSessionStore {
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await,
+            // The hundredths at or before the cursor's bound the index scan; the rows
+            // of the cursor's own hundredth are then cut at the cursor itself.
             Some(cursor) => sqlx::query_as(select_sessions!(
                 "WHERE updated_cs <= reprise_centiseconds(timestamptz 'epoch' + $2 * interval '1 microsecond') \
                    AND (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) \
