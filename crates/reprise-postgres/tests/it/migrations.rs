@@ -82,6 +82,27 @@ async fn entries_written_before_the_shared_appends_migration_stay_first_and_whol
     assert_eq!(store.load(&key("b")).await.unwrap().unwrap().entries, old);
 }
 
+/// What the previous release's append of one entry (`reprise_append_entry`, without a
+/// lease) answers for a message of `text` to `session`: written, holder host and pid.
+async fn append_as_before(
+    connection: &mut sqlx::PgConnection,
+    session: &str,
+    text: &str,
+) -> (Option<i32>, Option<String>, Option<i32>) {
+    let entry = Entry::message(Message::user(text));
+    sqlx::query_as(
+        "SELECT written, holder_host, holder_pid \
+         FROM reprise_append_entry($1, '', NULL, '{}', $2, $3, true, $4)",
+    )
+    .bind(session)
+    .bind(entry.uuid)
+    .bind(serde_json::to_string(&entry).unwrap())
+    .bind(text)
+    .fetch_one(connection)
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
     let db = TestDb::fresh().await;
@@ -92,19 +113,8 @@ async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
         .unwrap();
     // Written by the previous release's append, at times set apart by less and by
     // more than a hundredth of a second.
-    let append_entry = "SELECT written, holder_host, holder_pid \
-         FROM reprise_append_entry($1, '', $2, '{}', $3, $4, true, $5)";
     for (id, us) in [("old-a", 3_000), ("old-b", 1_000), ("old-c", 12_000)] {
-        let entry = Entry::message(Message::user(id));
-        sqlx::query(append_entry)
-            .bind(id)
-            .bind(None::<i64>)
-            .bind(entry.uuid)
-            .bind(serde_json::to_string(&entry).unwrap())
-            .bind(id)
-            .execute(&mut connection)
-            .await
-            .unwrap();
+        append_as_before(&mut connection, id, id).await;
         sqlx::query(
             "UPDATE reprise_sessions SET updated_at = \
              timestamptz '2026-06-01 12:00:00+00' + $2 * interval '1 microsecond' WHERE id = $1",
@@ -123,17 +133,7 @@ async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
 
     // A worker of the previous release still appends through the function it knows
     // (a rolling upgrade): its appends keep the listing in order and are still fenced.
-    let entry = Entry::message(Message::user("later"));
-    let (written, host, _): (Option<i32>, Option<String>, Option<i32>) =
-        sqlx::query_as(append_entry)
-            .bind("old-b")
-            .bind(None::<i64>)
-            .bind(entry.uuid)
-            .bind(serde_json::to_string(&entry).unwrap())
-            .bind("later")
-            .fetch_one(&mut connection)
-            .await
-            .unwrap();
+    let (written, host, _) = append_as_before(&mut connection, "old-b", "later").await;
     assert_eq!((written, host), (Some(1), None));
     crate::support::assert_listing_times_agree(&db).await;
     assert_eq!(store.list_sessions().await.unwrap()[0].id, "old-b");
@@ -142,28 +142,10 @@ async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
     assert_eq!(summary.last_message.as_deref(), Some("later"));
 
     let _held = store.lock("old-a").await.unwrap();
-    let refused = Entry::message(Message::user("refused"));
-    let (written, host, pid): (Option<i32>, Option<String>, Option<i32>) =
-        sqlx::query_as(append_entry)
-            .bind("old-a")
-            .bind(None::<i64>)
-            .bind(refused.uuid)
-            .bind(serde_json::to_string(&refused).unwrap())
-            .bind("refused")
-            .fetch_one(&mut connection)
-            .await
-            .unwrap();
+    let (written, host, pid) = append_as_before(&mut connection, "old-a", "refused").await;
     assert_eq!(written, None);
     assert!(host.is_some());
     assert_eq!(pid, Some(i32::try_from(std::process::id()).unwrap()));
-    assert_eq!(
-        store
-            .load(&key("old-a"))
-            .await
-            .unwrap()
-            .unwrap()
-            .entries
-            .len(),
-        1
-    );
+    let loaded = store.load(&key("old-a")).await.unwrap().unwrap();
+    assert_eq!(loaded.entries.len(), 1);
 }
