@@ -61,13 +61,21 @@ type SessionRow = (String, i64, i64, Option<String>, Option<Uuid>);
 
 /// The columns of a [`SessionRow`], times in microseconds since the epoch.
 macro_rules! select_sessions {
-    ($rest:literal) => {
+    ($($rest:expr),+) => {
         concat!(
             "SELECT id, (extract(epoch FROM created_at) * 1000000)::int8, ",
             "(extract(epoch FROM updated_at) * 1000000)::int8, forked_from, forked_from_entry ",
             "FROM reprise_sessions ",
-            $rest
+            $($rest),+
         )
+    };
+}
+
+/// Listings' order, newest first: by `updated_at`, then id. `updated_cs` (its hundredth
+/// of a second) comes first so that the index on it serves the order.
+macro_rules! newest_first {
+    () => {
+        "ORDER BY updated_cs DESC, updated_at DESC, id DESC"
     };
 }
 
@@ -117,12 +125,12 @@ macro_rules! summary_columns {
 
 /// A query of [`SummaryRow`]s.
 macro_rules! select_summaries {
-    ($rest:literal) => {
+    ($($rest:expr),+) => {
         concat!(
             "SELECT ",
             summary_columns!(),
             " FROM reprise_sessions ",
-            $rest
+            $($rest),+
         )
     };
 }
@@ -272,7 +280,7 @@ impl PgSessionStore {
     ) -> Result<(Vec<SessionInfo>, Option<SessionCursor>), StoreError> {
         let rows: Vec<SessionRow> = match after {
             None => sqlx::query_as(select_sessions!(
-                "ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
+                newest_first!(), " LIMIT $1"
             ))
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
@@ -281,8 +289,9 @@ impl PgSessionStore {
             // of the cursor's own hundredth are then cut at the cursor itself.
             Some(cursor) => sqlx::query_as(select_sessions!(
                 "WHERE updated_cs <= reprise_centiseconds(timestamptz 'epoch' + $2 * interval '1 microsecond') \
-                   AND (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) \
-                 ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
+                   AND (updated_at, id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3) ",
+                newest_first!(),
+                " LIMIT $1"
             ))
             .bind(i64::from(limit))
             .bind(cursor.updated_us)
@@ -307,13 +316,11 @@ impl PgSessionStore {
         &self,
         limit: Option<u32>,
     ) -> Result<Vec<SessionSummary>, StoreError> {
-        let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!(
-            "ORDER BY updated_cs DESC, updated_at DESC, id DESC LIMIT $1"
-        ))
-        .bind(limit.map(i64::from))
-        .fetch_all(&self.inner.pool)
-        .await
-        .map_err(|error| self.failed("listing sessions", error))?;
+        let rows: Vec<SummaryRow> = sqlx::query_as(select_summaries!(newest_first!(), " LIMIT $1"))
+            .bind(limit.map(i64::from))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed("listing sessions", error))?;
         Ok(rows.into_iter().map(session_summary).collect())
     }
 
@@ -638,12 +645,10 @@ impl SessionStore for PgSessionStore {
     }
 
     async fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let rows: Vec<SessionRow> = sqlx::query_as(select_sessions!(
-            "ORDER BY updated_cs DESC, updated_at DESC, id DESC"
-        ))
-        .fetch_all(&self.inner.pool)
-        .await
-        .map_err(|error| self.failed("listing sessions", error))?;
+        let rows: Vec<SessionRow> = sqlx::query_as(select_sessions!(newest_first!()))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|error| self.failed("listing sessions", error))?;
         Ok(rows.into_iter().map(session_info).collect())
     }
 
