@@ -14,9 +14,9 @@ use reprise_session::runs::{
 };
 use serde_json::json;
 
-use crate::run_cmds::{show_date_in, write_json};
-use crate::run_source::RunSource;
-use crate::terminal_text::{eprint_line, visible};
+use crate::display::terminal::{eprint_line, visible, write_json};
+use crate::display::text::show_date_in;
+use crate::runs::source::RunSource;
 
 /// The history commands, flattened into the command line's subcommands.
 #[derive(Debug, Subcommand)]
