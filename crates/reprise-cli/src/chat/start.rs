@@ -95,6 +95,17 @@ pub fn resumed_text(date: &str) -> String {
     format!("(resumed the conversation of {date})")
 }
 
+/// Writes in the run folder made at this start (`fresh`) which run the conversation
+/// went on in, when it was resumed elsewhere.
+pub fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
+    if let Ok(mut log) =
+        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+            .map(|log| log.with_redactor(opener.redactor.clone()))
+    {
+        let _ = log.write_line(&format!("(resumed run {resumed})"));
+    }
+}
+
 /// The runs for the `/resume` list, newest first.
 pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
     let tz = jiff::tz::TimeZone::system();

@@ -275,13 +275,7 @@ pub async fn run(
     if resumed {
         show_resumed(&opener, &mut session, &mut printer)?;
         if session.run_name() != fresh_name {
-            // The folder made at this start says where the conversation went.
-            if let Ok(mut log) =
-                reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
-                    .map(|log| log.with_redactor(opener.redactor.clone()))
-            {
-                let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
-            }
+            crate::chat::start::note_in_fresh_folder(&opener, &fresh_name, session.run_name());
         }
     }
     warn_load(&session, &mut printer);
@@ -384,9 +378,9 @@ pub async fn run(
             }
             Line::Compact(focus) => {
                 crate::chat::commands::remember(&opener, &text, session.run_name());
-                let end = compact(
+                let end = run_printed(
                     &mut session,
-                    focus.as_deref(),
+                    |session, cancel| session.compact(focus.as_deref(), cancel),
                     &mut ui,
                     &mut lines,
                     &mut printer,
@@ -401,9 +395,9 @@ pub async fn run(
             }
             Line::Message(message) => {
                 crate::chat::commands::remember(&opener, &message, session.run_name());
-                let end = turn(
+                let end = run_printed(
                     &mut session,
-                    &message,
+                    |session, cancel| session.turn(&message, cancel),
                     &mut ui,
                     &mut lines,
                     &mut printer,
@@ -441,34 +435,24 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
     opener.open_forked(copy).await
 }
 
-async fn turn(
-    session: &mut ChatSession,
-    message: &str,
+/// Runs `work` (a turn, a compaction) on the session, printing its events as they
+/// come.
+async fn run_printed<'s, F>(
+    session: &'s mut ChatSession,
+    work: impl FnOnce(&'s mut ChatSession, CancellationToken) -> F,
     ui: &mut UnboundedReceiver<UiEvent>,
     lines: &mut Lines,
     printer: &mut Printer,
     interrupts: &mut Interrupts,
-) -> TurnEnd {
+) -> TurnEnd
+where
+    F: std::future::Future<Output = TurnEnd> + 's,
+{
     let cancel = CancellationToken::new();
-    // The session is borrowed by the turn; events are printed through a second view
-    // of what they need (the redactor), taken before the turn starts.
+    // The session is borrowed by the work; events are printed through a second view
+    // of what they need (the redactor), taken before the work starts.
     let shown = ShownSession::of(session);
-    let work = session.turn(message, cancel.clone());
-    print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
-}
-
-/// `/compact`, its events printed as a turn's are.
-async fn compact(
-    session: &mut ChatSession,
-    focus: Option<&str>,
-    ui: &mut UnboundedReceiver<UiEvent>,
-    lines: &mut Lines,
-    printer: &mut Printer,
-    interrupts: &mut Interrupts,
-) -> TurnEnd {
-    let cancel = CancellationToken::new();
-    let shown = ShownSession::of(session);
-    let work = session.compact(focus, cancel.clone());
+    let work = work(session, cancel.clone());
     print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
 }
 

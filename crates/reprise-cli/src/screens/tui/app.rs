@@ -141,7 +141,7 @@ pub async fn run(
     if resumed {
         app.show_resumed();
         if app.view.run != fresh_name {
-            note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
+            crate::chat::start::note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
         }
     }
     app.show_load_warnings();
@@ -175,15 +175,6 @@ pub async fn run(
         ));
     }
     result
-}
-
-fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
-    if let Ok(mut log) =
-        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
-            .map(|log| log.with_redactor(opener.redactor.clone()))
-    {
-        let _ = log.write_line(&format!("(resumed run {resumed})"));
-    }
 }
 
 impl App {
@@ -403,36 +394,36 @@ impl App {
     }
 
     fn start_turn(&mut self, message: String) {
-        let Some(mut session) = self.session.take() else {
+        if self.session.is_none() {
             return;
-        };
+        }
         self.view.items.push(Item::User(message.clone()));
         self.view.scroll = 0;
-        let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let end = session.turn(&message, token).await;
+        self.start_in_background(move |mut session, cancel| async move {
+            let end = session.turn(&message, cancel).await;
             (session, end)
-        });
-        self.view.busy = Some(Duration::ZERO);
-        self.running = Some(Running {
-            task,
-            cancel,
-            clock: TurnClock::start(Instant::now()),
         });
     }
 
     /// `/compact`: runs in the background like a turn (Ctrl-C stops it).
     fn start_compaction(&mut self, focus: Option<String>) {
-        let Some(mut session) = self.session.take() else {
+        self.start_in_background(move |mut session, cancel| async move {
+            let end = session.compact(focus.as_deref(), cancel).await;
+            (session, end)
+        });
+    }
+
+    /// Runs `work` (a turn, a compaction) on the session in the background; the
+    /// session comes back when it ends.
+    fn start_in_background<F>(&mut self, work: impl FnOnce(ChatSession, CancellationToken) -> F)
+    where
+        F: std::future::Future<Output = (ChatSession, TurnEnd)> + Send + 'static,
+    {
+        let Some(session) = self.session.take() else {
             return;
         };
         let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let end = session.compact(focus.as_deref(), token).await;
-            (session, end)
-        });
+        let task = tokio::spawn(work(session, cancel.clone()));
         self.view.busy = Some(Duration::ZERO);
         self.running = Some(Running {
             task,
