@@ -15,13 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 
 use jiff::Timestamp;
+use reprise_message::{Entry, Message};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::fs::IoError;
 use crate::store::decode::EntryDecoder;
-use crate::store::entry::Entry;
-use crate::store::message::Message;
 use crate::store::session_store::{LoadWarning, Loaded, StoreError};
 
 /// How much an append guarantees when it returns.

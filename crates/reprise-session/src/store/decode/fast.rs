@@ -18,12 +18,10 @@
 use std::borrow::Cow;
 
 use jiff::Timestamp;
+use reprise_message::{Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use uuid::Uuid;
-
-use crate::store::entry::Entry;
-use crate::store::message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 
 /// Decodes entry lines; keeps one buffer for unescaping between lines.
 #[derive(Default)]

@@ -50,7 +50,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::store::entry::Entry;
+use reprise_message::Entry;
 
 mod fast;
 
@@ -120,8 +120,7 @@ mod line_decoder_tests {
     #![allow(clippy::unwrap_used)]
 
     use super::EntryLineDecoder;
-    use crate::store::entry::Entry;
-    use crate::store::message::Message;
+    use reprise_message::{Entry, Message};
 
     #[test]
     fn lines_decode_to_what_serde_reads_and_bad_lines_give_serdes_error() {
