@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, RunStore, append_history_with, list_runs};
+use reprise_runs::{RunFolder, RunStore, append_history_with, list_runs};
 
 use crate::cli::ChatArgs;
 use crate::driver::{ChatSession, Opener};
@@ -69,7 +69,7 @@ pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFol
 /// empty run folder behind.
 pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
     if started.is_err() {
-        let _ = reprise_session::runs::remove_unused_run_folder(fresh);
+        let _ = reprise_runs::remove_unused_run_folder(fresh);
     }
     started
 }
@@ -106,7 +106,7 @@ pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
             name: run.name().to_owned(),
             date: show_date_in(run.updated_at, &tz),
             last_message: run.last_message.clone().unwrap_or_default(),
-            title: run.display_title(reprise_session::runs::MAX_TITLE_CHARS),
+            title: run.display_title(reprise_runs::MAX_TITLE_CHARS),
         })
         .collect())
 }
@@ -115,7 +115,7 @@ pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
 /// `/resume` picker's filter: every message of every run, not only the last one.
 pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
     match list_runs(runs_dir) {
-        Ok(list) => reprise_session::runs::runs_with_user_text(&list.runs, filter)
+        Ok(list) => reprise_runs::runs_with_user_text(&list.runs, filter)
             .into_iter()
             .collect(),
         Err(_) => std::collections::BTreeSet::new(),
@@ -176,7 +176,7 @@ pub async fn fork_into(
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
     let forked = tokio::task::spawn_blocking(move || {
-        reprise_session::runs::fork_run(&source_dir, &target_dir, up_to)
+        reprise_runs::fork_run(&source_dir, &target_dir, up_to)
     })
     .await
     .context("the fork was interrupted")?
@@ -192,7 +192,7 @@ pub async fn fork_into(
 /// the conversation.
 pub async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
     let title = match runs {
-        RunSource::Folders { .. } => reprise_session::runs::set_title(dir, title)?.title,
+        RunSource::Folders { .. } => reprise_runs::set_title(dir, title)?.title,
         RunSource::Database { store, .. } => {
             let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or("");
             store

@@ -272,7 +272,7 @@ pub async fn run(
         if session.run_name() != fresh_name {
             // The folder made at this start says where the conversation went.
             if let Ok(mut log) =
-                reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
+                reprise_runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
                     .map(|log| log.with_redactor(opener.redactor.clone()))
             {
                 let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
@@ -680,7 +680,7 @@ async fn pick_run(
     opener: &Opener,
     lines: &mut Lines,
     printer: &mut Printer,
-) -> Result<Option<reprise_session::runs::RunFolder>> {
+) -> Result<Option<reprise_runs::RunFolder>> {
     let rows = chat::picker_rows(&opener.runs)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");

@@ -13,7 +13,7 @@ use reprise_cli::tui::view::{
     ChatView, Item, Picker, PickerRow, Question, ToolResultView, ToolView,
 };
 use reprise_provider::Usage;
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 fn screen(view: &ChatView, width: u16, height: u16) -> Terminal<TestBackend> {

@@ -8,7 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use reprise_cli::tui::render::draw;
 use reprise_cli::tui::view::{ChatView, Item, Picker, PickerRow, ToolResultView, ToolView};
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::assert_contains;
 use reprise_testkit::{Reply, ScriptedServer};
