@@ -25,10 +25,15 @@
 //!
 //! [`RunStore`] is the [`SessionStore`](reprise_session::SessionStore) of one run folder;
 //! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
+//!
+//! [`RunCatalog`] is every operation the chat does on runs, whether they are folders
+//! ([`FolderCatalog`]) or sessions in a database (`reprise-postgres`).
 
+mod catalog;
 mod conversation;
 mod error;
 mod folder;
+mod folder_catalog;
 mod fs;
 mod history;
 mod labels;
@@ -43,6 +48,7 @@ mod store;
 mod summary;
 mod transcript;
 
+pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use conversation::{
     COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
@@ -54,6 +60,7 @@ pub use folder::{
     create_run_folder, create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs,
     remove_unused_run_folder, run_folder_name, summarize_run,
 };
+pub use folder_catalog::{FolderCatalog, folder_bytes};
 pub use history::{
     HISTORY_JSONL, History, HistoryEntry, append_history, append_history_with, read_history,
 };
