@@ -30,6 +30,8 @@
 //! ([`FolderCatalog`]) or sessions in a database (`reprise-postgres`).
 
 mod catalog;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod conversation;
 mod error;
 mod folder;

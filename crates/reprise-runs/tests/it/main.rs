@@ -1,6 +1,7 @@
 //! The integration tests of `reprise-runs`, in one test binary: one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
+mod catalog_conformance;
 mod conversation;
 mod history;
 mod io_errors;
