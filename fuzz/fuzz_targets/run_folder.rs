@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use reprise_session::runs::{
-    self, CONVERSATION_JSONL, HISTORY_JSONL, LIST_CACHE, RUN_SUMMARY, RunFolder, SESSION_JSON,
+use reprise_runs::{
+    CONVERSATION_JSONL, HISTORY_JSONL, LIST_CACHE, RUN_SUMMARY, RunFolder, SESSION_JSON,
 };
 
 /// The one run folder's name.
@@ -138,12 +138,12 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let _ = RunFolder::open(&run);
-    let _ = runs::list_runs(runs_dir);
-    let _ = runs::list_runs(runs_dir);
-    let _ = runs::summarize_run(&run);
-    let _ = runs::find_run(runs_dir, runs::LAST_RUN);
-    let _ = runs::find_run(runs_dir, "2026-01");
-    let _ = runs::create_run_store(&run).session_id();
-    let _ = runs::read_history(&runs_dir.join(HISTORY_JSONL));
-    let _ = runs::read_conversation_with_warnings(&run);
+    let _ = reprise_runs::list_runs(runs_dir);
+    let _ = reprise_runs::list_runs(runs_dir);
+    let _ = reprise_runs::summarize_run(&run);
+    let _ = reprise_runs::find_run(runs_dir, reprise_runs::LAST_RUN);
+    let _ = reprise_runs::find_run(runs_dir, "2026-01");
+    let _ = reprise_runs::create_run_store(&run).session_id();
+    let _ = reprise_runs::read_history(&runs_dir.join(HISTORY_JSONL));
+    let _ = reprise_runs::read_conversation_with_warnings(&run);
 });

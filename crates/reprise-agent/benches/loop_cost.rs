@@ -215,8 +215,8 @@ impl Provider for DelegatingProvider {
 /// Median turn time in a fresh run folder, delegating or not; with the first
 /// delegating turn's (it registers the subagent in `session.json`).
 async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, Duration) {
-    let run = reprise_session::runs::create_run_folder(dir).unwrap();
-    let store: Arc<dyn SessionStore> = Arc::new(reprise_session::runs::create_run_store(&run.dir));
+    let run = reprise_runs::create_run_folder(dir).unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(reprise_runs::create_run_store(&run.dir));
     let mut builder = Agent::builder(Arc::new(DelegatingProvider { delegate }))
         .system("You are Astor, an adventurer.")
         .store(store)

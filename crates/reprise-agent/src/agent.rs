@@ -449,7 +449,7 @@ impl Agent {
     /// A new agent, same configuration, on a copy of this session named `new_id`
     /// (in the same store, with `forked_from` recorded). This session stays as it is
     /// and keeps being this agent's. A run-folder store holds one session and refuses;
-    /// fork a run with [`reprise_session::runs::fork_run`] and [`Agent::with_session`], or
+    /// fork a run with `reprise_runs::fork_run` and [`Agent::with_session`], or
     /// use [`Agent::fork_into`].
     pub async fn fork(&self, new_id: &str) -> Result<Agent, AgentError> {
         self.store.fork(&self.session_id, new_id, None).await?;
@@ -463,7 +463,7 @@ impl Agent {
 
     /// A new agent with this agent's configuration (provider, system prompt, tools,
     /// subagents, approver, turn budget) on another session: for example the run
-    /// folder that [`reprise_session::runs::fork_run`] just made. Takes that session's
+    /// folder that `reprise_runs::fork_run` just made. Takes that session's
     /// writer lock and loads it, as [`AgentBuilder::build`] does.
     pub async fn with_session(
         &self,

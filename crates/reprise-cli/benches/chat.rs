@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reprise_session::runs::{RunStore, create_run_folder};
+use reprise_runs::{RunStore, create_run_folder};
 use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::coding_agent_entry;
 
@@ -390,12 +390,12 @@ async fn main() {
     let setup = Instant::now();
     make_runs(&many.join(".run"), RUNS);
     println!("setup: {RUNS} runs written in {}", ms(setup.elapsed()));
-    let listed = reprise_session::runs::list_runs(&many.join(".run")).unwrap();
+    let listed = reprise_runs::list_runs(&many.join(".run")).unwrap();
     assert_eq!(listed.runs.len(), RUNS);
     let in_process: Vec<_> = (0..REPEAT)
         .map(|_| {
             let start = Instant::now();
-            let _ = reprise_session::runs::list_runs(&many.join(".run")).unwrap();
+            let _ = reprise_runs::list_runs(&many.join(".run")).unwrap();
             start.elapsed()
         })
         .collect();

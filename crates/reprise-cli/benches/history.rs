@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reprise_session::runs::{Labels, RunStore, SESSION_JSON, SessionJson, write_labels};
+use reprise_runs::{Labels, RunStore, SESSION_JSON, SessionJson, write_labels};
 use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore, ToolCall};
 
 const RUNS: usize = 10_000;
@@ -325,7 +325,7 @@ fn main() {
     );
 
     let list_args = ["--runs-dir", runs_arg, "runs"];
-    let cache = runs_dir.join(reprise_session::runs::LIST_CACHE);
+    let cache = runs_dir.join(reprise_runs::LIST_CACHE);
     timed(reprise, &list_args, &root);
     let mut warm = Vec::new();
     let mut cold = Vec::new();

@@ -36,7 +36,7 @@ pub enum ImportError {
     },
     /// The run folder could not be created or written.
     #[error("cannot write the imported run: {0}")]
-    Run(#[from] reprise_session::runs::RunError),
+    Run(#[from] reprise_runs::RunError),
     /// The session could not be written to the run folder.
     #[error("cannot write the imported session: {0}")]
     Store(#[from] reprise_session::StoreError),

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use reprise_session::runs::{
+use reprise_runs::{
     CONVERSATION_JSONL, RunStore, SESSION_JSON, SUBAGENTS_DIR, create_run_folder_at,
     run_folder_name,
 };

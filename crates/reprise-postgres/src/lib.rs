@@ -24,11 +24,13 @@
 //! [`SessionStore::lock`]: reprise_session::SessionStore::lock
 
 mod appends;
+mod catalog;
 mod error;
 mod lease;
 mod options;
 mod store;
 
+pub use catalog::PgRunCatalog;
 pub use error::PgStoreError;
 pub use options::PgStoreOptions;
 pub use store::{PgSessionStore, SessionCursor, SessionSummary};

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::runs::{clean_tag, clean_title, is_command_expansion, last_message_text};
+use reprise_runs::{clean_tag, clean_title, is_command_expansion, last_message_text};
 use reprise_session::{
     AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo,
     SessionKey, SessionStore, StoreError, WriterLock, validate_id,
@@ -90,7 +90,7 @@ pub struct SessionSummary {
     /// sessions written before the store kept it).
     pub first_message: Option<String>,
     /// The person's last message, redacted by the writer's redactor and cut to
-    /// [`LAST_MESSAGE_CHARS`](reprise_session::runs::LAST_MESSAGE_CHARS).
+    /// [`LAST_MESSAGE_CHARS`](reprise_runs::LAST_MESSAGE_CHARS).
     pub last_message: Option<String>,
     /// The title the session was given ([`PgSessionStore::set_title`]).
     pub title: Option<String>,

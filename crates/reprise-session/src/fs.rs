@@ -1,18 +1,18 @@
-//! File-system helpers of the stores and the run folders, and their one error type.
+//! File-system helpers of the file stores, and their one error type. They are public
+//! so that stores kept in other crates (the run folders of `reprise-runs`) follow the
+//! same rules.
 //!
 //! Directories are created 0700 and files 0600, with the mode set at creation and never
 //! widened later. Whole-file writes are atomic (a temp file, then a rename); appends
 //! are single writes; directory entries are synced where a crash must not lose them.
 
 use std::fs::{DirBuilder, File};
-use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
-
-use crate::store::session_store::LoadWarning;
 
 /// A file operation that failed: what was being done, and to which path.
 ///
@@ -60,31 +60,20 @@ pub(crate) const DIR_MODE: u32 = 0o700;
 pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// Builds the `map_err` closure for an I/O failure on `path`.
-pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IoError {
+pub fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IoError {
     let path = path.to_path_buf();
     move |source| IoError { op, path, source }
 }
 
 /// Makes the directory entries inside `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), IoError> {
+pub fn sync_dir(dir: &Path) -> Result<(), IoError> {
     File::open(dir)
         .and_then(|handle| handle.sync_all())
         .map_err(io_err("sync", dir))
 }
 
-/// Makes the directory entry of `path` durable.
-pub(crate) fn sync_parent(path: &Path) -> Result<(), IoError> {
-    sync_dir(parent_of(path))
-}
-
-/// The root below which no link is followed for a file of a run folder
-/// (`<runs>/<run>/<file>`): the runs directory.
-pub(crate) fn run_file_root(path: &Path) -> &Path {
-    parent_of(parent_of(path))
-}
-
 /// The directory holding `path` (`.` for a bare name).
-pub(crate) fn parent_of(path: &Path) -> &Path {
+pub fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -93,21 +82,21 @@ pub(crate) fn parent_of(path: &Path) -> &Path {
 
 /// Whether [`create_private_dir_all`] syncs the entry of each directory it creates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DirSync {
+pub enum DirSync {
     /// Each new directory's entry is synced in its parent, so a crash cannot lose it:
     /// for a directory that a durable write is about to rely on (a store's directory
     /// before its first synced append, the parent of a fork's target).
     Synced,
     /// Not synced: for directories whose contents are synced as a whole before they
     /// matter (a fork's staging folder, synced before its rename), for stores that do
-    /// not sync, and for the run folders' own files, whose appends sync the file they
-    /// create (see [`open_private_append`]).
+    /// not sync, and for files whose appends sync the file they create (the run
+    /// folders' own files).
     Unsynced,
 }
 
 impl DirSync {
     /// [`DirSync::Synced`] when `sync` is set.
-    pub(crate) fn when(sync: bool) -> Self {
+    pub fn when(sync: bool) -> Self {
         if sync {
             DirSync::Synced
         } else {
@@ -119,7 +108,7 @@ impl DirSync {
 /// Creates `dir` and its missing parents with mode 0700; an existing directory is
 /// left as it is. A symbolic link where `dir` should be is refused
 /// ([`link_refused`]): nothing is ever created through one.
-pub(crate) fn create_private_dir_all(dir: &Path, sync: DirSync) -> Result<(), IoError> {
+pub fn create_private_dir_all(dir: &Path, sync: DirSync) -> Result<(), IoError> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.is_dir() => return Ok(()),
         Ok(meta) if meta.file_type().is_symlink() => return Err(link_refused(dir)),
@@ -155,29 +144,14 @@ fn not_a_directory(path: &Path) -> IoError {
     )
 }
 
-/// Whether `path` is a symbolic link.
-pub(crate) fn is_link(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
-}
-
 /// Whether `path` is a directory itself (not a link to one).
 pub(crate) fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
 }
 
-/// Creates the runs directory `dir` like [`create_private_dir_all`], except that
-/// `dir` itself may be a symbolic link to a directory: the runs directory is what the
-/// person named, and is followed; below it, no link is.
-pub(crate) fn create_runs_dir(dir: &Path) -> Result<(), IoError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    create_private_dir_all(dir, DirSync::Unsynced)
-}
-
 /// Creates a new file 0600; fails if it exists (a symbolic link included: it is
 /// never followed) or if a folder on its way below `root` is a symbolic link.
-pub(crate) fn create_new_private(root: &Path, path: &Path) -> Result<File, IoError> {
+pub fn create_new_private(root: &Path, path: &Path) -> Result<File, IoError> {
     open_beneath(
         root,
         path,
@@ -191,7 +165,7 @@ const LINK_REFUSED: &str = "a symbolic link: reprise follows no link inside a ru
 
 /// The error for a symbolic link found at `path` where a file or folder of a store
 /// should be.
-pub(crate) fn link_refused(path: &Path) -> IoError {
+pub fn link_refused(path: &Path) -> IoError {
     IoError::new(
         "refuse",
         path,
@@ -216,7 +190,7 @@ fn relative_to<'p>(root: &Path, path: &'p Path) -> &'p Path {
 /// `openat2`, `openat` with `O_NOFOLLOW` on each directory and the file in turn. A
 /// link met on the way is refused with an error naming it ([`link_refused`]).
 /// Files are created 0600.
-pub(crate) fn open_beneath(
+pub fn open_beneath(
     root: &Path,
     path: &Path,
     flags: OFlags,
@@ -301,7 +275,7 @@ fn first_link(base: &Path, path: &Path) -> PathBuf {
 
 /// Opens `path` for reading without following a link below `root`; `Ok(None)` when
 /// it does not exist.
-pub(crate) fn open_read_beneath(root: &Path, path: &Path) -> Result<Option<File>, IoError> {
+pub fn open_read_beneath(root: &Path, path: &Path) -> Result<Option<File>, IoError> {
     match open_beneath(root, path, OFlags::RDONLY, "open") {
         Ok(file) => Ok(Some(file)),
         Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
@@ -309,20 +283,9 @@ pub(crate) fn open_read_beneath(root: &Path, path: &Path) -> Result<Option<File>
     }
 }
 
-/// Reads the whole file `path` beneath `root` (see [`open_beneath`]); `Ok(None)` when
-/// it does not exist.
-pub(crate) fn read_beneath(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, IoError> {
-    let Some(mut file) = open_read_beneath(root, path)? else {
-        return Ok(None);
-    };
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err("read", path))?;
-    Ok(Some(bytes))
-}
-
 /// A name for a temporary sibling of `path`, unique within this process and across
 /// processes (pid), hidden (leading dot) so listings skip it.
-pub(crate) fn temp_sibling(path: &Path, what: &str) -> PathBuf {
+pub fn temp_sibling(path: &Path, what: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = path
@@ -339,7 +302,7 @@ pub(crate) fn temp_sibling(path: &Path, what: &str) -> PathBuf {
 /// [`open_beneath`]), and the temp file is created and renamed relative to that
 /// handle, so a link at `path` is replaced, never written through, and a folder
 /// swapped for a link is refused.
-pub(crate) fn write_file_atomic(
+pub fn write_file_atomic(
     root: &Path,
     path: &Path,
     bytes: &[u8],
@@ -390,7 +353,7 @@ pub(crate) fn open_dir_beneath(root: &Path, dir: &Path) -> Result<rustix::fd::Ow
 
 /// Moves `from` to `to` only if `to` does not exist (a hard link, then the source
 /// removed), so two racing creators cannot both win. Files only.
-pub(crate) fn move_no_replace(from: &Path, to: &Path) -> Result<bool, IoError> {
+pub fn move_no_replace(from: &Path, to: &Path) -> Result<bool, IoError> {
     match std::fs::hard_link(from, to) {
         Ok(()) => {
             std::fs::remove_file(from).map_err(io_err("remove", from))?;
@@ -402,12 +365,12 @@ pub(crate) fn move_no_replace(from: &Path, to: &Path) -> Result<bool, IoError> {
 }
 
 /// Removes the file `path`; one already gone is fine.
-pub(crate) fn remove_file_if_exists(path: &Path) -> Result<(), IoError> {
+pub fn remove_file_if_exists(path: &Path) -> Result<(), IoError> {
     gone_is_fine(std::fs::remove_file(path), path)
 }
 
 /// Removes the directory `path` and everything in it; one already gone is fine.
-pub(crate) fn remove_dir_if_exists(path: &Path) -> Result<(), IoError> {
+pub fn remove_dir_if_exists(path: &Path) -> Result<(), IoError> {
     gone_is_fine(std::fs::remove_dir_all(path), path)
 }
 
@@ -419,106 +382,6 @@ fn gone_is_fine(removed: std::io::Result<()>, path: &Path) -> Result<(), IoError
 }
 
 /// True when `path` exists (without following a final symlink).
-pub(crate) fn exists(path: &Path) -> bool {
+pub fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
-}
-
-/// Opens `path` for appending (and reading its last byte), creating it 0600 when
-/// missing, without following a link below `root` (see [`open_beneath`]). A new
-/// file's directory entry is synced so that the file survives a crash.
-pub(crate) fn open_private_append(root: &Path, path: &Path) -> Result<File, IoError> {
-    let flags = OFlags::RDWR | OFlags::APPEND;
-    match open_beneath(root, path, flags, "open") {
-        Ok(file) => return Ok(file),
-        Err(error) if error.kind() == ErrorKind::NotFound => {}
-        Err(error) => return Err(error),
-    }
-    let file = open_beneath(root, path, flags | OFlags::CREATE, "create")?;
-    sync_parent(path)?;
-    Ok(file)
-}
-
-/// Appends one complete line (`line` must end in `\n`) with a single write.
-///
-/// When the file ends in a torn line (a crash mid-write), a `\n` goes first so the
-/// torn fragment stays a line of its own (readers skip it with a warning) instead of
-/// corrupting this one. Cutting the fragment off instead would race with other
-/// processes appending to a shared file such as `history.jsonl`.
-pub(crate) fn append_line(
-    file: &File,
-    path: &Path,
-    line: &[u8],
-    durable: bool,
-) -> Result<(), IoError> {
-    let len = file.metadata().map_err(io_err("stat", path))?.len();
-    let mut torn = false;
-    if len > 0 {
-        let mut last = [0u8; 1];
-        file.read_exact_at(&mut last, len - 1)
-            .map_err(io_err("read", path))?;
-        torn = last[0] != b'\n';
-    }
-    let mut handle = file;
-    let result = if torn {
-        let mut buf = Vec::with_capacity(line.len() + 1);
-        buf.push(b'\n');
-        buf.extend_from_slice(line);
-        handle.write_all(&buf)
-    } else {
-        handle.write_all(line)
-    };
-    result.map_err(io_err("write", path))?;
-    if durable {
-        file.sync_data().map_err(io_err("sync", path))?;
-    }
-    Ok(())
-}
-
-/// Reads the complete lines of a file, calling `each(line_number, line)` for every
-/// line that ends in `\n` and is UTF-8 (opened without following a link below
-/// `root`). A torn last line (no `\n`) is ignored and
-/// reported; a line that is not UTF-8 is skipped and reported. A missing file reads
-/// as empty.
-pub(crate) fn for_each_complete_line(
-    root: &Path,
-    path: &Path,
-    warnings: &mut Vec<LoadWarning>,
-    mut each: impl FnMut(usize, &str, &mut Vec<LoadWarning>),
-) -> Result<(), IoError> {
-    let Some(file) = open_read_beneath(root, path)? else {
-        return Ok(());
-    };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut buf = Vec::new();
-    let mut number = 0;
-    loop {
-        buf.clear();
-        let read = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(io_err("read", path))?;
-        if read == 0 {
-            return Ok(());
-        }
-        number += 1;
-        if buf.last() != Some(&b'\n') {
-            warnings.push(LoadWarning {
-                file: path.to_path_buf(),
-                line: number,
-                message: "torn last line (no newline) ignored".to_owned(),
-            });
-            return Ok(());
-        }
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        match std::str::from_utf8(&buf) {
-            Ok(line) => each(number, line, warnings),
-            Err(_) => warnings.push(LoadWarning {
-                file: path.to_path_buf(),
-                line: number,
-                message: "line is not UTF-8, skipped".to_owned(),
-            }),
-        }
-    }
 }

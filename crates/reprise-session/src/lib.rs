@@ -8,18 +8,31 @@
 //!   repair ([`repair_entries`], [`model_view`]), with the [`Entry`] line format and
 //!   its [`Message`]s (defined in `reprise-message`, which model providers use
 //!   without the store);
-//! - in [`runs`], the run folders that the `reprise` chat keeps: one folder per start
-//!   of the chat, with its [`RunStore`](runs::RunStore), prompt history, session log
-//!   and tool transcript.
+//! - in [`fs`] and [`parts`], what a file store is built from, for stores kept in
+//!   other crates (the run folders of `reprise-runs` are one).
 //!
-//! The on-disk format (entry lines, both layouts, the files of a run folder, and what
-//! is guaranteed after a crash) is described in `docs/format.md` of the repository.
+//! The on-disk format (entry lines, both layouts, and what is guaranteed after a
+//! crash) is described in `docs/format.md` of the repository.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
-mod fs;
-pub mod runs;
+pub mod fs;
 mod store;
+
+/// The parts of the file stores that another file-backed store builds on: the
+/// blocking face behind the async [`SessionStore`], reading JSONL without following
+/// links, the one-writer lock, and forks' copies and background syncs.
+///
+/// They are public so that a store kept in another crate (the run folder of
+/// `reprise-runs`) reads, locks and forks exactly as [`FileSessionStore`] does.
+pub mod parts {
+    pub use crate::store::blocking_store::{BlockingStore, OverBlockingStore};
+    pub use crate::store::file_store::jsonl_stems;
+    pub use crate::store::fork_copy::copy_lines;
+    pub use crate::store::fork_sync::{ForkSyncs, without_stalling};
+    pub use crate::store::jsonl::{load_file_beneath, push_expected, read_file_beneath};
+    pub use crate::store::writer_lock::{HeldLock, LockRegistry, acquire};
+}
 
 pub use fs::IoError;
 /// The fast entry decoder alone: the fuzz targets check it against serde's.

@@ -17,8 +17,8 @@
 //! - [`session`]: where every message goes: the [`Entry`](session::Entry) line format,
 //!   the [`SessionStore`](session::SessionStore) trait and its stores
 //!   ([`FileSessionStore`](session::FileSessionStore),
-//!   [`MemoryStore`](session::MemoryStore)), resume repair, and in
-//!   [`session::runs`] the run folders of the `reprise` chat.
+//!   [`MemoryStore`](session::MemoryStore)) and resume repair.
+//! - [`runs`]: the run folders of the `reprise` chat, and the catalog of its runs.
 //! - [`mcp`]: MCP servers as tools, and the gate that decides which tool calls run.
 //! - [`redact`]: the [`Redactor`](redact::Redactor) that every transcript value passes
 //!   through.
@@ -76,8 +76,11 @@ pub use reprise_provider as provider;
 /// Secret redaction for transcripts and logs (`reprise-redact`).
 pub use reprise_redact as redact;
 
-/// Sessions: entries, stores, resume repair, and run folders (`reprise-session`).
+/// Sessions: entries, stores and resume repair (`reprise-session`).
 pub use reprise_session as session;
+
+/// The chat's runs: run folders and the catalog of runs (`reprise-runs`).
+pub use reprise_runs as runs;
 
 /// The names most programs use: `use reprise::prelude::*;`.
 pub mod prelude {
@@ -86,6 +89,6 @@ pub mod prelude {
         ToolOutput, tool,
     };
     pub use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};
-    pub use reprise_session::runs::create_run_store;
+    pub use reprise_runs::create_run_store;
     pub use reprise_session::{FileSessionStore, MemoryStore, Message, SessionStore};
 }

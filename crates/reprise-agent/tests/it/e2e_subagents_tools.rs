@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::support::cancel_once_notified;
 use crate::support::http::{buy, file_roles, messages_of, provider_for, talk_to};
 use reprise_agent::{Agent, AgentError, AgentEvent, CANCELLED_BY_USER, Subagent, tool};
+use reprise_runs::create_run_store;
 use reprise_session::SessionStore;
-use reprise_session::runs::create_run_store;
 use reprise_testkit::{Reply, ScriptedCall, ScriptedServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -288,7 +288,7 @@ async fn a_conversation_forks_into_a_new_run_folder_with_its_subagents() {
     assert_eq!(meta["subagents"]["scout"], "subagents/scout.jsonl");
 
     // Into a new run folder with the session core's fork_run, then the same agent on it.
-    let forked = reprise_session::runs::fork_run(&run_a, &run_c, None).unwrap();
+    let forked = reprise_runs::fork_run(&run_a, &run_c, None).unwrap();
     let mut branch = source
         .with_session(Arc::new(forked.store), &forked.session_id)
         .await

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use reprise_session::runs::{RunFolder, append_history_with};
+use reprise_runs::{RunFolder, append_history_with};
 
 use crate::chat::fork::{Forked, fork_into};
 use crate::chat::session::Opener;
@@ -27,7 +27,7 @@ Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it
 /// the conversation.
 pub async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
     let title = match runs {
-        RunSource::Folders { .. } => reprise_session::runs::set_title(dir, title)?.title,
+        RunSource::Folders { .. } => reprise_runs::set_title(dir, title)?.title,
         RunSource::Database { store, .. } => {
             let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or("");
             store

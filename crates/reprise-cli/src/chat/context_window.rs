@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
 
-use reprise_session::runs::CONTEXT_WINDOW_JSON;
+use reprise_runs::CONTEXT_WINDOW_JSON;
 
 /// How long each lookup request may take: a server that does not answer at once
 /// does not hold up the chat.

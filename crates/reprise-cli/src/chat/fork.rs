@@ -1,7 +1,7 @@
 //! Copying a run's conversation into a new run: in run folders, or in the database.
 
 use anyhow::{Context, Result};
-use reprise_session::runs::{RunFolder, RunStore};
+use reprise_runs::{RunFolder, RunStore};
 
 use crate::runs::source::RunSource;
 
@@ -32,7 +32,7 @@ pub async fn fork_into(
     let source_dir = source.dir.clone();
     let target_dir = target.dir.clone();
     let forked = tokio::task::spawn_blocking(move || {
-        reprise_session::runs::fork_run(&source_dir, &target_dir, up_to)
+        reprise_runs::fork_run(&source_dir, &target_dir, up_to)
     })
     .await
     .context("the fork was interrupted")?

@@ -14,7 +14,7 @@ use crate::display::error_text::with_causes;
 use reprise_agent::{Agent, AgentError, AgentEvent, Subagent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
-use reprise_session::runs::{
+use reprise_runs::{
     RunFolder, RunStore, SessionLog, Transcript, TranscriptRecord, create_run_folder,
 };
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -95,7 +95,7 @@ impl Opener {
             && let Some(fresh) = fresh
         {
             // A chat that could not start leaves no empty run folder behind.
-            let _ = reprise_session::runs::remove_unused_run_folder(&fresh);
+            let _ = reprise_runs::remove_unused_run_folder(&fresh);
         }
         opened
     }
@@ -537,7 +537,7 @@ fn record_event(
 
 /// A failed write to `session.log` is only logged: the log is a record for people,
 /// and a chat goes on without it.
-fn warn_on_error(result: Result<(), reprise_session::runs::RunError>) {
+fn warn_on_error(result: Result<(), reprise_runs::RunError>) {
     if let Err(error) = result {
         tracing::warn!("session.log: {}", with_causes(&error));
     }

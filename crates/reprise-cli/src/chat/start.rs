@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 use jiff::Timestamp;
-use reprise_session::runs::{RunFolder, list_runs};
+use reprise_runs::{RunFolder, list_runs};
 
 use crate::chat::fork::fork_into;
 use crate::chat::session::{ChatSession, Opener};
@@ -69,7 +69,7 @@ pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFol
 /// empty run folder behind.
 pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
     if started.is_err() {
-        let _ = reprise_session::runs::remove_unused_run_folder(fresh);
+        let _ = reprise_runs::remove_unused_run_folder(fresh);
     }
     started
 }
@@ -98,9 +98,8 @@ pub fn resumed_text(date: &str) -> String {
 /// Writes in the run folder made at this start (`fresh`) which run the conversation
 /// went on in, when it was resumed elsewhere.
 pub fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
-    if let Ok(mut log) =
-        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
-            .map(|log| log.with_redactor(opener.redactor.clone()))
+    if let Ok(mut log) = reprise_runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+        .map(|log| log.with_redactor(opener.redactor.clone()))
     {
         let _ = log.write_line(&format!("(resumed run {resumed})"));
     }
@@ -117,7 +116,7 @@ pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
             name: run.name().to_owned(),
             date: show_date_in(run.updated_at, &tz),
             last_message: run.last_message.clone().unwrap_or_default(),
-            title: run.display_title(reprise_session::runs::MAX_TITLE_CHARS),
+            title: run.display_title(reprise_runs::MAX_TITLE_CHARS),
         })
         .collect())
 }
@@ -126,7 +125,7 @@ pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
 /// `/resume` picker's filter: every message of every run, not only the last one.
 pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
     match list_runs(runs_dir) {
-        Ok(list) => reprise_session::runs::runs_with_user_text(&list.runs, filter)
+        Ok(list) => reprise_runs::runs_with_user_text(&list.runs, filter)
             .into_iter()
             .collect(),
         Err(_) => std::collections::BTreeSet::new(),

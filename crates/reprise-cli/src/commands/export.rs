@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use reprise_session::runs::find_run;
+use reprise_runs::find_run;
 use serde_json::{Map, Value, json};
 
 use crate::export::{Masker, load_run, markdown, view_of};

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use reprise_redact::Redactor;
-use reprise_session::runs::{
+use reprise_runs::{
     RunSummary, SearchHit, SearchQuery, SearchRole, change_tags, clean_tag, find_run_or_title,
     list_runs, search_runs, set_title,
 };
@@ -238,7 +238,7 @@ pub fn tag(
     }
     let tags = clean_tags(tags)?;
     let labels = if tags.is_empty() {
-        reprise_session::runs::read_labels(&run.dir)?
+        reprise_runs::read_labels(&run.dir)?
     } else if untag {
         change_tags(&run.dir, &[], &tags)?
     } else {
@@ -591,7 +591,7 @@ pub async fn prune(
 /// is refused.
 async fn delete_unless_open(run: &RunSummary) -> Result<()> {
     use reprise_session::SessionStore;
-    let store = reprise_session::runs::create_run_store(&run.dir);
+    let store = reprise_runs::create_run_store(&run.dir);
     let _lock = match store.lock(&run.session_id).await {
         Ok(lock) => lock,
         Err(error @ reprise_session::StoreError::Locked { .. }) => {

@@ -3,8 +3,8 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result, bail};
+use reprise_runs::{ConversationMessage, RunFolder};
 use reprise_session::Role;
-use reprise_session::runs::{ConversationMessage, RunFolder};
 use serde_json::json;
 
 use crate::display::terminal::{eprint_line, push_json_string, visible, visible_json, write_json};
@@ -377,7 +377,7 @@ pub async fn fork(
         None => None,
         Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
     };
-    let fresh = reprise_session::runs::create_run_folder(runs.runs_dir())?;
+    let fresh = reprise_runs::create_run_folder(runs.runs_dir())?;
     let target = crate::chat::fork::fork_into(runs, &source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {

@@ -26,8 +26,8 @@ mod tests {
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, "x").unwrap();
         // A runs directory under a regular file: the OS refuses.
-        let error = reprise_session::runs::create_run_folder(&file.join("runs")).unwrap_err();
-        let reprise_session::runs::RunError::Io(io) = &error else {
+        let error = reprise_runs::create_run_folder(&file.join("runs")).unwrap_err();
+        let reprise_runs::RunError::Io(io) = &error else {
             panic!("not an I/O error: {error:?}");
         };
         let os_text = io.source.to_string();

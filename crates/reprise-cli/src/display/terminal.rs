@@ -18,7 +18,7 @@
 //! are kept.
 //!
 //! `session.log` is different: it strips escape sequences instead
-//! (`reprise_session::runs::EscapeStripper`), since it is a record of what was shown.
+//! (`reprise_runs::EscapeStripper`), since it is a record of what was shown.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

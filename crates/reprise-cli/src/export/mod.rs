@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::runs::{SESSION_JSON, SUBAGENTS_DIR};
+use reprise_runs::{SESSION_JSON, SUBAGENTS_DIR};
 use reprise_session::{Content, Entry, Message, Role, load_file};
 use serde_json::Value;
 
@@ -142,7 +142,7 @@ impl Masker {
     /// A JSON value with every string masked.
     pub fn value(&self, value: Value) -> Value {
         match &self.redactor {
-            Some(redactor) => reprise_session::runs::redact_value(redactor, value),
+            Some(redactor) => reprise_runs::redact_value(redactor, value),
             None => value,
         }
     }
@@ -185,7 +185,7 @@ pub fn load_run(dir: &Path) -> Result<LoadedRun> {
     )
     .with_context(|| format!("{} is not JSON", meta_path.display()))?;
     let id = session["sessionId"].as_str().unwrap_or_default().to_owned();
-    let main = load_entries(&dir.join(reprise_session::runs::CONVERSATION_JSONL), &id)?;
+    let main = load_entries(&dir.join(reprise_runs::CONVERSATION_JSONL), &id)?;
     let mut names: Vec<String> = session["subagents"]
         .as_object()
         .map(|map| map.keys().cloned().collect())

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use jiff::Timestamp;
 use reprise_postgres::{PgSessionStore, PgStoreOptions, SessionSummary};
 use reprise_redact::Redactor;
-use reprise_session::runs::{
+use reprise_runs::{
     Conversation, ConversationMessage, LAST_RUN, RunFolder, RunList, RunStore, RunSummary,
     conversation_of, create_run_store, find_run_or_title, fold_title, list_runs,
     read_conversation_with_warnings, stream_conversation,
@@ -251,7 +251,7 @@ impl RunSource {
     pub fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
         match self {
             RunSource::Folders { .. } => {
-                reprise_session::runs::summarize_run(&folder.dir).map(|run| run.updated_at)
+                reprise_runs::summarize_run(&folder.dir).map(|run| run.updated_at)
             }
             RunSource::Database { store, .. } => wait(store.summary(folder.name()))
                 .ok()

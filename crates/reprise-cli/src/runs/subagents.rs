@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::display::text::one_line;
 use anyhow::Result;
 use reprise_agent::PARENT_CALL_FIELD;
-use reprise_session::runs::{SUBAGENTS_DIR, is_command_expansion, read_run_entries};
+use reprise_runs::{SUBAGENTS_DIR, is_command_expansion, read_run_entries};
 use reprise_session::{Entry, Role};
 
 /// A tool call's result as kept: its text and whether it was an error.
@@ -52,7 +52,7 @@ pub struct PastCall {
     /// The arguments (`{"task": …}`), as JSON text.
     pub arguments: String,
     /// How many of the conversation's shown messages (see
-    /// `reprise_session::runs::read_conversation`) come before the call.
+    /// `reprise_runs::read_conversation`) come before the call.
     pub after_shown: usize,
     /// What the subagent did for it.
     pub steps: Vec<PastStep>,

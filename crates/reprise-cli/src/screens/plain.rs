@@ -671,7 +671,7 @@ async fn pick_run(
     opener: &Opener,
     lines: &mut Lines,
     printer: &mut Printer,
-) -> Result<Option<reprise_session::runs::RunFolder>> {
+) -> Result<Option<reprise_runs::RunFolder>> {
     let rows = crate::chat::start::picker_rows(&opener.runs)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");

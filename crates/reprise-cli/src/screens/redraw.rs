@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use reprise_session::runs::is_command_expansion;
+use reprise_runs::is_command_expansion;
 use reprise_session::{
     Compaction, Content, Entry, INTERRUPTED, Message, Role, compaction_marker, short_tokens,
 };

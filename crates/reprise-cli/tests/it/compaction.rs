@@ -8,7 +8,7 @@ use reprise_cli::chat::start::resumed_text;
 use reprise_cli::screens::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item};
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Compaction, Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::{Reply, ScriptedServer, assert_contains, check_tool_call_pairing};
 

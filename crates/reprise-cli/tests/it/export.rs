@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore, ToolCall};
 use reprise_testkit::testdata;
 use serde_json::{Map, Value, json};

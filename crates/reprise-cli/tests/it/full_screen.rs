@@ -416,8 +416,8 @@ async fn rm_refuses_a_run_that_a_chat_has_open() {
 /// A run of `pairs` questions and answers, written through the library.
 async fn long_run(sandbox: &Sandbox, pairs: usize) {
     use reprise_session::{Entry, Message, SessionKey, SessionStore};
-    let folder = reprise_session::runs::create_run_folder(&sandbox.runs_dir()).unwrap();
-    let store = reprise_session::runs::create_run_store(&folder.dir);
+    let folder = reprise_runs::create_run_folder(&sandbox.runs_dir()).unwrap();
+    let store = reprise_runs::create_run_store(&folder.dir);
     let key = SessionKey::session("0193c0de-0000-7000-8000-0000000000bb").unwrap();
     let entries: Vec<Entry> = (0..pairs)
         .flat_map(|i| {

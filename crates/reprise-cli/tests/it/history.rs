@@ -9,9 +9,7 @@ use reprise_testkit::{Reply, ScriptedServer};
 use serde_json::Value;
 
 use crate::support::Sandbox;
-use reprise_session::runs::{
-    create_run_folder, create_run_store, list_runs, read_labels, set_title,
-};
+use reprise_runs::{create_run_folder, create_run_store, list_runs, read_labels, set_title};
 use reprise_session::{Entry, Message, SessionKey, SessionStore, ToolCall};
 
 /// A run whose conversation is `entries`; returns its folder and session key.

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use reprise_redact::{MASK, Redactor};
+use reprise_runs::{RunStore, SESSION_JSON};
 use reprise_session::Durability;
-use reprise_session::runs::{RunStore, SESSION_JSON};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::secret_corpus::{corpus_cases, masked_pieces};
 use reprise_testkit::{Reply, ScriptedServer};

@@ -4,7 +4,7 @@ use reprise_testkit::assert_contains;
 use std::path::{Path, PathBuf};
 
 use crate::support::{Sandbox, jsonl};
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use serde_json::Value;
 
@@ -243,7 +243,7 @@ async fn rm_says_in_use_only_for_a_held_run() {
 
     // Held by a live writer: "in use", with the holder's pid.
     let store = create_run_store(&run);
-    let session = reprise_session::runs::RunFolder::open(&run)
+    let session = reprise_runs::RunFolder::open(&run)
         .unwrap()
         .session_id
         .unwrap();

@@ -11,7 +11,7 @@ use reprise_cli::screens::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item, Picker, Question, ToolResultView, ToolView};
 use reprise_provider::Usage;
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 fn screen(view: &ChatView, width: u16, height: u16) -> Terminal<TestBackend> {

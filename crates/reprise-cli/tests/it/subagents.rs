@@ -566,7 +566,7 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let run = sandbox.conversations().remove(0);
-    let entries = reprise_session::runs::read_run_entries(&run, None)
+    let entries = reprise_runs::read_run_entries(&run, None)
         .unwrap()
         .unwrap()
         .entries;

@@ -9,7 +9,7 @@ use ratatui::backend::TestBackend;
 use reprise_cli::chat::start::PickerRow;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item, Picker, ToolResultView, ToolView};
-use reprise_session::runs::{create_run_folder, create_run_store};
+use reprise_runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::assert_contains;
 use reprise_testkit::{Reply, ScriptedServer};

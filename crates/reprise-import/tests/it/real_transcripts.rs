@@ -9,7 +9,7 @@ use std::time::Duration;
 use reprise_agent::Agent;
 use reprise_import::{Importer, Outcome, SourceTool};
 use reprise_provider::{OpenAiConfig, OpenAiProvider};
-use reprise_session::runs::{RunStore, SESSION_JSON};
+use reprise_runs::{RunStore, SESSION_JSON};
 use reprise_session::{Durability, Role, SessionKey, SessionStore};
 use reprise_testkit::{Reply, ScriptedServer, request_messages, testdata, tool_calls_of};
 use serde_json::Value;

@@ -179,7 +179,7 @@ async fn summaries_count_messages_and_keep_the_persons_last_message_redacted() {
     let sub = SessionKey::subagent("chat", "helper").unwrap();
     store.append(&sub, &[entry("subagent task")]).await.unwrap();
     let mut expansion = entry("expanded command text");
-    reprise_session::runs::mark_command_expansion(&mut expansion);
+    reprise_runs::mark_command_expansion(&mut expansion);
     store.append(&key("chat"), &[expansion]).await.unwrap();
     store
         .append(&key("other"), &[entry("elsewhere")])

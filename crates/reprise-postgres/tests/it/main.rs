@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 mod batches;
+mod catalog;
 mod conformance;
 mod connections;
 mod failures;

@@ -19,7 +19,7 @@ use crate::store::session_store::{
 };
 
 /// A store's synchronous operations, one per [`SessionStore`] method, with its meaning.
-pub(crate) trait BlockingStore: Send + Sync + 'static {
+pub trait BlockingStore: Send + Sync + 'static {
     /// [`SessionStore::append`].
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError>;
     /// [`SessionStore::load`].
@@ -41,7 +41,7 @@ pub(crate) trait BlockingStore: Send + Sync + 'static {
 
 /// A public store type whose state is a shared [`BlockingStore`]; it is a
 /// [`SessionStore`] through the impl below.
-pub(crate) trait OverBlockingStore: Send + Sync {
+pub trait OverBlockingStore: Send + Sync {
     /// The state the blocking work runs on.
     type Inner: BlockingStore;
     /// The shared state, cloned into each blocking call.

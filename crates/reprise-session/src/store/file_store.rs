@@ -92,7 +92,7 @@ struct SessionWriters {
 }
 
 #[derive(Debug)]
-pub(crate) struct Inner {
+pub struct Inner {
     dir: PathBuf,
     durability: Durability,
     locks: LockRegistry,
@@ -542,7 +542,7 @@ impl Staged {
 
 /// The names of the `*.jsonl` files in `dir` (not hidden ones), or none when `dir`
 /// does not exist.
-pub(crate) fn jsonl_stems(dir: &Path) -> Result<Vec<String>, StoreError> {
+pub fn jsonl_stems(dir: &Path) -> Result<Vec<String>, StoreError> {
     let read = match std::fs::read_dir(dir) {
         Ok(read) => read,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -153,7 +153,7 @@ fn scan_blocks(
 ///
 /// The copy is done by the kernel where it can (`copy_file_range` through
 /// `std::io::copy`); only a fork point is found by reading.
-pub(crate) fn copy_lines(
+pub fn copy_lines(
     root: &Path,
     source_path: &Path,
     session_id: &str,

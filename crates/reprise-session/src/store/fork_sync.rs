@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 /// A store's fork syncs that were started and not yet joined. Joined on drop.
 #[derive(Debug, Default)]
-pub(crate) struct ForkSyncs {
+pub struct ForkSyncs {
     handles: Mutex<Vec<JoinHandle<()>>>,
     /// Syncs started and not yet joined (shared, so that a test can watch it after
     /// the store is gone).
@@ -25,7 +25,7 @@ impl ForkSyncs {
     /// Syncs `files` (data and metadata) on a thread of its own. Failures are logged:
     /// the copy is already complete in the page cache, every byte of it is on disk in
     /// the source, and the fork's first durable append syncs the file again.
-    pub(crate) fn start(&self, files: Vec<(File, PathBuf)>) {
+    pub fn start(&self, files: Vec<(File, PathBuf)>) {
         let work = move || {
             for (file, path) in &files {
                 if let Err(error) = file.sync_all() {
@@ -52,7 +52,7 @@ impl ForkSyncs {
     }
 
     /// Waits until every sync started so far has finished. Blocking.
-    pub(crate) fn wait(&self) {
+    pub fn wait(&self) {
         let handles =
             std::mem::take(&mut *self.handles.lock().unwrap_or_else(PoisonError::into_inner));
         for handle in handles {
@@ -63,13 +63,13 @@ impl ForkSyncs {
     }
 
     /// How many syncs were started and not yet joined.
-    pub(crate) fn pending(&self) -> usize {
+    pub fn pending(&self) -> usize {
         self.unjoined.load(Ordering::SeqCst)
     }
 
-    /// The count behind [`ForkSyncs::pending`], to watch it once the store is dropped.
-    #[cfg(test)]
-    pub(crate) fn pending_counter(&self) -> Arc<AtomicUsize> {
+    /// The count behind [`ForkSyncs::pending`], to watch it once the store is dropped
+    /// (a store's tests check that dropping it joins every sync).
+    pub fn pending_counter(&self) -> Arc<AtomicUsize> {
         Arc::clone(&self.unjoined)
     }
 }
@@ -90,7 +90,7 @@ fn run_once(work: &Mutex<Option<impl FnOnce()>>) {
 /// Runs the blocking `work` from async code without stalling the runtime's other
 /// tasks: in place after handing them to another worker on a multi-threaded runtime,
 /// on the blocking pool on a current-thread one, and directly outside tokio.
-pub(crate) async fn without_stalling(work: impl FnOnce() + Send + 'static) {
+pub async fn without_stalling(work: impl FnOnce() + Send + 'static) {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|handle| handle.runtime_flavor()) {
         Ok(RuntimeFlavor::CurrentThread) => {

@@ -347,7 +347,7 @@ impl ReadBuf {
 /// Pushes `item` (an entry, or what is made of one) onto `items`, which the first
 /// time it is full grows by the [`LineReader::expected`] count, when there is one,
 /// rather than doubling.
-pub(crate) fn push_expected<T>(items: &mut Vec<T>, expected: &Cell<usize>, item: T) {
+pub fn push_expected<T>(items: &mut Vec<T>, expected: &Cell<usize>, item: T) {
     if items.len() == items.capacity() {
         items.reserve(expected.take());
     }
@@ -724,7 +724,7 @@ pub fn load_file(path: &Path, session_id: &str) -> Result<Option<Loaded>, StoreE
 
 /// [`load_file`], reaching `path` from `root` without following any symbolic link
 /// below it.
-pub(crate) fn load_file_beneath(
+pub fn load_file_beneath(
     root: &Path,
     path: &Path,
     session_id: &str,
@@ -741,7 +741,7 @@ pub(crate) fn load_file_beneath(
 /// soon as it is in order rather than collecting them; returns the warnings, or
 /// `None` when the file does not exist. `expected` is set as
 /// [`LineReader::expected`] says.
-pub(crate) fn read_file_beneath(
+pub fn read_file_beneath(
     root: &Path,
     path: &Path,
     session_id: &str,

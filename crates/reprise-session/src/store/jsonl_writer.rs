@@ -135,13 +135,13 @@ impl JsonlWriter {
 
     /// Whether the writer knows the file's uuids already, so that an append reads at
     /// most the lines others added since (none, under the writer lock).
-    pub(crate) fn is_indexed(&self) -> bool {
+    pub fn is_indexed(&self) -> bool {
         self.index.is_some()
     }
 
     /// The bytes of complete lines the file held after this writer's last read or
     /// append, when it has read the file.
-    pub(crate) fn indexed_len(&self) -> Option<u64> {
+    pub fn indexed_len(&self) -> Option<u64> {
         self.index.as_ref().map(|index| index.len)
     }
 
@@ -297,7 +297,7 @@ impl JsonlWriter {
     /// [`JsonlWriter::append_indices`], calling `while_syncing` with the indices of
     /// the entries written once they are written and before they are synced, so that
     /// work can overlap the wait for the disk.
-    pub(crate) fn append_indices_then(
+    pub fn append_indices_then(
         &mut self,
         entries: &[Entry],
         while_syncing: impl FnOnce(&[usize]),

@@ -17,16 +17,6 @@ pub(crate) mod repair;
 pub(crate) mod session_store;
 pub(crate) mod writer_lock;
 
-/// The entry line type, from `reprise-message`, where the run folders' modules import it.
-pub(crate) mod entry {
-    pub(crate) use reprise_message::{Entry, now_millis};
-}
-
-/// The message types, from `reprise-message`, where the run folders' modules import them.
-pub(crate) mod message {
-    pub(crate) use reprise_message::{Content, Message, Role};
-}
-
 pub use compaction::{
     COMPACTION_KIND, Compaction, compacted_tail, compaction_marker, short_tokens,
 };

@@ -19,7 +19,7 @@ use crate::store::session_store::{StoreError, WriterLock};
 
 /// An open, locked lock file. Closing it (drop) releases the lock.
 #[derive(Debug)]
-pub(crate) struct HeldLock {
+pub struct HeldLock {
     _file: File,
 }
 
@@ -37,7 +37,7 @@ const PID_RECORD: usize = 11;
 
 /// Takes the OS lock on `path` for `session`, creating the file 0600 if needed. No
 /// symbolic link below `root` is followed to reach it: a link is refused.
-pub(crate) fn acquire(root: &Path, path: &Path, session: &str) -> Result<HeldLock, StoreError> {
+pub fn acquire(root: &Path, path: &Path, session: &str) -> Result<HeldLock, StoreError> {
     let file = open_beneath(
         root,
         path,
@@ -106,7 +106,7 @@ fn read_pid(file: &File) -> Option<u32> {
 
 /// The writer locks one store instance holds, by session id.
 #[derive(Debug, Default)]
-pub(crate) struct LockRegistry {
+pub struct LockRegistry {
     held: Mutex<HashMap<String, Weak<HeldLock>>>,
 }
 
@@ -118,12 +118,7 @@ impl LockRegistry {
     }
 
     /// Takes the writer lock of `session` for the caller to keep.
-    pub(crate) fn lock(
-        &self,
-        session: &str,
-        root: &Path,
-        path: &Path,
-    ) -> Result<WriterLock, StoreError> {
+    pub fn lock(&self, session: &str, root: &Path, path: &Path) -> Result<WriterLock, StoreError> {
         let mut held = self.held();
         if held
             .get(session)
@@ -141,7 +136,7 @@ impl LockRegistry {
     }
 
     /// Whether this store holds the writer lock of `session` (a guard is alive).
-    pub(crate) fn holds(&self, session: &str) -> bool {
+    pub fn holds(&self, session: &str) -> bool {
         self.held()
             .get(session)
             .is_some_and(|weak| weak.strong_count() > 0)
@@ -149,7 +144,7 @@ impl LockRegistry {
 
     /// Runs `write` as the writer of `session`: under the lock this store already
     /// holds, or under one taken for the duration of the call.
-    pub(crate) fn with_writer<T>(
+    pub fn with_writer<T>(
         &self,
         session: &str,
         root: &Path,

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use reprise_session::conformance::{Capabilities, Subject, run_all};
-use reprise_session::runs::create_run_store;
 use reprise_session::{Durability, FileSessionStore, MemoryStore, SessionStore};
 
 /// Temp dirs kept alive until the test ends.
@@ -54,37 +53,6 @@ async fn file_store_suite() {
             }
         },
         Capabilities::FULL,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_store_conforms() {
-    run_store_suite().await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn run_store_conforms_on_a_current_thread_runtime() {
-    run_store_suite().await;
-}
-
-async fn run_store_suite() {
-    let dirs = std::sync::Mutex::new(Vec::new());
-    run_all(
-        &|| {
-            let dir = keep(&dirs).join("2026-11-30T10-00-00-000Z");
-            let reopen_dir = dir.clone();
-            Subject {
-                store: Arc::new(create_run_store(dir)),
-                reopen: Some(Arc::new(move || -> Arc<dyn SessionStore> {
-                    Arc::new(create_run_store(reopen_dir.clone()))
-                })),
-            }
-        },
-        Capabilities {
-            many_sessions: false,
-            fork: false,
-        },
     )
     .await;
 }

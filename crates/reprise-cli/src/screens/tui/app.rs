@@ -13,7 +13,7 @@ use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{DefaultTerminal, TerminalOptions, Viewport};
 use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
 use reprise_redact::Redactor;
-use reprise_session::runs::read_history;
+use reprise_runs::read_history;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -167,7 +167,7 @@ pub async fn run(
     }
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
-    if result.is_ok() && run_dir.join(reprise_session::runs::SESSION_JSON).exists() {
+    if result.is_ok() && run_dir.join(reprise_runs::SESSION_JSON).exists() {
         crate::display::terminal::print_line(&format!(
             "(the conversation is kept in {}; continue it with: reprise --resume {})",
             run_dir.display(),

@@ -1,0 +1,338 @@
+//! The [`RunCatalog`] of the chat's runs kept in PostgreSQL, for a chat that many
+//! machines reach.
+//!
+//! A run is a session here, named like a run folder (its start time): listing,
+//! showing, forking, deleting and resuming read the database, so a conversation
+//! started on one machine is continued on another. The run's folder under the runs
+//! directory still holds what is local to a machine, `session.log` and
+//! `transcript.jsonl`; it is created where a run is first opened.
+//!
+//! The chat's screens ask for runs from code that is not async; a query there blocks
+//! that worker thread of the runtime for the length of one query, not the others.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use reprise_redact::Redactor;
+use reprise_runs::{
+    CatalogError, CatalogFork, Conversation, ConversationMessage, LAST_RUN, Labels, RunCatalog,
+    RunError, RunFolder, RunList, RunSizes, RunSummary, SearchHit, SearchQuery, conversation_of,
+    fold_title, newest,
+};
+use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
+use uuid::Uuid;
+
+use crate::{PgSessionStore, SessionSummary};
+
+/// Most names shown when a prefix names several runs.
+const MAX_CANDIDATES: u32 = 20;
+
+/// Why the commands that read run folders' files are not done on the database.
+const FOLDERS_ONLY: &str = "it reads the files of run folders; run it without a database";
+
+/// The chat's runs as sessions of a [`PgSessionStore`]; `runs_dir` holds each run's
+/// local files.
+#[derive(Clone)]
+pub struct PgRunCatalog {
+    runs_dir: PathBuf,
+    store: PgSessionStore,
+}
+
+impl PgRunCatalog {
+    /// The runs kept in `store`, with their local files under `runs_dir`.
+    pub fn new(runs_dir: impl Into<PathBuf>, store: PgSessionStore) -> Self {
+        PgRunCatalog {
+            runs_dir: runs_dir.into(),
+            store,
+        }
+    }
+
+    /// The store the runs are kept in.
+    pub fn store(&self) -> &PgSessionStore {
+        &self.store
+    }
+
+    fn folder_of(&self, session_id: &str) -> RunFolder {
+        RunFolder {
+            dir: self.runs_dir.join(session_id),
+            session_id: Some(session_id.to_owned()),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn summary_of(&self, summary: SessionSummary) -> RunSummary {
+        RunSummary {
+            dir: self.runs_dir.join(&summary.info.id),
+            session_id: summary.info.id,
+            updated_at: summary.info.updated_at,
+            last_message: summary.last_message,
+            first_message: summary.first_message,
+            message_count: summary.message_count,
+            title: summary.title,
+            tags: summary.tags,
+        }
+    }
+
+    fn listed(&self, limit: Option<u32>) -> Result<RunList, CatalogError> {
+        let summaries = wait(self.store.list_summaries(limit))?;
+        Ok(RunList {
+            runs: summaries
+                .into_iter()
+                .filter(|summary| validate_id("run", &summary.info.id).is_ok())
+                .map(|summary| self.summary_of(summary))
+                .collect(),
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The run whose name is `spec` or starts with it; the inner error when none is
+    /// (the caller may still find it by title).
+    fn find_by_name(&self, spec: &str) -> Result<Result<RunFolder, CatalogError>, CatalogError> {
+        if let Err(error) = validate_id("run", spec) {
+            return Ok(Err(RunError::InvalidId(error).into()));
+        }
+        if wait(self.store.summary(spec))?.is_some() {
+            return Ok(Ok(self.folder_of(spec)));
+        }
+        let candidates = wait(self.store.ids_starting_with(spec, MAX_CANDIDATES))?;
+        match candidates.as_slice() {
+            [] => Ok(Err(CatalogError::NoSuchRun {
+                spec: spec.to_owned(),
+                place: self.place(),
+            })),
+            [only] => Ok(Ok(self.folder_of(only))),
+            _ => Err(CatalogError::AmbiguousName {
+                spec: spec.to_owned(),
+                place: self.place(),
+                candidates,
+            }),
+        }
+    }
+
+    fn not_supported(&self, operation: &'static str) -> CatalogError {
+        CatalogError::NotSupported {
+            operation,
+            place: self.place(),
+            reason: FOLDERS_ONLY,
+        }
+    }
+}
+
+fn labels_of(summary: Option<SessionSummary>) -> Option<Labels> {
+    summary.map(|summary| Labels {
+        title: summary.title,
+        tags: summary.tags,
+    })
+}
+
+#[async_trait::async_trait]
+impl RunCatalog for PgRunCatalog {
+    fn runs_dir(&self) -> &Path {
+        &self.runs_dir
+    }
+
+    fn place(&self) -> String {
+        format!("the database at {}", self.store.server())
+    }
+
+    fn is_database(&self) -> bool {
+        true
+    }
+
+    fn list(&self) -> Result<RunList, CatalogError> {
+        self.listed(None)
+    }
+
+    /// Reads that many rows of the session index, not every session.
+    fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError> {
+        Ok(newest(self.listed(Some(limit.saturating_add(1)))?, limit))
+    }
+
+    fn find(&self, spec: &str) -> Result<RunFolder, CatalogError> {
+        if spec == LAST_RUN {
+            return match wait(self.store.list_summaries(Some(1)))?.into_iter().next() {
+                Some(summary) => Ok(self.folder_of(&summary.info.id)),
+                None => Err(CatalogError::NoRuns {
+                    place: self.place(),
+                }),
+            };
+        }
+        let not_a_name = match self.find_by_name(spec)? {
+            Ok(folder) => return Ok(folder),
+            Err(why) => why,
+        };
+        let wanted = fold_title(spec);
+        let titled: Vec<String> = wait(self.store.titles())?
+            .into_iter()
+            .filter(|(_, title)| !wanted.is_empty() && fold_title(title) == wanted)
+            .map(|(id, _)| id)
+            .collect();
+        match titled.as_slice() {
+            // Neither a name nor a title: with a space it was meant as a title; else
+            // what was wrong with it as a name.
+            [] if spec.contains(char::is_whitespace) => Err(CatalogError::NoSuchRun {
+                spec: spec.to_owned(),
+                place: self.place(),
+            }),
+            [] => Err(not_a_name),
+            [only] => Ok(self.folder_of(only)),
+            _ => Err(CatalogError::AmbiguousTitle {
+                spec: spec.to_owned(),
+                place: self.place(),
+                candidates: titled,
+            }),
+        }
+    }
+
+    fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError> {
+        let exists = wait(self.store.summary(folder.name()))?.is_some();
+        Ok(RunFolder {
+            dir: folder.dir.clone(),
+            session_id: exists.then(|| folder.name().to_owned()),
+            warnings: Vec::new(),
+        })
+    }
+
+    fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError> {
+        let Some(session_id) = folder.session_id.as_deref() else {
+            return Ok(Conversation::default());
+        };
+        let key = SessionKey::session(session_id).map_err(RunError::InvalidId)?;
+        let loaded = wait(self.store.load(&key))?;
+        Ok(loaded.map(conversation_of).unwrap_or_default())
+    }
+
+    /// The rows are loaded first, then handed to `sink`.
+    fn stream_conversation(
+        &self,
+        folder: &RunFolder,
+        sink: &mut dyn FnMut(ConversationMessage),
+    ) -> Result<Vec<LoadWarning>, CatalogError> {
+        let conversation = self.conversation(folder)?;
+        conversation.messages.into_iter().for_each(sink);
+        Ok(conversation.warnings)
+    }
+
+    fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
+        wait(self.store.summary(folder.name()))
+            .ok()
+            .flatten()
+            .map(|summary| summary.info.updated_at)
+    }
+
+    /// The run's name, refused if a run of that name exists (started elsewhere in the
+    /// same millisecond).
+    async fn new_session_id(&self, folder: &RunFolder) -> Result<String, CatalogError> {
+        let name = folder.name();
+        if self.store.summary(name).await?.is_some() {
+            return Err(CatalogError::NameTaken {
+                name: name.to_owned(),
+                place: self.place(),
+            });
+        }
+        Ok(name.to_owned())
+    }
+
+    fn store_for(&self, _folder: &RunFolder, redactor: &Redactor) -> Arc<dyn SessionStore> {
+        Arc::new(self.store.clone().with_redactor(redactor.clone()))
+    }
+
+    async fn fork(
+        &self,
+        source: &RunFolder,
+        target: RunFolder,
+        up_to: Option<Uuid>,
+    ) -> Result<CatalogFork, CatalogError> {
+        let Some(session_id) = source.session_id.as_deref() else {
+            return Err(CatalogError::NothingToFork {
+                run: source.name().to_owned(),
+            });
+        };
+        self.store
+            .fork(session_id, target.name(), up_to)
+            .await
+            .map_err(|error| CatalogError::Fork {
+                run: source.name().to_owned(),
+                source: Box::new(error.into()),
+            })?;
+        Ok(CatalogFork {
+            folder: self.folder_of(target.name()),
+            store: None,
+        })
+    }
+
+    async fn delete(&self, folder: &RunFolder) -> Result<(), CatalogError> {
+        let key = SessionKey::session(folder.name()).map_err(RunError::InvalidId)?;
+        self.store.delete(&key).await?;
+        match std::fs::remove_dir_all(&folder.dir) {
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                Err(CatalogError::Delete {
+                    dir: folder.dir.clone(),
+                    source,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn labels(&self, folder: &RunFolder) -> Result<Option<Labels>, CatalogError> {
+        Ok(labels_of(self.store.summary(folder.name()).await?))
+    }
+
+    async fn set_title(
+        &self,
+        folder: &RunFolder,
+        title: &str,
+    ) -> Result<Option<Labels>, CatalogError> {
+        Ok(labels_of(self.store.set_title(folder.name(), title).await?))
+    }
+
+    async fn change_tags(
+        &self,
+        folder: &RunFolder,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<Option<Labels>, CatalogError> {
+        let summary = self.store.change_tags(folder.name(), add, remove).await?;
+        Ok(labels_of(summary))
+    }
+
+    fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError> {
+        if !folder.dir.is_dir() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&folder.dir)
+                .map_err(|source| CatalogError::CreateFolder {
+                    dir: folder.dir.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn search(
+        &self,
+        _runs: &[RunSummary],
+        _query: &SearchQuery,
+    ) -> Result<Vec<SearchHit>, CatalogError> {
+        Err(self.not_supported("search"))
+    }
+
+    fn sizes(&self) -> Result<RunSizes, CatalogError> {
+        Err(self.not_supported("du"))
+    }
+
+    /// Releases reach the server first.
+    async fn close(&self) {
+        self.store.close().await;
+    }
+}
+
+/// Waits for a query from code that is not async (see the module documentation).
+fn wait<F: Future>(future: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}

@@ -1,0 +1,250 @@
+//! The catalog of runs: every operation the chat and its commands do on runs, behind
+//! one object-safe trait, whether the runs are folders or sessions in a database.
+//!
+//! The chat lists, finds, opens, forks, labels and deletes runs; where the
+//! conversations are kept decides how each is done. A trait object
+//! (`Arc<dyn RunCatalog>`) lets the chat and every command be written once, and each
+//! place that keeps runs answer for itself, including refusing, with a typed
+//! [`CatalogError::NotSupported`], what it cannot do.
+//!
+//! Listing, finding and reading are synchronous: the chat's screens ask for runs from
+//! code that is not async (a key press opens the `/resume` list). Opening a new
+//! session, forking, labelling and deleting are async.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use reprise_redact::Redactor;
+use reprise_session::{LoadWarning, SessionStore, StoreError};
+use uuid::Uuid;
+
+use crate::{
+    Conversation, ConversationMessage, Labels, RunError, RunFolder, RunList, RunStore, RunSummary,
+    SearchHit, SearchQuery,
+};
+
+/// What a fork made: the new run, and the store that owns the background sync of its
+/// data when the fork copied files (closing or dropping it waits for that sync).
+pub struct CatalogFork {
+    /// The new run.
+    pub folder: RunFolder,
+    /// The store of the new run folder; `None` where the fork was complete when it
+    /// returned (in a database).
+    pub store: Option<RunStore>,
+}
+
+/// The space runs take, as `reprise du` shows it.
+#[derive(Clone, Debug)]
+pub struct RunSizes {
+    /// Each run with a conversation and its bytes, largest first (then by name).
+    pub runs: Vec<(RunSummary, u64)>,
+    /// Everything the runs are kept in, runs and shared files together.
+    pub total: u64,
+}
+
+/// What went wrong in a [`RunCatalog`] operation.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// A run folder or one of its files failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The store of the runs failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `last` was asked for, and no run has a conversation.
+    #[error("no runs with a conversation in {place}")]
+    NoRuns {
+        /// Where the runs are.
+        place: String,
+    },
+    /// Nothing is named or titled what was asked for.
+    #[error("no run named {spec} in {place}")]
+    NoSuchRun {
+        /// What was asked for.
+        spec: String,
+        /// Where the runs are.
+        place: String,
+    },
+    /// A prefix that names more than one run.
+    #[error("{spec} names more than one run in {place}: {}", .candidates.join(", "))]
+    AmbiguousName {
+        /// What was asked for.
+        spec: String,
+        /// Where the runs are.
+        place: String,
+        /// The runs it names.
+        candidates: Vec<String>,
+    },
+    /// A title that more than one run has.
+    #[error("{spec} is the title of more than one run in {place}: {}", .candidates.join(", "))]
+    AmbiguousTitle {
+        /// What was asked for.
+        spec: String,
+        /// Where the runs are.
+        place: String,
+        /// The runs with that title.
+        candidates: Vec<String>,
+    },
+    /// A new run's name is taken (another machine started a run in the same
+    /// millisecond).
+    #[error("a run named {name} already exists in {place}; start again")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// Where the runs are.
+        place: String,
+    },
+    /// A fork of a run without a conversation.
+    #[error("run {run} has no conversation to fork")]
+    NothingToFork {
+        /// The run.
+        run: String,
+    },
+    /// A fork that failed.
+    #[error("cannot fork run {run}")]
+    Fork {
+        /// The run forked.
+        run: String,
+        /// Why.
+        #[source]
+        source: Box<CatalogError>,
+    },
+    /// The task copying a fork ended before it was done.
+    #[error("the fork was interrupted")]
+    ForkInterrupted(#[source] tokio::task::JoinError),
+    /// A run's folder could not be removed.
+    #[error("cannot delete {}", .dir.display())]
+    Delete {
+        /// The folder.
+        dir: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A run's local folder could not be created.
+    #[error("cannot create {}", .dir.display())]
+    CreateFolder {
+        /// The folder.
+        dir: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An operation this catalog does not do, and why.
+    #[error("{operation} is not supported on {place}: {reason}")]
+    NotSupported {
+        /// The operation (`search`, `du`, …).
+        operation: &'static str,
+        /// Where the runs are.
+        place: String,
+        /// Why it is not done there.
+        reason: &'static str,
+    },
+}
+
+/// The runs of the chat, wherever they are kept; see the module documentation.
+#[async_trait::async_trait]
+pub trait RunCatalog: Send + Sync {
+    /// The runs directory: run folders, or each run's local files (`session.log`,
+    /// `transcript.jsonl`) when the conversations are elsewhere.
+    fn runs_dir(&self) -> &Path;
+
+    /// Where the conversations are, for messages: the runs directory or the server.
+    fn place(&self) -> String;
+
+    /// Whether the conversations are in a database rather than in the run folders.
+    fn is_database(&self) -> bool;
+
+    /// The runs with a conversation, newest first.
+    fn list(&self) -> Result<RunList, CatalogError>;
+
+    /// The newest `limit` runs with a conversation, and whether there are older ones.
+    fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError>;
+
+    /// The run `spec` names: `last`, a run's name, a unique prefix of one, or a run's
+    /// title.
+    fn find(&self, spec: &str) -> Result<RunFolder, CatalogError>;
+
+    /// A run as it is now: with the session it holds, or `None` before the first
+    /// message.
+    fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError>;
+
+    /// What a run's conversation shows: the person's messages and the replies.
+    fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError>;
+
+    /// A run's conversation as [`RunCatalog::conversation`] reads it, each message
+    /// handed to `sink` as it is read; returns the warnings.
+    fn stream_conversation(
+        &self,
+        folder: &RunFolder,
+        sink: &mut dyn FnMut(ConversationMessage),
+    ) -> Result<Vec<LoadWarning>, CatalogError>;
+
+    /// When a run's conversation was last added to, when known.
+    fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp>;
+
+    /// The session id a new run gets.
+    async fn new_session_id(&self, folder: &RunFolder) -> Result<String, CatalogError>;
+
+    /// The store that keeps a run's session, to write it (what it writes beside the
+    /// conversation passes `redactor`).
+    fn store_for(&self, folder: &RunFolder, redactor: &Redactor) -> Arc<dyn SessionStore>;
+
+    /// Copies a run's conversation (up to entry `up_to`, or all) into `target`, a run
+    /// without a conversation.
+    async fn fork(
+        &self,
+        source: &RunFolder,
+        target: RunFolder,
+        up_to: Option<Uuid>,
+    ) -> Result<CatalogFork, CatalogError>;
+
+    /// Deletes a run: its conversation and its local folder. The caller holds the
+    /// session's writer lock.
+    async fn delete(&self, folder: &RunFolder) -> Result<(), CatalogError>;
+
+    /// A run's title and tags; `None` when the run has no conversation.
+    async fn labels(&self, folder: &RunFolder) -> Result<Option<Labels>, CatalogError>;
+
+    /// Gives a run its title (an empty one removes it); `None` when the run has no
+    /// conversation to name.
+    async fn set_title(
+        &self,
+        folder: &RunFolder,
+        title: &str,
+    ) -> Result<Option<Labels>, CatalogError>;
+
+    /// Adds and removes tags of a run; `None` when the run has no conversation.
+    async fn change_tags(
+        &self,
+        folder: &RunFolder,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<Option<Labels>, CatalogError>;
+
+    /// Creates a run's local folder (for `session.log` and `transcript.jsonl`) where
+    /// it is missing.
+    fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError>;
+
+    /// The messages of `runs` that match `query`.
+    fn search(
+        &self,
+        runs: &[RunSummary],
+        query: &SearchQuery,
+    ) -> Result<Vec<SearchHit>, CatalogError>;
+
+    /// The space the runs take.
+    fn sizes(&self) -> Result<RunSizes, CatalogError>;
+
+    /// Lets go of what the catalog holds open (a database's connections).
+    async fn close(&self);
+}
+
+/// The first `limit` runs of `list`, and whether there were more.
+pub fn newest(mut list: RunList, limit: u32) -> (RunList, bool) {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let more = list.runs.len() > limit;
+    list.runs.truncate(limit);
+    (list, more)
+}

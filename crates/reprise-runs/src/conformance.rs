@@ -1,0 +1,236 @@
+//! The conformance suite every [`RunCatalog`] passes, written once.
+//!
+//! Enabled by the `conformance` cargo feature. A catalog runs it from one of its own
+//! tests, with a factory of fresh, empty catalogs (each with its own runs directory):
+//!
+//! ```text
+//! use reprise_runs::conformance::run_all;
+//!
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn my_catalog_conforms() {
+//!     run_all(&|| Arc::new(MyCatalog::new(fresh_runs_dir(), fresh_db()))).await;
+//! }
+//! ```
+//!
+//! The catalogs that wait for a database from synchronous calls need a multi-threaded
+//! runtime. Each check takes a fresh catalog and panics (with the check's name) when
+//! the catalog does not behave as [`RunCatalog`] documents.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use reprise_redact::Redactor;
+use reprise_session::{Entry, Message, SessionKey};
+
+use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder};
+
+/// Makes a fresh, empty catalog.
+pub type Factory<'a> = &'a (dyn Fn() -> Arc<dyn RunCatalog> + Send + Sync);
+
+/// Runs every check, each on a fresh catalog from `make`.
+pub async fn run_all(make: Factory<'_>) {
+    an_empty_catalog_lists_nothing_and_has_no_last_run(make()).await;
+    a_run_written_through_its_store_is_listed_found_and_read(make()).await;
+    titles_and_tags_are_kept_and_a_title_finds_its_run(make()).await;
+    a_fork_copies_the_conversation_into_a_new_run(make()).await;
+    a_deleted_run_is_gone(make()).await;
+    the_newest_runs_come_first_and_say_whether_there_are_more(make()).await;
+}
+
+/// Starts a run and writes `texts` into it as the person's messages.
+async fn start_run(catalog: &dyn RunCatalog, texts: &[&str]) -> RunFolder {
+    let mut folder = create_run_folder(catalog.runs_dir()).unwrap();
+    catalog.ensure_local_folder(&folder).unwrap();
+    let id = catalog.new_session_id(&folder).await.unwrap();
+    let store = catalog.store_for(&folder, &Redactor::new());
+    let _lock = store.lock(&id).await.unwrap();
+    let entries: Vec<Entry> = texts
+        .iter()
+        .map(|text| Entry::message(Message::user(*text)))
+        .collect();
+    store
+        .append(&SessionKey::session(&id).unwrap(), &entries)
+        .await
+        .unwrap();
+    folder.session_id = Some(id);
+    catalog.reopen(&folder).unwrap()
+}
+
+fn texts(catalog: &dyn RunCatalog, folder: &RunFolder) -> Vec<String> {
+    catalog
+        .conversation(folder)
+        .unwrap()
+        .messages
+        .into_iter()
+        .map(|message| message.text)
+        .collect()
+}
+
+async fn an_empty_catalog_lists_nothing_and_has_no_last_run(catalog: Arc<dyn RunCatalog>) {
+    let check = "an empty catalog lists nothing and has no last run";
+    assert!(catalog.list().unwrap().runs.is_empty(), "{check}");
+    let (list, more) = catalog.list_newest(5).unwrap();
+    assert!(list.runs.is_empty() && !more, "{check}");
+    assert!(catalog.find(LAST_RUN).is_err(), "{check}");
+    assert!(catalog.find("2026").is_err(), "{check}");
+    catalog.close().await;
+}
+
+async fn a_run_written_through_its_store_is_listed_found_and_read(catalog: Arc<dyn RunCatalog>) {
+    let check = "a run written through its store is listed, found and read";
+    let run = start_run(&*catalog, &["first question", "second question"]).await;
+    assert!(
+        run.session_id.is_some(),
+        "{check}: reopened without a session"
+    );
+    let list = catalog.list().unwrap();
+    assert_eq!(list.runs.len(), 1, "{check}");
+    let listed = &list.runs[0];
+    assert_eq!(listed.name(), run.name(), "{check}");
+    assert_eq!(listed.message_count, 2, "{check}");
+    assert_eq!(
+        listed.last_message.as_deref(),
+        Some("second question"),
+        "{check}"
+    );
+    assert_eq!(
+        catalog.find(LAST_RUN).unwrap().name(),
+        run.name(),
+        "{check}"
+    );
+    assert_eq!(
+        catalog.find(run.name()).unwrap().name(),
+        run.name(),
+        "{check}"
+    );
+    let prefix = &run.name()[..run.name().len() - 3];
+    assert_eq!(catalog.find(prefix).unwrap().name(), run.name(), "{check}");
+    assert!(catalog.find("1999-01-01").is_err(), "{check}");
+    assert_eq!(
+        texts(&*catalog, &run),
+        ["first question", "second question"],
+        "{check}"
+    );
+    let mut streamed = Vec::new();
+    let warnings = catalog
+        .stream_conversation(&run, &mut |message| streamed.push(message.text))
+        .unwrap();
+    assert!(warnings.is_empty(), "{check}: {warnings:?}");
+    assert_eq!(streamed, texts(&*catalog, &run), "{check}");
+    assert!(catalog.updated_at(&run).is_some(), "{check}");
+    catalog.close().await;
+}
+
+async fn titles_and_tags_are_kept_and_a_title_finds_its_run(catalog: Arc<dyn RunCatalog>) {
+    let check = "titles and tags are kept, and a title finds its run";
+    let run = start_run(&*catalog, &["hello"]).await;
+    let labels = catalog.set_title(&run, "  The Silver Key ").await.unwrap();
+    assert_eq!(
+        labels.unwrap().title.as_deref(),
+        Some("The Silver Key"),
+        "{check}"
+    );
+    assert_eq!(
+        catalog.find("the silver key").unwrap().name(),
+        run.name(),
+        "{check}"
+    );
+    let tags = |names: &[&str]| names.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+    let labels = catalog
+        .change_tags(&run, &tags(&["quest", "cave"]), &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(labels.tags, ["cave", "quest"], "{check}");
+    let labels = catalog
+        .change_tags(&run, &[], &tags(&["cave"]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(labels.tags, ["quest"], "{check}");
+    let read = catalog.labels(&run).await.unwrap().unwrap();
+    assert_eq!(read.title.as_deref(), Some("The Silver Key"), "{check}");
+    assert_eq!(read.tags, ["quest"], "{check}");
+    let listed = &catalog.list().unwrap().runs[0];
+    assert_eq!(listed.title.as_deref(), Some("The Silver Key"), "{check}");
+    assert_eq!(listed.tags, ["quest"], "{check}");
+    let labels = catalog.set_title(&run, "").await.unwrap().unwrap();
+    assert_eq!(labels.title, None, "{check}");
+    catalog.close().await;
+}
+
+async fn a_fork_copies_the_conversation_into_a_new_run(catalog: Arc<dyn RunCatalog>) {
+    let check = "a fork copies the conversation into a new run";
+    let run = start_run(&*catalog, &["one", "two"]).await;
+    let target = create_run_folder(catalog.runs_dir()).unwrap();
+    let forked = catalog.fork(&run, target, None).await.unwrap();
+    assert_ne!(forked.folder.name(), run.name(), "{check}");
+    assert!(forked.folder.session_id.is_some(), "{check}");
+    drop(forked.store);
+    assert_eq!(texts(&*catalog, &forked.folder), ["one", "two"], "{check}");
+    assert_eq!(texts(&*catalog, &run), ["one", "two"], "{check}");
+    assert_eq!(catalog.list().unwrap().runs.len(), 2, "{check}");
+
+    let empty = create_run_folder(catalog.runs_dir()).unwrap();
+    let target = create_run_folder(catalog.runs_dir()).unwrap();
+    assert!(
+        catalog.fork(&empty, target, None).await.is_err(),
+        "{check}: a run without a conversation was forked"
+    );
+    catalog.close().await;
+}
+
+async fn a_deleted_run_is_gone(catalog: Arc<dyn RunCatalog>) {
+    let check = "a deleted run is gone";
+    let kept = start_run(&*catalog, &["keep me"]).await;
+    let run = start_run(&*catalog, &["delete me"]).await;
+    let store = catalog.store_for(&run, &Redactor::new());
+    let lock = store
+        .lock(run.session_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    catalog.delete(&run).await.unwrap();
+    drop(lock);
+    let names: Vec<String> = catalog
+        .list()
+        .unwrap()
+        .runs
+        .iter()
+        .map(|run| run.name().to_owned())
+        .collect();
+    assert_eq!(names, [kept.name()], "{check}");
+    assert!(!run.dir.exists(), "{check}: its folder is left");
+    assert!(
+        matches!(
+            catalog.reopen(&run),
+            Ok(RunFolder {
+                session_id: None,
+                ..
+            }) | Err(_)
+        ),
+        "{check}: it still has its session"
+    );
+    catalog.close().await;
+}
+
+async fn the_newest_runs_come_first_and_say_whether_there_are_more(catalog: Arc<dyn RunCatalog>) {
+    let check = "the newest runs come first and say whether there are more";
+    let older = start_run(&*catalog, &["older"]).await;
+    // Listings order by the time of the last message, in milliseconds at best.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let newer = start_run(&*catalog, &["newer"]).await;
+    let (list, more) = catalog.list_newest(1).unwrap();
+    let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
+    assert_eq!(names, [newer.name()], "{check}");
+    assert!(more, "{check}");
+    let (list, more) = catalog.list_newest(2).unwrap();
+    let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
+    assert_eq!(names, [newer.name(), older.name()], "{check}");
+    assert!(!more, "{check}");
+    assert_eq!(
+        catalog.find(LAST_RUN).unwrap().name(),
+        newer.name(),
+        "{check}"
+    );
+    catalog.close().await;
+}

@@ -1,0 +1,257 @@
+//! `read_conversation`: what was said in a run, to redraw it when the run is resumed.
+//!
+//! Only the person's messages and the agent's text replies come back, and a marker
+//! where a compaction happened. Left out: system messages, tool calls (an assistant
+//! message with only tool calls has no text), tool results, entries of other kinds
+//! (fork markers), and
+//! slash-command expansions: user messages that the chat wrote for a command rather
+//! than typed by the person, marked with `"isMeta": true` on the entry or on the
+//! message (the same mark Claude Code uses; see [`mark_command_expansion`]). A line the
+//! person typed that starts with `/` is kept: it is what they wrote.
+
+use std::cell::Cell;
+use std::path::Path;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::RunError;
+use crate::store::CONVERSATION_JSONL;
+use reprise_session::Entry;
+use reprise_session::parts::push_expected;
+use reprise_session::{Compaction, compaction_marker};
+use reprise_session::{Content, Message, Role};
+use reprise_session::{LoadWarning, Loaded};
+
+/// The field that marks a user message as a slash-command expansion.
+pub const COMMAND_EXPANSION_MARK: &str = "isMeta";
+
+/// One message to redraw.
+///
+/// A compaction comes back where its entry is, as an item with [`Role::System`]
+/// whose text is the marker line (see [`compaction_marker`]): no system message of
+/// the history is ever shown, so the role says it is not something anyone said. The
+/// messages it summarised are all still there, before it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversationMessage {
+    /// [`Role::User`] or [`Role::Assistant`]; [`Role::System`] for a compaction
+    /// marker.
+    pub role: Role,
+    /// The text as written (text parts joined).
+    pub text: String,
+}
+
+/// A conversation read back, with the lines that could not be used.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Conversation {
+    /// The messages, in order.
+    pub messages: Vec<ConversationMessage>,
+    /// Corrupt lines skipped and a torn last line ignored.
+    pub warnings: Vec<LoadWarning>,
+}
+
+/// Marks an entry as a slash-command expansion so that [`read_conversation`] does
+/// not redraw it as something the person said. The mark is on the entry, not the
+/// message, so it is never sent to a model.
+pub fn mark_command_expansion(entry: &mut Entry) {
+    entry
+        .extra
+        .insert(COMMAND_EXPANSION_MARK.to_owned(), Value::Bool(true));
+}
+
+/// The person's messages and the agent's text replies in `dir/conversation.jsonl`
+/// (none when the file does not exist). Problems with single lines are logged with
+/// `tracing` and skipped; use [`read_conversation_with_warnings`] to get them.
+pub fn read_conversation(dir: &Path) -> Result<Vec<ConversationMessage>, RunError> {
+    let conversation = read_conversation_with_warnings(dir)?;
+    for warning in &conversation.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(conversation.messages)
+}
+
+/// Like [`read_conversation`], returning the skipped lines as warnings.
+///
+/// The file is read by the same reader as a session load ([`reprise_session::load_file`]):
+/// entry lines and bare messages (lines holding only a message); a torn last line is
+/// ignored, a corrupt line or a repeated uuid skipped, each with a warning.
+pub fn read_conversation_with_warnings(dir: &Path) -> Result<Conversation, RunError> {
+    let mut messages = Vec::new();
+    let expected = Cell::new(0);
+    let mut shown = Shown::default();
+    let warnings = read_entries(dir, &expected, &mut |entry| {
+        // At most one message per entry: sized as the entries would be.
+        if let Some(message) = shown.take(entry) {
+            push_expected(&mut messages, &expected, message);
+        }
+    })?;
+    Ok(Conversation {
+        messages,
+        warnings: warnings.unwrap_or_default(),
+    })
+}
+
+/// Reads the conversation in `dir/conversation.jsonl` as
+/// [`read_conversation_with_warnings`] does, handing each message to `sink` as soon
+/// as it is read, and returns the warnings. A long conversation goes through in the
+/// memory of a few chunks of its file, where collecting it first would hold all of
+/// it (and take the pages for it from the system, which costs as much as parsing).
+pub fn stream_conversation(
+    dir: &Path,
+    sink: &mut dyn FnMut(ConversationMessage),
+) -> Result<Vec<LoadWarning>, RunError> {
+    let mut shown = Shown::default();
+    let warnings = read_entries(dir, &Cell::new(0), &mut |entry| {
+        if let Some(message) = shown.take(entry) {
+            sink(message);
+        }
+    })?;
+    Ok(warnings.unwrap_or_default())
+}
+
+/// The entries of `dir/conversation.jsonl`, in order, never read through a link;
+/// `None` when the file does not exist.
+fn read_entries(
+    dir: &Path,
+    expected: &Cell<usize>,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Option<Vec<LoadWarning>>, RunError> {
+    let path = dir.join(CONVERSATION_JSONL);
+    // Only names the uuids derived for bare-message lines, which are not shown.
+    let session_hint = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("run");
+    Ok(reprise_session::parts::read_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint,
+        expected,
+        sink,
+    )?)
+}
+
+/// The person's messages and the agent's text replies among a loaded session's
+/// entries (from any store), with the load's warnings.
+pub fn conversation_of(loaded: Loaded) -> Conversation {
+    let mut shown = Shown::default();
+    // The entries are taken apart: the texts move into the conversation, not copied.
+    let mut messages = Vec::with_capacity(loaded.entries.len());
+    messages.extend(
+        loaded
+            .entries
+            .into_iter()
+            .filter_map(|entry| shown.take(entry)),
+    );
+    Conversation {
+        messages,
+        warnings: loaded.warnings,
+    }
+}
+
+/// Picks, from a transcript's entries in order, what a conversation shows.
+#[derive(Default)]
+struct Shown {
+    /// Each entry's uuid with how many messages came up to it, to say how many a
+    /// compaction took in. A list, not a map: it is only searched at a compaction,
+    /// and one map insert per entry was a good part of `reprise show` on a long
+    /// conversation.
+    counted: Vec<(Uuid, usize)>,
+    /// Messages so far.
+    seen: usize,
+    /// Messages the compactions so far took in.
+    compacted_up_to: usize,
+}
+
+impl Shown {
+    /// What `entry` shows, if anything; its text is moved, not copied.
+    fn take(&mut self, mut entry: Entry) -> Option<ConversationMessage> {
+        let mut shown = None;
+        if entry.as_message().is_some() {
+            self.seen += 1;
+            if !is_command_expansion(&entry)
+                && let Some(message) = entry.message.take()
+            {
+                shown = shown_message(message);
+            }
+        } else if let Some(compaction) = Compaction::from_entry(&entry)
+            && let Some(&(_, through)) = self
+                .counted
+                .iter()
+                .rev()
+                .find(|(uuid, _)| *uuid == compaction.through)
+        {
+            shown = Some(ConversationMessage {
+                role: Role::System,
+                text: compaction_marker(
+                    through.saturating_sub(self.compacted_up_to),
+                    compaction.tokens_before,
+                    compaction.tokens_after,
+                ),
+            });
+            self.compacted_up_to = self.compacted_up_to.max(through);
+        }
+        self.counted.push((entry.uuid, self.seen));
+        shown
+    }
+}
+
+/// Every entry of a run's main transcript (`subagent` `None`) or of one subagent's
+/// (`subagents/<name>.jsonl`), with the lines that could not be used; `None` when
+/// the file does not exist. Read as [`read_conversation_with_warnings`] reads, never
+/// through a link.
+pub fn read_run_entries(
+    dir: &Path,
+    subagent: Option<&str>,
+) -> Result<Option<reprise_session::Loaded>, RunError> {
+    let path = match subagent {
+        None => dir.join(CONVERSATION_JSONL),
+        Some(name) => {
+            reprise_session::validate_id("subagent", name)?;
+            dir.join(crate::store::SUBAGENTS_DIR)
+                .join(format!("{name}.jsonl"))
+        }
+    };
+    let session_hint = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("run");
+    Ok(reprise_session::parts::load_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint,
+    )?)
+}
+
+/// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
+/// entry or on its message): something the chat wrote, not the person. The run
+/// store should not take such an entry as the person's last message either.
+pub fn is_command_expansion(entry: &Entry) -> bool {
+    is_marked(&entry.extra)
+        || entry
+            .message
+            .as_ref()
+            .is_some_and(|message| is_marked(&message.extra))
+}
+
+fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
+    extra.get(COMMAND_EXPANSION_MARK) == Some(&Value::Bool(true))
+}
+
+/// A message as shown: the person's and the agent's, when they hold text.
+fn shown_message(message: Message) -> Option<ConversationMessage> {
+    if !matches!(message.role, Role::User | Role::Assistant) {
+        return None;
+    }
+    let text = match message.content {
+        Some(Content::Text(text)) => text,
+        _ => message.text(),
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(ConversationMessage {
+        role: message.role,
+        text,
+    })
+}

@@ -1,0 +1,80 @@
+//! The error of the run-folder modules (run folders, prompt history, session log,
+//! transcript).
+
+use std::path::PathBuf;
+
+use reprise_session::IdError;
+use reprise_session::IoError;
+use reprise_session::StoreError;
+
+/// What went wrong with a run folder or one of its files.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A file operation failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// A run name that could not name a folder (`../x`, `/etc`, empty).
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    /// No run matches what was asked for.
+    #[error("no run matches {spec:?} in {runs_dir}")]
+    NoSuchRun {
+        /// What was asked for.
+        spec: String,
+        /// The runs directory searched.
+        runs_dir: PathBuf,
+    },
+    /// `last` was asked for, but no run has a conversation yet.
+    #[error("no run in {runs_dir} has a conversation yet")]
+    NoRuns {
+        /// The runs directory searched.
+        runs_dir: PathBuf,
+    },
+    /// A prefix that names more than one run.
+    #[error("{spec:?} matches {} runs: {}", .candidates.len(), .candidates.join(", "))]
+    AmbiguousRun {
+        /// What was asked for.
+        spec: String,
+        /// The names of the matching runs (sorted).
+        candidates: Vec<String>,
+    },
+    /// A title that more than one run has.
+    #[error(
+        "{spec:?} is the title of {} runs: {}; name one by its run folder",
+        .candidates.len(),
+        .candidates.join(", ")
+    )]
+    AmbiguousTitle {
+        /// What was asked for.
+        spec: String,
+        /// The names of the runs with that title, newest first.
+        candidates: Vec<String>,
+    },
+    /// A search pattern that is not a valid regular expression.
+    #[error("not a valid search pattern {pattern:?}: {message}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A metadata file that could not be understood.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Reading a transcript failed (see [`StoreError`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A record could not be encoded as JSON.
+    #[error("encode a record for {}", .path.display())]
+    Encode {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+}

@@ -1,0 +1,84 @@
+//! The runs of the `reprise` chat: the run folders it keeps, one per start of the
+//! chat, and the catalog through which the chat lists, finds, opens and removes runs
+//! wherever they are kept.
+//!
+//! A runs directory holds one folder per run:
+//!
+//! ```text
+//! .run/
+//! ├── history.jsonl                      prompt history, shared by every run
+//! ├── .list-cache.json                   what the last listing read of each run
+//! └── 2026-09-29T10-15-00-000Z/          one run, named after its UTC start time
+//!     ├── conversation.jsonl             the session's entries (see RunStore)
+//!     ├── subagents/<name>.jsonl         each subagent's entries
+//!     ├── session.json  .summary.json    what the run holds; what listings show
+//!     ├── labels.json                    the title and tags the person gave it
+//!     ├── session.log                    what the terminal showed, as plain text
+//!     └── transcript.jsonl               tool calls and results
+//! ```
+//!
+//! Only `conversation.jsonl` and `subagents/` hold the conversation as it was: they
+//! are the model's history, which a resumed conversation sends back exactly. Every
+//! other file is redacted before it is written (`session.log`, `transcript.jsonl`,
+//! `history.jsonl`, the first message in `session.json`, `.summary.json` and the list
+//! cache).
+//!
+//! [`RunStore`] is the [`SessionStore`](reprise_session::SessionStore) of one run folder;
+//! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
+//!
+//! [`RunCatalog`] is every operation the chat does on runs, whether they are folders
+//! ([`FolderCatalog`]) or sessions in a database (`reprise-postgres`).
+
+mod catalog;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod conversation;
+mod error;
+mod folder;
+mod folder_catalog;
+mod fs;
+mod history;
+mod labels;
+mod leftovers;
+mod list_cache;
+mod listing_redaction;
+mod meta;
+mod recover;
+mod search;
+mod session_log;
+mod store;
+mod summary;
+mod transcript;
+
+pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
+pub use conversation::{
+    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
+    is_command_expansion, mark_command_expansion, read_conversation,
+    read_conversation_with_warnings, read_run_entries, stream_conversation,
+};
+pub use error::RunError;
+pub use folder::{
+    CONTEXT_WINDOW_JSON, LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG,
+    create_run_folder, create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs,
+    remove_unused_run_folder, run_folder_name, summarize_run,
+};
+pub use folder_catalog::{FolderCatalog, folder_bytes};
+pub use history::{
+    HISTORY_JSONL, History, HistoryEntry, append_history, append_history_with, read_history,
+};
+pub use labels::{
+    LABELS_JSON, Labels, MAX_TAG_CHARS, MAX_TITLE_CHARS, change_tags, clean_tag, clean_title,
+    read_labels, set_title, write_labels,
+};
+pub use list_cache::LIST_CACHE;
+pub use meta::{SESSION_JSON, SessionJson};
+pub use search::{SearchHit, SearchQuery, SearchRole, runs_with_user_text, search_runs};
+pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
+pub use store::{
+    CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
+    create_run_store, fork_run, last_message_text,
+};
+pub use summary::RUN_SUMMARY;
+pub use transcript::{
+    TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
+};

@@ -1,0 +1,466 @@
+//! Searching the whole history: every message of every run's conversation and of its
+//! subagents, newest runs first.
+//!
+//! A conversation file holds JSON lines, so what the person typed is stored escaped:
+//! `say "hi"` is `say \"hi\"` on disk, a newline is `\n`, a backslash `\\`, and a tool
+//! call's arguments (a JSON text inside a JSON string) are escaped twice. A literal
+//! query is therefore looked for, in the raw bytes, in each of those spellings at once
+//! (and with non-ASCII characters as `\uXXXX`, how other writers spell them) by
+//! ripgrep's line searcher (`grep-searcher` with a `grep-regex` matcher of literals,
+//! which finds candidates with `memchr` and SIMD); only the lines it finds are parsed,
+//! and the query is then matched against the decoded text, which decides. A regular
+//! expression cannot be rewritten into its escaped spelling, so in regex mode every
+//! line is decoded and matched. Files are searched by several threads.
+//!
+//! Snippets pass the redactor before they are returned (the whole message is
+//! redacted, then the match looked for again), so a search never prints a secret
+//! that the run's other files would have masked; a match inside a secret shows the
+//! redacted text around where it was, without a highlight.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use jiff::Timestamp;
+use regex::{Regex, RegexBuilder};
+use reprise_redact::Redactor;
+use uuid::Uuid;
+
+use crate::error::RunError;
+use crate::folder::RunSummary;
+use crate::store::{CONVERSATION_JSONL, SUBAGENTS_DIR};
+use reprise_session::Entry;
+use reprise_session::parts::jsonl_stems;
+use reprise_session::{Message, Role};
+
+/// Characters of context shown before a match in a snippet.
+const BEFORE_CHARS: usize = 50;
+/// Characters shown from the start of a match on.
+const AFTER_CHARS: usize = 100;
+
+/// Which messages a search looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchRole {
+    /// The person's messages.
+    User,
+    /// The model's replies and the tool calls it made.
+    Assistant,
+    /// Tool results.
+    Tool,
+}
+
+impl SearchRole {
+    fn admits(self, role: &Role) -> bool {
+        matches!(
+            (self, role),
+            (SearchRole::User, Role::User)
+                | (SearchRole::Assistant, Role::Assistant)
+                | (SearchRole::Tool, Role::Tool)
+        )
+    }
+}
+
+/// What to search for.
+#[derive(Clone, Debug)]
+pub struct SearchQuery {
+    /// The text (or, with `regex`, the regular expression) to find.
+    pub pattern: String,
+    /// Whether `pattern` is a regular expression (Rust `regex` syntax).
+    pub regex: bool,
+    /// Whether case is ignored.
+    pub ignore_case: bool,
+    /// Only messages of this role (system messages are never searched).
+    pub role: Option<SearchRole>,
+    /// At most one hit per run (to know which runs match, not where).
+    pub first_per_run: bool,
+    /// What snippets pass before they are returned.
+    pub redactor: Redactor,
+}
+
+impl SearchQuery {
+    /// A case-sensitive literal search over every role.
+    pub fn literal(pattern: impl Into<String>) -> SearchQuery {
+        SearchQuery {
+            pattern: pattern.into(),
+            regex: false,
+            ignore_case: false,
+            role: None,
+            first_per_run: false,
+            redactor: Redactor::new(),
+        }
+    }
+}
+
+/// One message that matched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchHit {
+    /// The index of its run in the runs given to [`search_runs`].
+    pub run: usize,
+    /// The subagent whose transcript holds it; `None` for the main conversation.
+    pub agent: Option<String>,
+    /// The entry's uuid.
+    pub entry: Uuid,
+    /// When the entry was made.
+    pub ts: Timestamp,
+    /// `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The redacted text around the first match, whitespace runs shown as one space,
+    /// with `…` where it was cut.
+    pub snippet: String,
+    /// The byte ranges of the matches inside `snippet`.
+    pub highlights: Vec<(usize, usize)>,
+    /// How many matches the message holds.
+    pub matches: usize,
+}
+
+/// The files of one run to search: its conversation, then each subagent's.
+struct SearchFile {
+    run: usize,
+    agent: Option<String>,
+    path: PathBuf,
+}
+
+/// Searches the conversations (and subagent transcripts) of `runs`, in their order;
+/// hits come back in that order, and within a run in file order (the main
+/// conversation first). A pattern that is not a valid regular expression is
+/// [`RunError::Pattern`]. Files that cannot be read are skipped (a run deleted
+/// meanwhile).
+pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<SearchHit>, RunError> {
+    let decided = decider(query)?;
+    let prefilter = if query.regex {
+        None
+    } else {
+        Some(
+            RegexMatcherBuilder::new()
+                .case_insensitive(query.ignore_case)
+                .build_many(&escaped_spellings(&query.pattern))
+                .map_err(|error| RunError::Pattern {
+                    pattern: query.pattern.clone(),
+                    message: error.to_string(),
+                })?,
+        )
+    };
+    let mut files = Vec::new();
+    for (run, summary) in runs.iter().enumerate() {
+        files.push(SearchFile {
+            run,
+            agent: None,
+            path: summary.dir.join(CONVERSATION_JSONL),
+        });
+        let subagents = summary.dir.join(SUBAGENTS_DIR);
+        for name in jsonl_stems(&subagents).unwrap_or_default() {
+            files.push(SearchFile {
+                run,
+                path: subagents.join(format!("{name}.jsonl")),
+                agent: Some(name),
+            });
+        }
+    }
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let next = AtomicUsize::new(0);
+    let search_file = |file: &SearchFile, searcher: &mut Searcher| -> Vec<SearchHit> {
+        let mut hits = Vec::new();
+        let mut on_line = |line: &[u8]| {
+            if let Some(hit) = match_line(line, file, &decided, query) {
+                hits.push(hit);
+                return !query.first_per_run;
+            }
+            true
+        };
+        match &prefilter {
+            Some(matcher) => {
+                let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
+            }
+            None => {
+                if let Ok(bytes) = std::fs::read(&file.path) {
+                    for line in bytes.split(|byte| *byte == b'\n') {
+                        if !on_line(line) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        hits
+    };
+    let mut per_file: Vec<Vec<SearchHit>> = Vec::new();
+    per_file.resize_with(files.len(), Vec::new);
+    let results = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.min(files.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    // One searcher (and its buffer) per thread, reused for every file.
+                    let mut searcher = SearcherBuilder::new()
+                        .binary_detection(BinaryDetection::none())
+                        .line_number(false)
+                        .build();
+                    let mut found = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(file) = files.get(index) else { break };
+                        let hits = search_file(file, &mut searcher);
+                        if !hits.is_empty() {
+                            found.push((index, hits));
+                        }
+                    }
+                    found
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join())
+            .collect::<Vec<_>>()
+    });
+    for result in results {
+        // A search thread that panicked is a bug: its panic goes on here.
+        let found = result.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        for (index, hits) in found {
+            per_file[index] = hits;
+        }
+    }
+    let mut hits: Vec<SearchHit> = per_file.into_iter().flatten().collect();
+    if query.first_per_run {
+        hits.dedup_by_key(|hit| hit.run);
+    }
+    Ok(hits)
+}
+
+/// Hands each line the searcher found to a closure; stops when it returns false.
+struct LineSink<'f, F: FnMut(&[u8]) -> bool>(&'f mut F);
+
+impl<F: FnMut(&[u8]) -> bool> Sink for LineSink<'_, F> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        Ok((self.0)(found.bytes()))
+    }
+}
+
+/// The regular expression that decides, on decoded text, whether a message matches.
+fn decider(query: &SearchQuery) -> Result<Regex, RunError> {
+    let pattern = if query.regex {
+        query.pattern.clone()
+    } else {
+        regex::escape(&query.pattern)
+    };
+    RegexBuilder::new(&pattern)
+        .case_insensitive(query.ignore_case)
+        .build()
+        .map_err(|error| RunError::Pattern {
+            pattern: query.pattern.clone(),
+            message: error.to_string(),
+        })
+}
+
+/// The ways `text` can be spelled inside a JSON line, as escaped regex literals: as
+/// a JSON string's content, with non-ASCII as `\uXXXX`, and escaped twice (inside a
+/// tool call's arguments).
+fn escaped_spellings(text: &str) -> Vec<String> {
+    let once = json_escaped(text);
+    let mut spellings = vec![once.clone(), json_escaped(&once)];
+    if !text.is_ascii() {
+        let mut ascii = String::with_capacity(once.len() * 2);
+        for unit in once.chars() {
+            if unit.is_ascii() {
+                ascii.push(unit);
+            } else {
+                let mut buf = [0u16; 2];
+                for half in unit.encode_utf16(&mut buf) {
+                    ascii.push_str(&format!("\\u{half:04x}"));
+                }
+            }
+        }
+        spellings.push(ascii);
+    }
+    spellings.sort();
+    spellings.dedup();
+    spellings.iter().map(|s| regex::escape(s)).collect()
+}
+
+/// `text` as the inside of a JSON string.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+/// The hit in one JSON line, if its message matches.
+fn match_line(
+    line: &[u8],
+    file: &SearchFile,
+    decided: &Regex,
+    query: &SearchQuery,
+) -> Option<SearchHit> {
+    let entry: Entry = serde_json::from_slice(trim_line(line)).ok()?;
+    let message = entry.as_message()?;
+    if message.role == Role::System || !query.role.is_none_or(|role| role.admits(&message.role)) {
+        return None;
+    }
+    let fields = searchable(message);
+    let matches: usize = fields
+        .iter()
+        .map(|field| decided.find_iter(field).count())
+        .sum();
+    let first = fields.iter().find(|field| decided.is_match(field))?;
+    let (snippet, highlights) = snippet(first, decided, &query.redactor);
+    Some(SearchHit {
+        run: file.run,
+        agent: file.agent.clone(),
+        entry: entry.uuid,
+        ts: entry.ts,
+        role: message.role.as_str().to_owned(),
+        snippet,
+        highlights,
+        matches,
+    })
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// What of a message is searched: its text, and each tool call as its name followed
+/// by its arguments' string values decoded (or the raw arguments when they are not
+/// JSON).
+fn searchable(message: &Message) -> Vec<String> {
+    let mut fields = vec![message.text()];
+    for call in message.calls() {
+        let mut field = call.function.name.clone();
+        match serde_json::from_str::<serde_json::Value>(&call.function.arguments) {
+            Ok(value) => push_leaves(&value, &mut field),
+            Err(_) => {
+                field.push(' ');
+                field.push_str(&call.function.arguments);
+            }
+        }
+        fields.push(field);
+    }
+    fields
+}
+
+fn push_leaves(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::String(text) => {
+            out.push(' ');
+            out.push_str(text);
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| push_leaves(item, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|item| push_leaves(item, out)),
+        other => {
+            out.push(' ');
+            out.push_str(&other.to_string());
+        }
+    }
+}
+
+/// The redacted snippet around the first match in `text`, and where the matches are
+/// in it.
+fn snippet(text: &str, decided: &Regex, redactor: &Redactor) -> (String, Vec<(usize, usize)>) {
+    let original = decided.find(text).map_or(0, |m| m.start());
+    let redacted = redactor.redact(text);
+    let found = decided.find(&redacted).map(|m| (m.start(), m.end()));
+    // Where the window starts: before the first match in the redacted text, or near
+    // where the match was when redaction hid it.
+    let anchor = found.map_or(original.min(redacted.len()), |(start, _)| start);
+    let anchor = floor_char(&redacted, anchor);
+    let start = redacted[..anchor]
+        .char_indices()
+        .rev()
+        .nth(BEFORE_CHARS - 1)
+        .map_or(0, |(at, _)| at);
+    let end = redacted[anchor..]
+        .char_indices()
+        .nth(AFTER_CHARS)
+        .map_or(redacted.len(), |(at, _)| anchor + at);
+    let end = match found {
+        // A long match is shown whole.
+        Some((_, match_end)) if match_end > end => match_end,
+        _ => end,
+    };
+    let mut out = String::with_capacity(end - start + 8);
+    let mut highlights = Vec::new();
+    if start > 0 {
+        out.push('…');
+    }
+    let base = out.len();
+    let window = &redacted[start..end];
+    if found.is_some() {
+        for m in decided.find_iter(window) {
+            if m.start() < m.end() {
+                highlights.push((base + m.start(), base + m.end()));
+            }
+        }
+    }
+    // Whitespace is shown as spaces byte for byte, so the highlights stay in place.
+    out.extend(window.chars().map(|c| match c {
+        '\n' | '\r' | '\t' => ' ',
+        c => c,
+    }));
+    if end < redacted.len() {
+        out.push('…');
+    }
+    (out, highlights)
+}
+
+fn floor_char(text: &str, mut at: usize) -> usize {
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The names of the runs whose person's messages contain `text` (ignoring case),
+/// for a picker's filter.
+pub fn runs_with_user_text(runs: &[RunSummary], text: &str) -> Vec<String> {
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    let query = SearchQuery {
+        ignore_case: true,
+        role: Some(SearchRole::User),
+        first_per_run: true,
+        ..SearchQuery::literal(text)
+    };
+    search_runs(runs, &query)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|hit| runs.get(hit.run).map(|run| run.name().to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_spellings_cover_quotes_newlines_backslashes_and_non_ascii() {
+        let spellings = escaped_spellings("say \"hé\"\n\\");
+        let line = serde_json::json!({"t": "say \"hé\"\n\\"}).to_string();
+        let matcher = RegexMatcherBuilder::new().build_many(&spellings).unwrap();
+        use grep_matcher::Matcher;
+        assert!(matcher.is_match(line.as_bytes()).unwrap());
+        let twice =
+            serde_json::json!({"t": serde_json::json!({"a": "say \"hé\"\n\\"}).to_string()})
+                .to_string();
+        assert!(matcher.is_match(twice.as_bytes()).unwrap());
+        let ascii = "{\"t\":\"say \\\"h\\u00e9\\\"\\n\\\\\"}";
+        assert!(matcher.is_match(ascii.as_bytes()).unwrap());
+    }
+
+    #[test]
+    fn a_snippet_is_cut_around_the_match_and_highlights_it() {
+        let text = format!("{}needle here\nand more", "x".repeat(200));
+        let decided = Regex::new("needle").unwrap();
+        let (snippet, highlights) = snippet(&text, &decided, &Redactor::new());
+        assert!(snippet.starts_with('…'));
+        assert_eq!(highlights.len(), 1);
+        let (start, end) = highlights[0];
+        assert_eq!(&snippet[start..end], "needle");
+        assert!(snippet.contains("here and more"));
+    }
+}
