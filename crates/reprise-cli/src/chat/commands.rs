@@ -7,7 +7,7 @@ use anyhow::Result;
 use reprise_runs::{RunFolder, append_history_with};
 
 use crate::chat::fork::{Forked, fork_into};
-use crate::chat::session::Opener;
+use crate::chat::session::{ChatSession, Opener};
 use crate::runs::source::RunSource;
 
 /// The slash commands, for `/help`.
@@ -25,7 +25,7 @@ Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it
 /// `/rename TITLE`: gives the run in `dir` its title (an empty one removes it) and
 /// says so in a line for the screen. With a database the title is kept there, with
 /// the conversation.
-pub async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
+async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
     let title = match runs {
         RunSource::Folders { .. } => reprise_runs::set_title(dir, title)?.title,
         RunSource::Database { store, .. } => {
@@ -45,7 +45,7 @@ pub async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<Str
 
 /// Remembers a submitted line in `history.jsonl`, redacted (failures are only logged:
 /// the history is a convenience).
-pub fn remember(opener: &Opener, text: &str, run: &str) {
+fn remember(opener: &Opener, text: &str, run: &str) {
     if let Err(error) = append_history_with(&opener.history_path(), text, run, &opener.redactor) {
         tracing::warn!(
             "history.jsonl: {}",
@@ -105,8 +105,129 @@ impl Line {
     }
 }
 
+/// Which typed lines go to `history.jsonl`, and as what text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remember {
+    /// Every line but an empty one, its trailing white space trimmed (the full
+    /// screen).
+    EveryLineTrimmed,
+    /// Messages and known commands as they were typed; not an unknown command (the
+    /// plain mode).
+    KnownAsTyped,
+}
+
+impl Remember {
+    /// The text `history.jsonl` keeps of `text`, understood as `line`, if any.
+    fn text_of<'a>(self, line: &'a Line, text: &'a str) -> Option<&'a str> {
+        match (self, line) {
+            (_, Line::Empty) => None,
+            (Remember::EveryLineTrimmed, _) => Some(text.trim_end()),
+            (Remember::KnownAsTyped, Line::Unknown(_)) => None,
+            (Remember::KnownAsTyped, Line::Message(message)) => Some(message),
+            (Remember::KnownAsTyped, _) => Some(text),
+        }
+    }
+}
+
+/// What a typed line comes to: what the screen shows or does next.
+pub enum Outcome {
+    /// Nothing (an empty line).
+    Nothing,
+    /// `/exit`: leave the chat.
+    Exit,
+    /// A note to show (`/help`, a run renamed).
+    Notice(String),
+    /// A command that does not exist: the text saying so.
+    Unknown(String),
+    /// The command failed: what went wrong.
+    Failed(String),
+    /// `/resume`: the screen lets the person pick a run, then opens it with
+    /// [`open_resumed`].
+    PickRun,
+    /// `/fork` done: the chat goes on in `session` (the screen closes the one it
+    /// had); `line`, already in the new run's log, says so.
+    Forked {
+        /// The session of the copy.
+        session: Box<ChatSession>,
+        /// What to show.
+        line: String,
+    },
+    /// `/compact [what to keep]`: the screen runs [`ChatSession::compact`] as it
+    /// runs a turn.
+    Compact(Option<String>),
+    /// A message: the screen runs [`ChatSession::turn`] with it.
+    Message(String),
+}
+
+/// Understands a line typed in `session`'s chat (or queued during a turn),
+/// remembers it in the history as `remember` says, and does what a command does
+/// apart from any screen.
+pub async fn dispatch(
+    opener: &Opener,
+    session: &ChatSession,
+    text: &str,
+    remember: Remember,
+) -> Outcome {
+    let line = Line::parse(text);
+    if let Some(kept) = remember.text_of(&line, text) {
+        self::remember(opener, kept, session.run_name());
+    }
+    let done = match line {
+        Line::Empty => return Outcome::Nothing,
+        Line::Exit => return Outcome::Exit,
+        Line::Help => return Outcome::Notice(HELP.to_owned()),
+        Line::Unknown(command) => {
+            return Outcome::Unknown(format!("unknown command {command}; /help lists them"));
+        }
+        Line::Resume => return Outcome::PickRun,
+        Line::Compact(focus) => return Outcome::Compact(focus),
+        Line::Message(message) => return Outcome::Message(message),
+        Line::Rename(title) => rename_run(&opener.runs, &session.folder.dir, &title)
+            .await
+            .map(Outcome::Notice),
+        Line::Fork => fork(opener, session).await,
+    };
+    done.unwrap_or_else(|error| Outcome::Failed(format!("{error:#}")))
+}
+
+/// What `/resume` says when the run picked is the one the chat is in.
+pub const ALREADY_IN_THAT_RUN: &str = "(already in that run)";
+
+/// Opens the session of `target`, the run picked after `/resume`, to go on in; `None`
+/// when it is the run of `current` (then [`ALREADY_IN_THAT_RUN`] is shown).
+pub async fn open_resumed(
+    opener: &Opener,
+    current: Option<&ChatSession>,
+    target: RunFolder,
+) -> Result<Option<ChatSession>> {
+    if current.is_some_and(|session| session.folder.dir == target.dir) {
+        return Ok(None);
+    }
+    Ok(Some(opener.open(target).await?))
+}
+
+/// `/fork`: copies the conversation of `session` into a new run and opens it.
+async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
+    let source = opener.runs.reopen(&session.folder)?;
+    if source.session_id.is_none() {
+        anyhow::bail!("nothing to fork yet: this conversation is empty");
+    }
+    let copy = fork_into_new(opener, &source).await?;
+    let mut next = opener.open_forked(copy).await?;
+    let line = format!(
+        "(forked into run {}; run {} is kept as it was)",
+        next.run_name(),
+        source.name()
+    );
+    next.log_line(&line);
+    Ok(Outcome::Forked {
+        session: Box::new(next),
+        line,
+    })
+}
+
 /// Copies a run's conversation into a new run folder.
-pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
+async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
     let target = opener.new_folder()?;
     fork_into(&opener.runs, source, target, None).await
 }
@@ -114,6 +235,36 @@ pub async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_screen_keeps_its_lines_in_the_history() {
+        let kept = |remember: Remember, text: &str| {
+            remember
+                .text_of(&Line::parse(text), text)
+                .map(str::to_owned)
+        };
+        for remember in [Remember::EveryLineTrimmed, Remember::KnownAsTyped] {
+            assert_eq!(kept(remember, "  "), None);
+            assert_eq!(kept(remember, "hello"), Some("hello".into()));
+        }
+        assert_eq!(
+            kept(Remember::EveryLineTrimmed, "/bogus "),
+            Some("/bogus".into())
+        );
+        assert_eq!(
+            kept(Remember::EveryLineTrimmed, "hello  "),
+            Some("hello".into())
+        );
+        assert_eq!(kept(Remember::KnownAsTyped, "/bogus "), None);
+        assert_eq!(
+            kept(Remember::KnownAsTyped, "hello  "),
+            Some("hello  ".into())
+        );
+        assert_eq!(
+            kept(Remember::KnownAsTyped, "/rename x "),
+            Some("/rename x ".into())
+        );
+    }
 
     #[test]
     fn slash_commands_are_recognised() {

@@ -10,6 +10,11 @@ use reprise_provider::Generation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+#[macro_use]
+mod keys;
+
+use keys::Sampling;
+
 /// Ollama's OpenAI-compatible endpoint: what most people run locally.
 pub const DEFAULT_BASE_URL: &str = "http://localhost:11434/v1";
 /// The model asked for when nothing says otherwise.
@@ -19,86 +24,58 @@ pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The runs directory when nothing says otherwise.
 pub const DEFAULT_RUNS_DIR: &str = ".run";
 
-/// The config file, as written. Unknown keys are refused so a typo is not silently
-/// ignored.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    /// The OpenAI-compatible endpoint.
-    pub base_url: Option<String>,
-    /// The model.
-    pub model: Option<String>,
-    /// The variable holding the API key.
-    pub api_key_env: Option<String>,
-    /// Where run folders live (relative paths are relative to the working directory).
-    pub runs_dir: Option<PathBuf>,
-    /// A PostgreSQL database that keeps the conversations (`postgres://…`).
-    pub database_url: Option<String>,
-    /// The system prompt.
-    pub system_prompt: Option<String>,
-    /// The most model calls one turn may make.
-    pub max_turns: Option<u32>,
-    /// The most tokens one reply may have (0: not sent).
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
-    /// Nucleus sampling.
-    pub top_p: Option<f64>,
-    /// A fixed sampling seed.
-    pub seed: Option<i64>,
-    /// `"auto"`, `"none"`, `"required"`, a tool's name, or a table as the API takes it.
-    pub tool_choice: Option<toml::Value>,
-    /// Whether the model may call several tools in one reply.
-    pub parallel_tool_calls: Option<bool>,
-    /// Fields sent as they are in every request body (`[extra_body]`).
-    pub extra_body: Option<toml::Table>,
-    /// The wait for the first byte of an answer.
-    pub request_timeout: Option<DurationValue>,
-    /// The longest silence inside a streamed answer.
-    pub idle_timeout: Option<DurationValue>,
-    /// The wall-clock budget of one turn (0: none).
-    pub turn_timeout: Option<DurationValue>,
-    /// The model's context window in tokens (unset: asked of the server).
-    pub context_window: Option<u32>,
-    /// The share of the context window a request may fill before the history is
-    /// compacted.
-    pub compact_threshold: Option<f64>,
-    /// Settings for one model, over the ones above (`[models."qwen2.5:7b"]`).
-    pub models: Option<BTreeMap<String, ModelConfig>>,
-    /// MCP servers (`[mcp]`, `[mcp.servers.<name>]`).
-    pub mcp: Option<reprise_mcp::McpConfig>,
-    /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
-    pub gate: Option<reprise_mcp::GateConfig>,
-    /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
-    pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+config_table! {
+    /// The config file, as written. Unknown keys are refused so a typo is not silently
+    /// ignored.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct FileConfig {
+        /// The OpenAI-compatible endpoint.
+        pub base_url: Option<String>,
+        /// The model.
+        pub model: Option<String>,
+        /// The variable holding the API key.
+        pub api_key_env: Option<String>,
+        /// Where run folders live (relative paths are relative to the working directory).
+        pub runs_dir: Option<PathBuf>,
+        /// A PostgreSQL database that keeps the conversations (`postgres://…`).
+        pub database_url: Option<String>,
+        /// The system prompt.
+        pub system_prompt: Option<String>,
+        @model_keys
+        /// Settings for one model, over the ones above (`[models."qwen2.5:7b"]`).
+        pub models: Option<BTreeMap<String, ModelConfig>>,
+        /// MCP servers (`[mcp]`, `[mcp.servers.<name>]`).
+        pub mcp: Option<reprise_mcp::McpConfig>,
+        /// The step gate's policy (`[gate]`: `allow`, `deny` patterns).
+        pub gate: Option<reprise_mcp::GateConfig>,
+        /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
+        pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+    }
 }
 
-/// One subagent as the config writes it (`[agents.NAME]`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentTable {
-    /// What the main agent reads to decide when to hand it a task.
-    pub description: String,
-    /// Its instructions; by default a short one built from the description.
-    pub system_prompt: Option<String>,
-    /// Patterns (`*` matches any run of characters) over the chat's and the MCP
-    /// servers' tools: the tools it may call. None by default.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Another model for it; by default the chat's.
-    pub model: Option<String>,
-    /// Another OpenAI-compatible endpoint for it; by default the chat's.
-    pub base_url: Option<String>,
-    /// See [`FileConfig::max_tokens`]; by default the chat's.
-    pub max_tokens: Option<u32>,
-    /// See [`FileConfig::temperature`]; by default the chat's.
-    pub temperature: Option<f64>,
-    /// See [`FileConfig::top_p`]; by default the chat's.
-    pub top_p: Option<f64>,
-    /// See [`FileConfig::seed`]; by default the chat's.
-    pub seed: Option<i64>,
-    /// The most model calls one task may make.
-    pub max_turns: Option<u32>,
+config_table! {
+    /// One subagent as the config writes it (`[agents.NAME]`). A sampling key left
+    /// out is the chat's.
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct AgentTable {
+        /// What the main agent reads to decide when to hand it a task.
+        pub description: String,
+        /// Its instructions; by default a short one built from the description.
+        pub system_prompt: Option<String>,
+        /// Patterns (`*` matches any run of characters) over the chat's and the MCP
+        /// servers' tools: the tools it may call. None by default.
+        #[serde(default)]
+        pub tools: Vec<String>,
+        /// Another model for it; by default the chat's.
+        pub model: Option<String>,
+        /// Another OpenAI-compatible endpoint for it; by default the chat's.
+        pub base_url: Option<String>,
+        @sampling_keys
+        /// The most model calls one task may make.
+        pub max_turns: Option<u32>,
+    }
 }
 
 /// A subagent, resolved: what the chat builds it from.
@@ -200,12 +177,7 @@ fn resolve_agents(
             // The chat's tool_choice names the main agent's tools, which are not the
             // subagent's: a subagent lets its model choose.
             own.tool_choice = None;
-            if let Some(limit) = table.max_tokens {
-                own.max_tokens = (limit > 0).then_some(limit);
-            }
-            own.temperature = table.temperature.or(own.temperature);
-            own.top_p = table.top_p.or(own.top_p);
-            own.seed = table.seed.or(own.seed);
+            table.sampling().set_in(&mut own);
             AgentSettings {
                 name: name.clone(),
                 description: table.description.trim().to_owned(),
@@ -236,37 +208,14 @@ fn resolve_agents(
         .collect()
 }
 
-/// Settings for one model (`[models."NAME"]`): each key set here wins over the
-/// same key at the top of the file.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// See [`FileConfig::max_turns`].
-    pub max_turns: Option<u32>,
-    /// See [`FileConfig::max_tokens`].
-    pub max_tokens: Option<u32>,
-    /// See [`FileConfig::temperature`].
-    pub temperature: Option<f64>,
-    /// See [`FileConfig::top_p`].
-    pub top_p: Option<f64>,
-    /// See [`FileConfig::seed`].
-    pub seed: Option<i64>,
-    /// See [`FileConfig::tool_choice`].
-    pub tool_choice: Option<toml::Value>,
-    /// See [`FileConfig::parallel_tool_calls`].
-    pub parallel_tool_calls: Option<bool>,
-    /// Merged over the top-level `[extra_body]`, key by key.
-    pub extra_body: Option<toml::Table>,
-    /// See [`FileConfig::request_timeout`].
-    pub request_timeout: Option<DurationValue>,
-    /// See [`FileConfig::idle_timeout`].
-    pub idle_timeout: Option<DurationValue>,
-    /// See [`FileConfig::turn_timeout`].
-    pub turn_timeout: Option<DurationValue>,
-    /// See [`FileConfig::context_window`].
-    pub context_window: Option<u32>,
-    /// See [`FileConfig::compact_threshold`].
-    pub compact_threshold: Option<f64>,
+config_table! {
+    /// Settings for one model (`[models."NAME"]`): each key set here wins over the
+    /// same key at the top of the file.
+    #[derive(Debug, Default, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ModelConfig {
+        @model_keys
+    }
 }
 
 /// A duration in the config: seconds as a number, or text such as `"90s"`,
@@ -509,6 +458,18 @@ pub struct Flags {
     pub context_window: Option<u32>,
 }
 
+impl Flags {
+    /// The sampling keys the flags set.
+    fn sampling(&self) -> Sampling {
+        Sampling {
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Resolves settings from flags, the environment (`env`) and the config file.
 pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
     let args: Flags = flags.into();
@@ -516,6 +477,8 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         Some((path, named)) if named || path.exists() => (read_config(&path)?, Some(path)),
         _ => (FileConfig::default(), None),
     };
+    // Read before the keys taken out of `file` below.
+    let top_sampling = file.sampling();
     let env_nonempty = |name: &str| env(name).filter(|v| !v.is_empty());
     let base_url = args
         .base_url
@@ -578,11 +541,6 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
             None => Ok(None),
         }
     };
-    let max_tokens = match pick!(args.max_tokens, max_tokens) {
-        None => Some(reprise_provider::DEFAULT_MAX_TOKENS),
-        Some(0) => None,
-        Some(limit) => Some(limit),
-    };
     let tool_choice = match &args.tool_choice {
         Some(text) => Some(tool_choice_value(text)),
         None => per_model
@@ -594,14 +552,16 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
                 other => toml_to_json(other),
             }),
     };
-    let generation = Generation {
-        max_tokens,
-        temperature: pick!(args.temperature, temperature),
-        top_p: pick!(args.top_p, top_p),
-        seed: pick!(args.seed, seed),
+    // Unset everywhere: the default reply bound, the rest left to the server.
+    let mut generation = Generation {
         tool_choice,
         parallel_tool_calls: pick!(args.parallel_tool_calls, parallel_tool_calls),
+        ..Generation::default()
     };
+    args.sampling()
+        .over(per_model.sampling())
+        .over(top_sampling)
+        .set_in(&mut generation);
     let mut extra_body = Map::new();
     for table in [file.extra_body.as_ref(), per_model.extra_body.as_ref()]
         .into_iter()

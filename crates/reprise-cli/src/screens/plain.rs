@@ -8,7 +8,7 @@ use reprise_agent::AgentEvent;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::commands::{HELP, Line};
+use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
 use crate::chat::events::Answer;
 use crate::chat::events::UiEvent;
 use crate::chat::session::{ChatSession, Opener, TurnEnd};
@@ -321,28 +321,16 @@ pub async fn run(
                 }
             }
         };
-        match Line::parse(&text) {
-            Line::Empty => continue,
-            Line::Exit => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
-                break;
-            }
-            Line::Help => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
-                printer.line(HELP);
-            }
-            Line::Unknown(command) => {
-                printer.line(&format!("unknown command {command}; /help lists them"));
-            }
-            Line::Resume => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
+        match dispatch(&opener, &session, &text, Remember::KnownAsTyped).await {
+            Outcome::Nothing => continue,
+            Outcome::Exit => break,
+            Outcome::Notice(text) | Outcome::Unknown(text) => printer.line(&text),
+            Outcome::Failed(error) => printer.line(&format!("✗ {error}")),
+            Outcome::PickRun => {
                 if let Some(target) = pick_run(&opener, &mut lines, &mut printer).await? {
-                    if target.dir == session.folder.dir {
-                        printer.line("(already in that run)");
-                        continue;
-                    }
-                    match opener.open(target).await {
-                        Ok(next) => {
+                    match open_resumed(&opener, Some(&session), target).await {
+                        Ok(None) => printer.line(ALREADY_IN_THAT_RUN),
+                        Ok(Some(next)) => {
                             std::mem::replace(&mut session, next).close().await;
                             show_resumed(&opener, &mut session, &mut printer)?;
                             warn_load(&session, &mut printer);
@@ -351,33 +339,14 @@ pub async fn run(
                     }
                 }
             }
-            Line::Rename(title) => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
-                match crate::chat::commands::rename_run(&opener.runs, &session.folder.dir, &title)
-                    .await
-                {
-                    Ok(line) => printer.line(&line),
-                    Err(error) => printer.line(&format!("✗ {error:#}")),
-                }
+            Outcome::Forked {
+                session: next,
+                line,
+            } => {
+                std::mem::replace(&mut session, *next).close().await;
+                printer.line(&line);
             }
-            Line::Fork => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
-                match fork(&opener, &session).await {
-                    Ok(next) => {
-                        let line = format!(
-                            "(forked into run {}; run {} is kept as it was)",
-                            next.run_name(),
-                            session.run_name()
-                        );
-                        std::mem::replace(&mut session, next).close().await;
-                        session.log_line(&line);
-                        printer.line(&line);
-                    }
-                    Err(error) => printer.line(&format!("✗ {error:#}")),
-                }
-            }
-            Line::Compact(focus) => {
-                crate::chat::commands::remember(&opener, &text, session.run_name());
+            Outcome::Compact(focus) => {
                 let end = run_printed(
                     &mut session,
                     |session, cancel| session.compact(focus.as_deref(), cancel),
@@ -393,8 +362,7 @@ pub async fn run(
                     TurnEnd::Failed(message) => eprint_line(&format!("✗ {message}")),
                 }
             }
-            Line::Message(message) => {
-                crate::chat::commands::remember(&opener, &message, session.run_name());
+            Outcome::Message(message) => {
                 let end = run_printed(
                     &mut session,
                     |session, cancel| session.turn(&message, cancel),
@@ -424,15 +392,6 @@ pub async fn run(
     }
     session.close().await;
     Ok(code)
-}
-
-async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
-    if session.folder.session_id.is_none() && session.agent.messages().is_empty() {
-        anyhow::bail!("nothing to fork yet: this conversation is empty");
-    }
-    let folder = opener.runs.reopen(&session.folder)?;
-    let copy = crate::chat::commands::fork_into_new(opener, &folder).await?;
-    opener.open_forked(copy).await
 }
 
 /// Runs `work` (a turn, a compaction) on the session, printing its events as they

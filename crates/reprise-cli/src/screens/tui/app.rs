@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::render;
 use super::view::{Action, ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::wrap_lines;
-use crate::chat::commands::{HELP, Line as Typed};
+use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
 use crate::chat::events::Answer;
 use crate::chat::events::UiEvent;
 use crate::chat::session::{ChatSession, Opener, TurnEnd};
@@ -363,33 +363,26 @@ impl App {
 
     /// Handles a line typed at the prompt (or queued during a turn).
     async fn submit(&mut self, text: String) {
-        let Some(run) = self.session.as_ref().map(|s| s.run_name().to_owned()) else {
+        let Some(session) = self.session.as_ref() else {
             return;
         };
-        let typed = Typed::parse(&text);
-        if !matches!(typed, Typed::Empty) {
-            crate::chat::commands::remember(&self.opener, text.trim_end(), &run);
-        }
-        match typed {
-            Typed::Empty => {}
-            Typed::Exit => self.exit = true,
-            Typed::Help => self.view.items.push(Item::Notice(HELP.to_owned())),
-            Typed::Unknown(command) => self.view.items.push(Item::Error(format!(
-                "unknown command {command}; /help lists them"
-            ))),
-            Typed::Resume => self.open_picker(),
-            Typed::Fork => self.fork().await,
-            Typed::Rename(title) => {
-                let dir = self.session.as_ref().map(|s| s.folder.dir.clone());
-                if let Some(dir) = dir {
-                    match crate::chat::commands::rename_run(&self.opener.runs, &dir, &title).await {
-                        Ok(line) => self.view.items.push(Item::Notice(line)),
-                        Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
-                    }
-                }
+        match dispatch(&self.opener, session, &text, Remember::EveryLineTrimmed).await {
+            Outcome::Nothing => {}
+            Outcome::Exit => self.exit = true,
+            Outcome::Notice(text) => self.view.items.push(Item::Notice(text)),
+            Outcome::Unknown(text) | Outcome::Failed(text) => {
+                self.view.items.push(Item::Error(text));
             }
-            Typed::Compact(focus) => self.start_compaction(focus),
-            Typed::Message(message) => self.start_turn(message),
+            Outcome::PickRun => self.open_picker(),
+            Outcome::Forked {
+                session: next,
+                line,
+            } => {
+                self.switch_to(*next).await;
+                self.view.items.push(Item::Notice(line));
+            }
+            Outcome::Compact(focus) => self.start_compaction(focus),
+            Outcome::Message(message) => self.start_turn(message),
         }
     }
 
@@ -685,23 +678,15 @@ impl App {
                 return;
             }
         };
-        if self
-            .session
-            .as_ref()
-            .is_some_and(|s| s.folder.dir == folder.dir)
-        {
-            self.view
-                .items
-                .push(Item::Notice("(already in that run)".to_owned()));
-            return;
-        }
-        match self.opener.open(folder).await {
-            Ok(session) => {
-                self.view.run = session.run_name().to_owned();
-                self.view.usage = session.agent.usage_totals().await;
-                if let Some(old) = self.session.replace(session) {
-                    old.close().await;
-                }
+        match open_resumed(&self.opener, self.session.as_ref(), folder).await {
+            Ok(None) => {
+                self.view
+                    .items
+                    .push(Item::Notice(ALREADY_IN_THAT_RUN.to_owned()));
+                return;
+            }
+            Ok(Some(session)) => {
+                self.switch_to(session).await;
                 if !self.inline {
                     self.view.clear_items();
                 }
@@ -713,43 +698,12 @@ impl App {
         self.next_queued().await;
     }
 
-    async fn fork(&mut self) {
-        let Some(session) = self.session.as_ref() else {
-            return;
-        };
-        let source = match self.opener.runs.reopen(&session.folder) {
-            Ok(source) if source.session_id.is_some() => source,
-            Ok(_) => {
-                self.view.items.push(Item::Error(
-                    "nothing to fork yet: this conversation is empty".to_owned(),
-                ));
-                return;
-            }
-            Err(error) => {
-                self.view.items.push(Item::Error(format!("{error:#}")));
-                return;
-            }
-        };
-        let opened = match crate::chat::commands::fork_into_new(&self.opener, &source).await {
-            Ok(copy) => self.opener.open_forked(copy).await,
-            Err(error) => Err(error),
-        };
-        match opened {
-            Ok(mut next) => {
-                let line = format!(
-                    "(forked into run {}; run {} is kept as it was)",
-                    next.run_name(),
-                    source.name()
-                );
-                next.log_line(&line);
-                self.view.run = next.run_name().to_owned();
-                self.view.usage = next.agent.usage_totals().await;
-                if let Some(old) = self.session.replace(next) {
-                    old.close().await;
-                }
-                self.view.items.push(Item::Notice(line));
-            }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+    /// Goes on in `next` (a run resumed or forked), closing the session it was in.
+    async fn switch_to(&mut self, next: ChatSession) {
+        self.view.run = next.run_name().to_owned();
+        self.view.usage = next.agent.usage_totals().await;
+        if let Some(old) = self.session.replace(next) {
+            old.close().await;
         }
     }
 
