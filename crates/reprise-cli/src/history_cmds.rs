@@ -465,24 +465,9 @@ pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `90d`, `12w`, `36h`, or a bare number of days.
+/// `90d`, `12w`, `36h`, or a bare number of days (see [`crate::duration`]).
 pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
-    let text = text.trim();
-    let (number, hours_per_unit) = match text.char_indices().last() {
-        Some((at, 'h')) => (&text[..at], 1),
-        Some((at, 'd')) => (&text[..at], 24),
-        Some((at, 'w')) => (&text[..at], 24 * 7),
-        _ => (text, 24),
-    };
-    let count: i64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: an age is a number with h, d or w (90d, 12w, 36h)"))?;
-    if count < 0 {
-        return Err(format!("{text:?}: an age cannot be negative"));
-    }
-    Ok(SignedDuration::from_hours(
-        count.saturating_mul(hours_per_unit),
-    ))
+    crate::duration::parse_duration(text, crate::duration::BareUnit::Days)
 }
 
 /// Which runs `prune` deletes.

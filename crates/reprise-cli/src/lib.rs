@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod context_window;
 pub mod driver;
+pub mod duration;
 pub mod entry;
 pub mod error_text;
 pub mod export;
