@@ -21,7 +21,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reprise_session::runs::{RunStore, create_run_folder};
-use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore, ToolCall};
+use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
+use reprise_testkit::coding_agent_entry;
 
 const RUNS: usize = 10_000;
 const MESSAGES: usize = 10_000;
@@ -194,34 +195,6 @@ fn full_screen_until(cwd: &Path, marker: &str) -> (Duration, u64) {
     (shown, hwm)
 }
 
-/// A mix of what a coding agent's session holds (the storage bench's shape):
-/// prompts, replies with tool calls, tool results with code and escapes, answers.
-fn coding_entry(i: usize) -> Entry {
-    match i % 4 {
-        0 => Entry::message(Message::user(format!(
-            "Please look at src/main.rs and fix the failing test #{i}. It says \"expected 3, got 4\"."
-        ))),
-        1 => Entry::message(Message::assistant_tool_calls(
-            Some("Let me read the file first.".into()),
-            vec![ToolCall::function(
-                format!("call_{i}"),
-                "read_file",
-                format!("{{\"path\":\"src/module_{i}.rs\",\"limit\":400}}"),
-            )],
-        )),
-        2 => Entry::message(Message::tool(
-            format!("call_{}", i - 1),
-            "fn main() {\n    let value = compute(\"input\\tdata\");\n    println!(\"{value}\");\n}\n"
-                .repeat(30),
-        )),
-        _ => Entry::message(Message::assistant(
-            "The test fails because `compute` counts the trailing newline. I changed it to trim first; \
-             the suite passes now. Ünïcödé and emoji 🎉 stay intact. "
-                .repeat(6),
-        )),
-    }
-}
-
 const BIG_ENTRIES: usize = 98_000;
 
 /// A run of [`BIG_ENTRIES`] coding-agent entries (about 100 MB); returns its key and
@@ -232,7 +205,9 @@ async fn make_big_run(runs_dir: &Path) -> (std::path::PathBuf, SessionKey, u64) 
     let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
     let mut i = 0;
     while i < BIG_ENTRIES {
-        let batch: Vec<Entry> = (i..(i + 2000).min(BIG_ENTRIES)).map(coding_entry).collect();
+        let batch: Vec<Entry> = (i..(i + 2000).min(BIG_ENTRIES))
+            .map(coding_agent_entry)
+            .collect();
         i += batch.len();
         store.append(&key, &batch).await.unwrap();
     }

@@ -4,6 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::chat::start::{StartOptions, StartWith};
+use crate::commands::export::ExportFormat;
+use crate::commands::history::HistoryCommand;
+use crate::config::{Flags, parse_duration};
+
 /// reprise: a terminal chat whose every message is on disk the moment it exists.
 ///
 /// Each start gets a run folder under the runs directory (default ./.run) holding
@@ -116,17 +121,17 @@ pub struct ChatArgs {
 
     /// How long to wait for the server to start answering: 30, 30s, 2m
     /// [default: 30s] [config: request_timeout]
-    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<std::time::Duration>,
 
     /// The longest silence inside a streamed answer [default: 30s]
     /// [config: idle_timeout]
-    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub idle_timeout: Option<std::time::Duration>,
 
     /// The wall-clock budget of one turn; 0 for none [default: 10m]
     /// [config: turn_timeout]
-    #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub turn_timeout: Option<std::time::Duration>,
 
     /// The model's context window in tokens; unset, the server is asked (llama.cpp,
@@ -138,6 +143,52 @@ pub struct ChatArgs {
     /// [env: REPRISE_CONFIG]
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
+}
+
+impl ChatArgs {
+    /// Which run the chat starts with.
+    pub fn start_with(&self) -> StartWith {
+        match (&self.resume, self.continue_) {
+            (_, true) => StartWith::Latest,
+            (Some(spec), _) if spec.is_empty() => StartWith::Pick,
+            (Some(spec), _) => StartWith::Named(spec.clone()),
+            (None, false) => StartWith::New,
+        }
+    }
+
+    /// How the chat starts.
+    pub fn start_options(&self) -> StartOptions {
+        StartOptions {
+            start: self.start_with(),
+            fork: self.fork_session,
+            prompt: self.prompt.clone(),
+        }
+    }
+}
+
+/// The flags that settings are resolved from.
+impl From<&ChatArgs> for Flags {
+    fn from(args: &ChatArgs) -> Flags {
+        Flags {
+            config: args.config.clone(),
+            base_url: args.base_url.clone(),
+            model: args.model.clone(),
+            api_key_env: args.api_key_env.clone(),
+            runs_dir: args.runs_dir.clone(),
+            database_url: args.database_url.clone(),
+            yes: args.yes,
+            max_tokens: args.max_tokens,
+            temperature: args.temperature,
+            top_p: args.top_p,
+            seed: args.seed,
+            tool_choice: args.tool_choice.clone(),
+            parallel_tool_calls: args.parallel_tool_calls,
+            request_timeout: args.request_timeout,
+            idle_timeout: args.idle_timeout,
+            turn_timeout: args.turn_timeout,
+            context_window: args.context_window,
+        }
+    }
 }
 
 /// Run commands, for people and scripts.
@@ -209,24 +260,13 @@ pub enum Command {
     },
     /// Name, tag, search, measure and prune runs.
     #[command(flatten)]
-    History(crate::history_cmds::HistoryCommand),
+    History(HistoryCommand),
     /// MCP servers from the config.
     Mcp {
         /// What to do.
         #[command(subcommand)]
         action: McpAction,
     },
-}
-
-/// What `reprise export` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    /// Markdown that reads well on GitHub.
-    Markdown,
-    /// One self-contained HTML file: no network, no scripts.
-    Html,
-    /// Every entry, as JSON.
-    Json,
 }
 
 /// `reprise mcp …`
@@ -300,5 +340,21 @@ mod tests {
             matches!(cli.command, Some(Command::Fork { ref run, at: Some(3) }) if run == "last")
         );
         assert_eq!(cli.chat.runs_dir, Some(PathBuf::from("/tmp/r")));
+    }
+
+    #[test]
+    fn start_options_come_from_the_flags() {
+        let args = |resume: Option<&str>, continue_: bool| ChatArgs {
+            resume: resume.map(str::to_owned),
+            continue_,
+            ..ChatArgs::default()
+        };
+        assert_eq!(args(None, false).start_with(), StartWith::New);
+        assert_eq!(args(None, true).start_with(), StartWith::Latest);
+        assert_eq!(args(Some(""), false).start_with(), StartWith::Pick);
+        assert_eq!(
+            args(Some("2026"), false).start_with(),
+            StartWith::Named("2026".into())
+        );
     }
 }

@@ -1,18 +1,17 @@
 //! What `main` does: parse the command line, resolve settings, dispatch.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use reprise_provider::Provider;
 use reprise_redact::Redactor;
 use tokio::sync::mpsc::unbounded_channel;
 
+use crate::chat::provider::build_provider;
+use crate::chat::session::Opener;
 use crate::cli::{Cli, Command, McpAction};
 use crate::config::{self, Settings};
-use crate::driver::Opener;
-use crate::run_source::RunSource;
+use crate::runs::source::RunSource;
 
 /// Runs `reprise` with the process's arguments; returns the exit code.
 pub fn main() -> i32 {
@@ -30,14 +29,14 @@ pub fn main() -> i32 {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            crate::terminal_text::eprint_line(&format!("reprise: cannot start: {error}"));
+            crate::display::terminal::eprint_line(&format!("reprise: cannot start: {error}"));
             return 1;
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            crate::terminal_text::eprint_line(&format!("reprise: {error:#}"));
+            crate::display::terminal::eprint_line(&format!("reprise: {error:#}"));
             1
         }
     }
@@ -63,35 +62,35 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
         Some(Command::Runs { json, all }) => {
-            done(crate::run_cmds::runs(runs, json, all, &mut stdout))
+            done(crate::commands::runs::runs(runs, json, all, &mut stdout))
         }
         Some(Command::Show {
             run,
             json,
             subagents,
-        }) => done(crate::run_cmds::show(
+        }) => done(crate::commands::runs::show(
             runs,
             &run,
-            crate::run_cmds::ShowOptions { json, subagents },
+            crate::commands::runs::ShowOptions { json, subagents },
             &mut stdout,
         )),
         Some(Command::Fork { run, at }) => {
-            done(crate::run_cmds::fork(runs, &run, at, &mut stdout).await)
+            done(crate::commands::runs::fork(runs, &run, at, &mut stdout).await)
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
-            done(crate::run_cmds::rm(runs, &run, yes, &mut input, &mut stdout).await)
+            done(crate::commands::runs::rm(runs, &run, yes, &mut input, &mut stdout).await)
         }
         Some(Command::Import { paths, dry_run }) => {
             let runs_dir = folders_only(runs, "import")?;
-            crate::import_cmd::import(runs_dir, &paths, dry_run, &mut stdout).await
+            crate::commands::import::import(runs_dir, &paths, dry_run, &mut stdout).await
         }
         Some(Command::Export {
             run,
             format,
             output,
             no_redact,
-        }) => done(crate::export_cmd::export(
+        }) => done(crate::commands::export::export(
             folders_only(runs, "export")?,
             &run,
             format,
@@ -100,7 +99,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             &mut stdout,
         )),
         Some(Command::History(command)) if runs.is_database() => {
-            done(crate::history_cmds::run_on_database(runs, command, &mut stdout).await)
+            done(crate::commands::history::run_on_database(runs, command, &mut stdout).await)
         }
         Some(Command::History(command)) => {
             let mut input = std::io::stdin().lock();
@@ -108,20 +107,20 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             if let Some(key) = &settings.api_key {
                 redactor = redactor.with_secret(key.clone());
             }
-            let io = crate::history_cmds::Io {
+            let io = crate::commands::history::Io {
                 out: &mut stdout,
                 input: &mut input,
                 stdin_terminal: std::io::stdin().is_terminal(),
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 redactor,
             };
-            done(crate::history_cmds::run(runs.runs_dir(), command, io).await)
+            done(crate::commands::history::run(runs.runs_dir(), command, io).await)
         }
         Some(Command::Mcp {
             action: McpAction::List,
         }) => {
             drop(stdout);
-            done(crate::mcp_cmds::list(&settings).await)
+            done(crate::commands::mcp::list(&settings).await)
         }
         None => {
             drop(stdout);
@@ -186,29 +185,16 @@ async fn chat(settings: Settings, args: crate::cli::ChatArgs, runs: RunSource) -
         std::io::stdout().is_terminal(),
     );
     match mode {
-        Mode::Plain => crate::plain::run(opener, ui_rx, &args).await,
-        Mode::FullScreen | Mode::Inline => {
-            crate::tui::app::run(opener, ui_rx, &args, mode == Mode::Inline)
-                .await
-                .map(|()| 0)
-        }
+        Mode::Plain => crate::screens::plain::run(opener, ui_rx, &args.start_options()).await,
+        Mode::FullScreen | Mode::Inline => crate::screens::tui::app::run(
+            opener,
+            ui_rx,
+            &args.start_options(),
+            mode == Mode::Inline,
+        )
+        .await
+        .map(|()| 0),
     }
-}
-
-/// The model client the settings describe.
-pub fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
-    let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
-        .base_url(settings.base_url.clone())
-        .generation(settings.generation.clone())
-        .request_timeout(settings.request_timeout)
-        .stream_idle_timeout(settings.idle_timeout);
-    config.extra_body = settings.extra_body.clone();
-    if let Some(key) = &settings.api_key {
-        config = config.api_key(key.clone());
-    }
-    let provider = reprise_provider::OpenAiProvider::new(config)
-        .with_context(|| format!("cannot use the model server at {}", settings.base_url))?;
-    Ok(Arc::new(provider))
 }
 
 #[cfg(test)]

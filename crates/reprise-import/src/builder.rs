@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap as HashMap;
+use foldhash::HashMap;
 
 use jiff::Timestamp;
 use reprise_session::{

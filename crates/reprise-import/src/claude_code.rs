@@ -6,7 +6,7 @@
 //! in the file, so the conversation is the chain from the last line back to the root
 //! (crossing a compaction through `logicalParentUuid`), not the file's order.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use foldhash::{HashMap, HashSet};
 use std::path::Path;
 
 use jiff::Timestamp;

@@ -67,23 +67,83 @@ pub enum ConfigError {
     },
 }
 
+/// The error a failure of the MCP library itself comes as (a transport, the handshake,
+/// a reply it could not read): kept whole as the source, its type left private.
+pub type McpLibraryError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a server could not be started and listed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[derive(Debug, Error)]
 pub enum StartError {
     /// Its config could not be resolved (a missing variable, a bad cwd).
     #[error("{0}")]
-    Config(String),
+    Config(#[source] ConfigError),
+    /// A header of a remote server's table is not a valid HTTP header name.
+    #[error("invalid header name {name:?}")]
+    HeaderName {
+        /// The name as written.
+        name: String,
+        /// Why HTTP refuses it.
+        #[source]
+        source: http::header::InvalidHeaderName,
+    },
+    /// A header's value cannot be carried by HTTP; the value is never quoted, as it
+    /// may hold a secret.
+    #[error("header {name} has a value that HTTP cannot carry")]
+    HeaderValue {
+        /// The header's name.
+        name: http::HeaderName,
+        /// Why HTTP refuses the value.
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
     /// The process could not be spawned.
-    #[error("could not start `{command}`: {reason}")]
+    #[error("could not start `{command}`: {source}")]
     Spawn {
         /// The command.
         command: String,
         /// The OS error.
-        reason: String,
+        #[source]
+        source: std::io::Error,
     },
-    /// The MCP handshake or the tool listing failed.
-    #[error("{0}")]
-    Handshake(String),
+    /// The process started, but its stdin or stdout was not handed over as a pipe.
+    #[error("could not start `{command}`: its stdin/stdout could not be captured")]
+    Pipes {
+        /// The command.
+        command: String,
+    },
+    /// The MCP handshake with a server process, or its tool listing, failed.
+    #[error(
+        "the MCP handshake failed ({source}){}{}",
+        exit.as_ref().map(|exit| format!("; the process {exit}")).unwrap_or_default(),
+        detail_suffix(stderr)
+    )]
+    Handshake {
+        /// How the process ended, if it did (`exited with status 1`).
+        exit: Option<String>,
+        /// What the process printed on stderr, if anything.
+        stderr: Option<String>,
+        /// What the MCP library reported.
+        #[source]
+        source: McpLibraryError,
+    },
+    /// The MCP handshake with a remote server failed.
+    #[error("the MCP handshake with {url} failed: {source}")]
+    RemoteHandshake {
+        /// The server's URL.
+        url: String,
+        /// What the MCP library reported.
+        #[source]
+        source: McpLibraryError,
+    },
+    /// A remote server completed the handshake but its tools could not be listed.
+    #[error("listing the tools of {url} failed: {source}")]
+    RemoteListing {
+        /// The server's URL.
+        url: String,
+        /// What the MCP library reported.
+        #[source]
+        source: McpLibraryError,
+    },
     /// The server did not finish starting in time.
     #[error("did not start within {:.1}s{}", after.as_secs_f64(), detail_suffix(detail))]
     Timeout {
@@ -105,11 +165,17 @@ fn detail_suffix(detail: &Option<String>) -> String {
 }
 
 /// A request to a running server failed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[derive(Debug, Error)]
 pub enum ConnectionError {
     /// The connection is gone: the process exited, the pipe or the HTTP session broke.
-    #[error("the connection closed: {0}")]
-    Closed(String),
+    #[error("the connection closed: {reason}")]
+    Closed {
+        /// Why: how the process ended and what it printed, or the library's error.
+        reason: String,
+        /// What the MCP library reported.
+        #[source]
+        source: McpLibraryError,
+    },
     /// The server answered with a JSON-RPC error.
     #[error("the server answered with error {code}: {message}")]
     Protocol {
@@ -120,12 +186,12 @@ pub enum ConnectionError {
     },
     /// Any other failure (an unexpected reply, a transport error).
     #[error("{0}")]
-    Other(String),
+    Other(#[source] McpLibraryError),
 }
 
 impl ConnectionError {
     /// Whether the server should be restarted before the next call.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, ConnectionError::Closed(_))
+        matches!(self, ConnectionError::Closed { .. })
     }
 }

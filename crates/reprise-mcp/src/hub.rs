@@ -112,7 +112,7 @@ impl McpHub {
                     Err(StartError::Disabled)
                 } else {
                     match server.resolve(name, ctx, defaults) {
-                        Err(e) => Err(StartError::Config(e.to_string())),
+                        Err(e) => Err(StartError::Config(e)),
                         Ok(spec) => rmcp_client::start(&spec).await.map(|ok| (spec, ok)),
                     }
                 };
@@ -129,7 +129,7 @@ impl McpHub {
         for (name, transport, started, elapsed, notifier) in results {
             match started {
                 Err(error) => {
-                    if error != StartError::Disabled {
+                    if !matches!(error, StartError::Disabled) {
                         notifier.send(
                             &name,
                             NoticeKind::StartFailed,

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connection::{CallResult, McpConnection, RemoteTool, ResultPart};
-use crate::error::{ConnectionError, StartError};
+use crate::error::{ConnectionError, McpLibraryError, StartError};
 use crate::resolve::{ServerSpec, TransportSpec};
 
 /// How long a child gets to exit after its stdin closes, and again after SIGTERM.
@@ -72,14 +72,13 @@ pub(crate) async fn start(
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            let mut child = cmd.spawn().map_err(|e| StartError::Spawn {
+            let mut child = cmd.spawn().map_err(|source| StartError::Spawn {
                 command: command.clone(),
-                reason: e.to_string(),
+                source,
             })?;
             let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-                return Err(StartError::Spawn {
+                return Err(StartError::Pipes {
                     command: command.clone(),
-                    reason: "its stdin/stdout could not be captured".into(),
                 });
             };
             let stderr = StderrTail::default();
@@ -91,28 +90,27 @@ pub(crate) async fn start(
                 let service = client_config()
                     .serve((stdout, stdin))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(McpLibraryError::from)?;
                 let tools = list_tools(service.peer())
                     .await
-                    .map_err(|e| e.to_string())?;
-                Ok::<_, String>((service, tools))
+                    .map_err(McpLibraryError::from)?;
+                Ok::<_, McpLibraryError>((service, tools))
             };
             match tokio::time::timeout(spec.startup_timeout, handshake).await {
                 Ok(Ok((service, tools))) => {
                     let connection = RmcpConnection::new(service, Some(proc), stderr);
                     Ok((Arc::new(connection), tools))
                 }
-                Ok(Err(reason)) => {
+                Ok(Err(source)) => {
                     let exit = proc.exit_status(EXIT_STATUS_WAIT).await;
                     if exit.is_some() {
                         stderr.settle().await;
                     }
-                    Err(StartError::Handshake(format!(
-                        "the MCP handshake failed ({reason}){}{}",
-                        exit.map(|s| format!("; the process {}", describe_exit(s)))
-                            .unwrap_or_default(),
-                        stderr.quote()
-                    )))
+                    Err(StartError::Handshake {
+                        exit: exit.map(describe_exit),
+                        stderr: stderr.quote_bare(),
+                        source,
+                    })
                 }
                 Err(_) => Err(StartError::Timeout {
                     after: spec.startup_timeout,
@@ -123,11 +121,17 @@ pub(crate) async fn start(
         TransportSpec::Http { url, headers } => {
             let mut custom = HashMap::new();
             for (name, value) in headers {
-                let name = http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| StartError::Config(format!("invalid header name {name:?}")))?;
-                // The value is never quoted: it may hold a secret.
-                let value = http::HeaderValue::from_str(value).map_err(|_| {
-                    StartError::Config(format!("header {name} has a value that HTTP cannot carry"))
+                let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|source| {
+                    StartError::HeaderName {
+                        name: name.clone(),
+                        source,
+                    }
+                })?;
+                let value = http::HeaderValue::from_str(value).map_err(|source| {
+                    StartError::HeaderValue {
+                        name: name.clone(),
+                        source,
+                    }
                 })?;
                 custom.insert(name, value);
             }
@@ -135,21 +139,26 @@ pub(crate) async fn start(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
             let handshake = async {
-                let service = client_config()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?;
-                let tools = list_tools(service.peer())
-                    .await
-                    .map_err(|e| format!("listing the tools of {url} failed: {e}"))?;
-                Ok::<_, String>((service, tools))
+                let service = client_config().serve(transport).await.map_err(|source| {
+                    StartError::RemoteHandshake {
+                        url: url.to_string(),
+                        source: source.into(),
+                    }
+                })?;
+                let tools = list_tools(service.peer()).await.map_err(|source| {
+                    StartError::RemoteListing {
+                        url: url.to_string(),
+                        source: source.into(),
+                    }
+                })?;
+                Ok::<_, StartError>((service, tools))
             };
             match tokio::time::timeout(spec.startup_timeout, handshake).await {
                 Ok(Ok((service, tools))) => {
                     let connection = RmcpConnection::new(service, None, StderrTail::default());
                     Ok((Arc::new(connection), tools))
                 }
-                Ok(Err(reason)) => Err(StartError::Handshake(reason)),
+                Ok(Err(error)) => Err(error),
                 Err(_) => Err(StartError::Timeout {
                     after: spec.startup_timeout,
                     detail: None,
@@ -298,10 +307,11 @@ impl RmcpConnection {
             },
             ServiceError::TransportClosed
             | ServiceError::TransportSend(_)
-            | ServiceError::Cancelled { .. } => {
-                ConnectionError::Closed(self.explain_closure(&error.to_string()).await)
-            }
-            other => ConnectionError::Other(other.to_string()),
+            | ServiceError::Cancelled { .. } => ConnectionError::Closed {
+                reason: self.explain_closure(&error.to_string()).await,
+                source: error.into(),
+            },
+            other => ConnectionError::Other(other.into()),
         }
     }
 }

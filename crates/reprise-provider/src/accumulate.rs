@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use reprise_session::{Content, Message, ToolCall};
+use reprise_message::{Content, Message, ToolCall};
 use serde_json::Value;
 
 use crate::error::ProviderError;

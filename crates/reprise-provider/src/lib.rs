@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use reprise_provider::{ChatRequest, OpenAiConfig, OpenAiProvider, Provider};
-//! use reprise_session::Message;
+//! use reprise_message::Message;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn demo() -> Result<(), reprise_provider::ProviderError> {

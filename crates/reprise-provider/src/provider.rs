@@ -1,7 +1,7 @@
 //! The `Provider` trait: one model call, streamed.
 
 use async_trait::async_trait;
-use reprise_session::Message;
+use reprise_message::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;

@@ -5,7 +5,7 @@
 //! fields are ignored or kept, and a value of an unexpected type is dropped rather
 //! than failing the whole chunk.
 
-use reprise_session::Message;
+use reprise_message::Message;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 

@@ -75,13 +75,13 @@ fn compile(table: &[Pattern]) -> Result<Compiled, regex::Error> {
 /// the unit tests rule out; the redactor then fails closed (masks everything).
 pub(crate) static COMPILED: LazyLock<Option<Compiled>> = LazyLock::new(|| compile(PATTERNS).ok());
 
-/// Texts at least this long are first scanned with the [`RegexSet`]. On a 1 KiB prompt
-/// the set pass is about 5x faster than running each pattern (8 vs 39 µs), and on
-/// 1 MB about twice as fast. On very short texts, each new one makes the set's lazy
-/// DFA build fresh states for all patterns at once, which costs more than the scan
-/// saves: the 855 cases of the secret corpus (median 70 bytes) ran several times
-/// faster without the set, so texts under 512 bytes, most prompts typed by hand and
-/// nearly all of the corpus, run each pattern.
+/// Texts at least this long are first scanned with the [`RegexSet`]: from a 1 KiB
+/// prompt to a megabyte of tool output, the set pass is faster than running each
+/// pattern. On very short texts, each new one makes the set's lazy DFA build fresh
+/// states for all patterns at once, which costs more than the scan saves: the 855
+/// cases of the secret corpus (median 70 bytes) ran several times faster without the
+/// set, so texts under 512 bytes, most prompts typed by hand and nearly all of the
+/// corpus, run each pattern. The figures are in docs/benchmarks.md.
 const SET_MIN_LEN: usize = 512;
 
 /// Byte ranges of `text` that hold secrets, sorted and merged.

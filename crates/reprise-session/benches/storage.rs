@@ -20,10 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reprise_session::runs::create_run_store;
-use reprise_session::{
-    Durability, Entry, FileSessionStore, Message, SessionKey, SessionStore, ToolCall,
-};
+use reprise_session::{Durability, Entry, FileSessionStore, Message, SessionKey, SessionStore};
 use reprise_session::{JsonlWriter, load_file};
+use reprise_testkit::coding_agent_entry;
 
 const CHILD_ENV: &str = "REPRISE_STORAGE_BENCH_CHILD";
 const SESSION_MB: u64 = 100;
@@ -65,34 +64,6 @@ fn vm_rss_kb() -> u64 {
 fn kilobyte_entry(i: usize) -> Entry {
     let text = format!("message {i}: {}", "lorem ipsum dolor sit amet, ".repeat(35));
     Entry::message(Message::user(text))
-}
-
-/// A mix of what a coding agent's session holds: prompts, replies with tool calls,
-/// tool results with code and escapes.
-fn realistic_entry(i: usize) -> Entry {
-    match i % 4 {
-        0 => Entry::message(Message::user(format!(
-            "Please look at src/main.rs and fix the failing test #{i}. It says \"expected 3, got 4\"."
-        ))),
-        1 => Entry::message(Message::assistant_tool_calls(
-            Some("Let me read the file first.".into()),
-            vec![ToolCall::function(
-                format!("call_{i}"),
-                "read_file",
-                format!("{{\"path\":\"src/module_{i}.rs\",\"limit\":400}}"),
-            )],
-        )),
-        2 => Entry::message(Message::tool(
-            format!("call_{}", i - 1),
-            "fn main() {\n    let value = compute(\"input\\tdata\");\n    println!(\"{value}\");\n}\n"
-                .repeat(30),
-        )),
-        _ => Entry::message(Message::assistant(
-            "The test fails because `compute` counts the trailing newline. I changed it to trim first; \
-             the suite passes now. Ünïcödé and emoji 🎉 stay intact. "
-                .repeat(6),
-        )),
-    }
 }
 
 fn append_bench(dir: &Path) {
@@ -248,7 +219,7 @@ fn print_ratios<const N: usize>(
 fn turn_mix_bench(dir: &Path) {
     println!("## durable append, realistic turn mix (user, tool call, tool result, answer)");
     let turns = 100;
-    let entries: Vec<Entry> = (0..turns * 4).map(realistic_entry).collect();
+    let entries: Vec<Entry> = (0..turns * 4).map(coding_agent_entry).collect();
     let bytes: usize = entries
         .iter()
         .map(|entry| serde_json::to_vec(entry).unwrap().len() + 1)
@@ -616,7 +587,7 @@ fn main() {
     }
     let session = dir.join("big.jsonl");
     if wants("load") || wants("fork") {
-        let len = make_session(&session, SESSION_MB, realistic_entry);
+        let len = make_session(&session, SESSION_MB, coding_agent_entry);
         if wants("load") {
             load_bench(
                 &session,

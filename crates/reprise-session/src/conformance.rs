@@ -22,12 +22,11 @@
 
 use std::sync::Arc;
 
+use reprise_message::{Entry, Message};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::store::entry::Entry;
 use crate::store::id::SessionKey;
-use crate::store::message::Message;
 use crate::store::session_store::{AppendReport, ForkOrigin, SessionStore, StoreError};
 
 /// A store to check, with a way to open a second, independent handle on its data.

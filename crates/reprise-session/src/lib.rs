@@ -3,10 +3,11 @@
 //! An agent's history is written to disk the moment each message exists, read back
 //! after anything goes wrong, and forked to try another way. This crate holds:
 //!
-//! - at its root, the store core: the [`Entry`] line format and its [`Message`]s, the
-//!   [`SessionStore`] trait with its stores ([`FileSessionStore`], [`MemoryStore`]),
-//!   the JSONL reader and writer, and resume repair ([`repair_entries`],
-//!   [`model_view`]);
+//! - at its root, the store core: the [`SessionStore`] trait with its stores
+//!   ([`FileSessionStore`], [`MemoryStore`]), the JSONL reader and writer, and resume
+//!   repair ([`repair_entries`], [`model_view`]), with the [`Entry`] line format and
+//!   its [`Message`]s (defined in `reprise-message`, which model providers use
+//!   without the store);
 //! - in [`runs`], the run folders that the `reprise` chat keeps: one folder per start
 //!   of the chat, with its [`RunStore`](runs::RunStore), prompt history, session log
 //!   and tool transcript.

@@ -12,6 +12,7 @@
 //! from any crate, [`assert_contains!`] shows the text it searched, and the `pty`
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
 //! reads the shared secret corpus and says what a redaction masked.
+//! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
 //! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
@@ -36,6 +37,7 @@
 //! ```
 
 mod assert;
+mod entries;
 mod frames;
 mod invariant;
 pub mod llama;
@@ -49,6 +51,7 @@ mod request;
 pub mod secret_corpus;
 mod server;
 
+pub use entries::coding_agent_entry;
 pub use invariant::check_tool_call_pairing;
 pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};
 pub use reply::{Reply, ScriptedCall};

@@ -7,6 +7,7 @@
 use pulldown_cmark::{Event, Options, Parser};
 
 use super::{CallView, Item, RunView, show_ts};
+use crate::display::text::one_line;
 
 /// `text` as HTML text or a quoted attribute value: `&`, `<`, `>` and quotes
 /// escaped.
@@ -63,10 +64,6 @@ fn fenced(text: &str, language: &str) -> String {
     let fence = "`".repeat(longest.max(2) + 1);
     let body = text.trim_end_matches('\n');
     format!("{fence}{language}\n{body}\n{fence}\n")
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn details(summary: &str, body: &str) -> String {

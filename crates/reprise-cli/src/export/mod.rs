@@ -167,7 +167,7 @@ fn load_entries(path: &Path, session: &str) -> Result<Vec<Entry>> {
         return Ok(Vec::new());
     };
     for warning in &loaded.warnings {
-        crate::terminal_text::eprint_line(&format!("warning: {warning}"));
+        crate::display::terminal::eprint_line(&format!("warning: {warning}"));
     }
     Ok(loaded.entries)
 }

@@ -4,10 +4,10 @@
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::chat::resumed_text;
-use reprise_cli::redraw::redraw_items;
-use reprise_cli::tui::render::draw;
-use reprise_cli::tui::view::{ChatView, Item};
+use reprise_cli::chat::start::resumed_text;
+use reprise_cli::screens::redraw::redraw_items;
+use reprise_cli::screens::tui::render::draw;
+use reprise_cli::screens::tui::view::{ChatView, Item};
 use reprise_session::runs::{create_run_folder, create_run_store};
 use reprise_session::{Compaction, Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::{Reply, ScriptedServer, assert_contains, check_tool_call_pairing};

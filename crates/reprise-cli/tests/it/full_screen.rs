@@ -437,7 +437,7 @@ async fn a_very_long_run_is_redrawn_from_its_end_with_a_count_of_the_rest() {
     let pairs = 600;
     long_run(&sandbox, pairs).await;
     // Full screen: the last REDRAWN_MESSAGES messages, and a notice counting the rest.
-    let redrawn = reprise_cli::tui::app::REDRAWN_MESSAGES;
+    let redrawn = reprise_cli::screens::tui::app::REDRAWN_MESSAGES;
     let earlier = 2 * pairs - redrawn;
     let mut pty = chat(&sandbox, &server, &["--continue"]);
     pty.wait_text("(resumed the conversation of").await;

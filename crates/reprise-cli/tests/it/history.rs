@@ -178,13 +178,13 @@ async fn a_title_names_one_run_and_an_ambiguous_title_is_refused_with_its_runs()
     assert_contains!(out.stderr, "no run matches");
 
     // `--resume TITLE` starts with the run it names.
-    let start = reprise_cli::chat::StartWith::Named("Only one".into());
-    let target = reprise_cli::chat::start_target(&folders(&runs), &start)
+    let start = reprise_cli::chat::start::StartWith::Named("Only one".into());
+    let target = reprise_cli::chat::start::start_target(&folders(&runs), &start)
         .unwrap()
         .unwrap();
     assert_eq!(target.dir, unique);
-    let start = reprise_cli::chat::StartWith::Named("same name".into());
-    let error = reprise_cli::chat::start_target(&folders(&runs), &start).unwrap_err();
+    let start = reprise_cli::chat::start::StartWith::Named("same name".into());
+    let error = reprise_cli::chat::start::start_target(&folders(&runs), &start).unwrap_err();
     assert_contains!(format!("{error:#}"), "is the title of 2 runs");
 }
 
@@ -289,15 +289,15 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     set_title(&bike, "Workshop").unwrap();
 
     // The first message, not the last one, holds the word.
-    let found = reprise_cli::chat::picker_message_matches(&runs, "sourdough");
+    let found = reprise_cli::chat::start::picker_message_matches(&runs, "sourdough");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), [name(&bread)]);
     // The model's answers are not the person's messages.
-    assert!(reprise_cli::chat::picker_message_matches(&runs, "answer to").is_empty());
+    assert!(reprise_cli::chat::start::picker_message_matches(&runs, "answer to").is_empty());
 
-    let rows = reprise_cli::chat::picker_rows(&folders(&runs)).unwrap();
+    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs)).unwrap();
     assert_eq!(rows[0].title, "Workshop");
     assert_eq!(rows[1].title, "a Sourdough starter");
-    let mut picker = reprise_cli::tui::view::Picker {
+    let mut picker = reprise_cli::screens::tui::view::Picker {
         rows,
         filter: "workshop".into(),
         ..Default::default()
@@ -312,7 +312,7 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     assert!(picker.visible().is_empty());
     picker.message_matches = Some((
         "SOURDOUGH".into(),
-        reprise_cli::chat::picker_message_matches(&runs, "SOURDOUGH"),
+        reprise_cli::chat::start::picker_message_matches(&runs, "SOURDOUGH"),
     ));
     let shown: Vec<_> = picker.visible().iter().map(|r| r.name.clone()).collect();
     assert_eq!(shown, [name(&bread)]);
@@ -563,8 +563,8 @@ async fn prune_asks_in_a_terminal_and_a_no_keeps_everything() {
 }
 
 /// The runs of a runs folder, as the chat reads them.
-fn folders(runs_dir: &std::path::Path) -> reprise_cli::run_source::RunSource {
-    reprise_cli::run_source::RunSource::Folders {
+fn folders(runs_dir: &std::path::Path) -> reprise_cli::runs::source::RunSource {
+    reprise_cli::runs::source::RunSource::Folders {
         runs_dir: runs_dir.to_path_buf(),
     }
 }

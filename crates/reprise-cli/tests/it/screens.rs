@@ -6,12 +6,10 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::chat::resumed_text;
-use reprise_cli::redraw::redraw_items;
-use reprise_cli::tui::render::draw;
-use reprise_cli::tui::view::{
-    ChatView, Item, Picker, PickerRow, Question, ToolResultView, ToolView,
-};
+use reprise_cli::chat::start::{PickerRow, resumed_text};
+use reprise_cli::screens::redraw::redraw_items;
+use reprise_cli::screens::tui::render::draw;
+use reprise_cli::screens::tui::view::{ChatView, Item, Picker, Question, ToolResultView, ToolView};
 use reprise_provider::Usage;
 use reprise_session::runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};

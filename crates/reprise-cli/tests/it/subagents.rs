@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::tui::render::{draw, draw_live};
-use reprise_cli::tui::view::{ChatView, Item, SubagentWork, ToolResultView, ToolView};
+use reprise_cli::screens::tui::render::{draw, draw_live};
+use reprise_cli::screens::tui::view::{ChatView, Item, SubagentWork, ToolResultView, ToolView};
 use reprise_testkit::{Reply, ScriptedServer, assert_contains, request_messages, tool_calls_of};
 use serde_json::Value;
 
@@ -570,10 +570,10 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .unwrap()
         .unwrap()
         .entries;
-    let calls = reprise_cli::subagents::past_calls(&run).unwrap();
+    let calls = reprise_cli::runs::subagents::past_calls(&run).unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].after_shown, 1, "after the person's message");
-    let (items, work) = reprise_cli::tui::app::redraw_with_subagents(&entries, &calls);
+    let (items, work) = reprise_cli::screens::tui::app::redraw_with_subagents(&entries, &calls);
     let mut view = ChatView {
         items,
         work,

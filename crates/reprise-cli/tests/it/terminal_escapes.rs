@@ -6,8 +6,9 @@ use std::path::Path;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::tui::render::draw;
-use reprise_cli::tui::view::{ChatView, Item, Picker, PickerRow, ToolResultView, ToolView};
+use reprise_cli::chat::start::PickerRow;
+use reprise_cli::screens::tui::render::draw;
+use reprise_cli::screens::tui::view::{ChatView, Item, Picker, ToolResultView, ToolView};
 use reprise_session::runs::{create_run_folder, create_run_store};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 use reprise_testkit::assert_contains;

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
+use reprise_message::{Message, ToolCall};
 use reprise_provider::{
     ChatRequest, Completion, Generation, OpenAiConfig, OpenAiProvider, Provider, ProviderError,
     StreamEvent, TimeoutPhase, ToolSpec, Usage,
 };
-use reprise_session::{Message, ToolCall};
 use reprise_testkit::{Reply, ScriptedCall, ScriptedServer, unreachable_base_url};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reprise_message::{Message, ToolCall};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
     ToolSpec,
 };
-use reprise_session::{Message, ToolCall};
 use reprise_testkit::llama::LlamaServer;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use reprise_message::Entry;
 use uuid::Uuid;
 
-use crate::store::entry::Entry;
 use crate::store::id::SessionKey;
 use crate::store::session_store::{
     AppendReport, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,

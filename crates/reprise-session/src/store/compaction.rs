@@ -10,10 +10,9 @@
 //! [`compacted_tail`] finds the latest compaction by reading the entries from the
 //! end, so building the model view of a long history costs what its tail costs.
 
+use reprise_message::Entry;
 use serde_json::{Map, Value};
 use uuid::Uuid;
-
-use crate::store::entry::Entry;
 
 /// The `kind` of a compaction entry.
 pub const COMPACTION_KIND: &str = "compaction";
@@ -114,7 +113,7 @@ pub fn compaction_marker(messages: usize, tokens_before: u64, tokens_after: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::message::Message;
+    use reprise_message::Message;
 
     fn compaction_of(through: Uuid) -> Compaction {
         Compaction {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
+use reprise_message::{Entry, now_millis};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -26,7 +27,6 @@ use crate::fs::{
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
 use crate::store::blocking_store::{BlockingStore, OverBlockingStore};
-use crate::store::entry::{Entry, now_millis};
 use crate::store::fork_copy::copy_lines;
 use crate::store::fork_sync::{ForkSyncs, without_stalling};
 use crate::store::id::{SessionKey, validate_id};
@@ -575,8 +575,8 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::store::message::Message;
     use crate::store::session_store::SessionStore;
+    use reprise_message::Message;
 
     async fn forked_store(dir: &Path) -> FileSessionStore {
         let store = FileSessionStore::new(dir);

@@ -13,10 +13,10 @@ use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use reprise_message::Entry;
 use uuid::Uuid;
 
 use crate::fs::{IoError, io_err};
-use crate::store::entry::Entry;
 use crate::store::session_store::StoreError;
 
 /// Bytes scanned at a time.

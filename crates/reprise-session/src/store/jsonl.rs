@@ -15,13 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 
 use jiff::Timestamp;
+use reprise_message::{Entry, Message};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::fs::IoError;
 use crate::store::decode::EntryDecoder;
-use crate::store::entry::Entry;
-use crate::store::message::Message;
 use crate::store::session_store::{LoadWarning, Loaded, StoreError};
 
 /// How much an append guarantees when it returns.
@@ -293,7 +292,7 @@ fn read_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 
 /// Alignment of the bytes a read lands on: the kernel copies into a destination
 /// that is only 16-byte aligned (where malloc puts large blocks) several times slower
-/// (a measured 3.5x) than into a 32- or 64-byte aligned one.
+/// than into a 32- or 64-byte aligned one (docs/benchmarks.md has the figure).
 const READ_ALIGN: usize = 64;
 
 /// A buffer for file data whose first byte is [`READ_ALIGN`]-aligned.

@@ -8,10 +8,10 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use reprise_message::Entry;
 use rustix::fs::OFlags;
 
 use crate::fs::{IoError, io_err, open_beneath, parent_of, sync_dir};
-use crate::store::entry::Entry;
 use crate::store::jsonl::{
     Durability, LineReader, UuidSet, push_expected, read_from, torn_warning,
 };

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use reprise_message::{Entry, now_millis};
 use uuid::Uuid;
 
-use crate::store::entry::{Entry, now_millis};
 use crate::store::id::{SessionKey, validate_id};
 use crate::store::session_store::{
     AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
@@ -257,7 +257,7 @@ impl SessionStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::message::Message;
+    use reprise_message::Message;
 
     #[tokio::test]
     async fn duplicate_uuids_are_skipped_and_second_lock_fails() {

@@ -1,11 +1,11 @@
-//! The store core: entry lines, the [`SessionStore`] trait and its stores, reading
-//! and writing JSONL, forks, writer locks and resume repair. Its public names are
-//! re-exported at the crate root.
+//! The store core: the [`SessionStore`] trait and its stores, reading and writing
+//! entry lines as JSONL, forks, writer locks and resume repair. Its public names, and
+//! the entry and message types of `reprise-message`, are re-exported at the crate
+//! root.
 
 pub(crate) mod blocking_store;
 pub(crate) mod compaction;
 pub(crate) mod decode;
-pub(crate) mod entry;
 pub(crate) mod file_store;
 pub(crate) mod fork_copy;
 pub(crate) mod fork_sync;
@@ -13,27 +13,37 @@ pub(crate) mod id;
 pub(crate) mod jsonl;
 pub(crate) mod jsonl_writer;
 pub(crate) mod memory;
-pub(crate) mod message;
 pub(crate) mod repair;
 pub(crate) mod session_store;
 pub(crate) mod writer_lock;
+
+/// The entry line type, from `reprise-message`, where the run folders' modules import it.
+pub(crate) mod entry {
+    pub(crate) use reprise_message::{Entry, now_millis};
+}
+
+/// The message types, from `reprise-message`, where the run folders' modules import them.
+pub(crate) mod message {
+    pub(crate) use reprise_message::{Content, Message, Role};
+}
 
 pub use compaction::{
     COMPACTION_KIND, Compaction, compacted_tail, compaction_marker, short_tokens,
 };
 #[doc(hidden)]
 pub use decode::{EntryLineDecoder, FastEntryDecoder, decode_with_serde_only};
-pub use entry::{Entry, USAGE_FIELD, now_millis};
 pub use file_store::{FileSessionStore, SessionMeta};
 pub use id::{IdError, MAX_ID_LEN, SessionKey, validate_id};
 pub use jsonl::{Durability, load_file};
 pub use jsonl_writer::JsonlWriter;
 pub use memory::MemoryStore;
-pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 pub use repair::{
     ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, inspect,
     inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
     repair_messages, request_message, visit_model_view,
+};
+pub use reprise_message::{
+    Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall, USAGE_FIELD, now_millis,
 };
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,

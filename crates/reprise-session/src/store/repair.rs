@@ -42,11 +42,9 @@
 
 use std::collections::HashMap;
 
+use reprise_message::{Entry, Message, Role, ToolCall};
 use serde_json::Value;
 use uuid::Uuid;
-
-use crate::store::entry::Entry;
-use crate::store::message::{Message, Role, ToolCall};
 
 /// The entry field a repair entry uses to name the assistant entry it answers.
 pub const ANSWERS_ENTRY: &str = "answersEntry";

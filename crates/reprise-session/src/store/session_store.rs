@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
+use reprise_message::Entry;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::fs::IoError;
-use crate::store::entry::Entry;
 use crate::store::id::{IdError, SessionKey};
 
 /// What went wrong in a store.

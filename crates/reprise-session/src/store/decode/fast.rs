@@ -6,7 +6,7 @@
 //! starts empty for every line. This decoder walks the line once: it matches the known
 //! keys as bytes, decodes each string in one pass (unescaping 8 bytes at a time into a
 //! buffer kept between lines, checking UTF-8 with SIMD) and allocates it at its final
-//! size, reads the timestamps this crate writes without a general parser, finds the
+//! size, reads the timestamps reprise writes without a general parser, finds the
 //! line's end while decoding, and hands anything else (unknown fields' values, content
 //! parts, non-string arguments) to serde_json. It gives up on anything the derived
 //! decoder refuses (a duplicate field, a type mismatch, bad syntax or escapes, invalid
@@ -18,12 +18,10 @@
 use std::borrow::Cow;
 
 use jiff::Timestamp;
+use reprise_message::{Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use uuid::Uuid;
-
-use crate::store::entry::Entry;
-use crate::store::message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 
 /// Decodes entry lines; keeps one buffer for unescaping between lines.
 #[derive(Default)]

@@ -10,35 +10,19 @@
 //!
 //! Why two: loading is where decoding speed shows (a session is read whole on
 //! resume), and serde's decoder alone loads a session at well under the fast one's
-//! speed, with more memory. The storage benchmark (`cargo bench -p reprise-session
-//! --bench storage -- load`) loads a 100 MB session of coding-agent turns in fresh
-//! processes, with each decoder in turn (three pairs a run). Two runs on a shared
-//! 2-core machine busy with other builds (so every figure is low; the ratios within a
-//! run are what compare) printed:
-//!
-//! | first load, 100 MB       | fast decoder      | serde's decoder alone |
-//! |--------------------------|-------------------|-----------------------|
-//! | run 1, MB/s              | 206, 265, 219     | 146, 160, 157         |
-//! | run 2, MB/s              | 285, 249, 251     | 160, 215, 155         |
-//! | serde / fast, per pair   |                   | 0.56x to 0.86x        |
-//! | CPU time                 | 0.20 s to 0.23 s  | 0.30 s to 0.44 s      |
-//! | peak memory / file size  | 1.23x to 1.26x    | 1.43x to 1.45x        |
-//!
-//! Hand-written `Deserialize` impls (known keys matched without allocating, each
-//! value read once: no buffering for `flatten` and the untagged `Content`) were
-//! measured too. As serde's decoder alone in the same benchmark, in four runs, they
-//! loaded at 155 to 381 MB/s against the fast decoder's 251 to 422 MB/s (best against
-//! best 0.62x to 1.04x; CPU time 0.24 s to 0.29 s against 0.16 s to 0.19 s), with the
-//! fast decoder's peak memory. But in the loader serde's decoder only sees the lines
-//! the fast one refuses, and on those (bare-message lines) they were slower than the
-//! derived impls on one thread, 0.89x to 0.95x (on entries: 1.03x to 1.07x for coding
-//! turns, 0.93x to 1.30x for prose). Most of serde's time is serde_json's own string
-//! decoding (escape by escape, into a buffer that starts empty on every line, then
-//! copied out), which no impl changes.
+//! speed, with more memory. Hand-written `Deserialize` impls (known keys matched
+//! without allocating, each value read once: no buffering for `flatten` and the
+//! untagged `Content`) were measured too: alone they came close to the fast decoder,
+//! but in the loader serde's decoder only sees the lines the fast one refuses, and on
+//! those (bare-message lines) they were no faster than the derived impls. Most of
+//! serde's time is serde_json's own string decoding (escape by escape, into a buffer
+//! that starts empty on every line, then copied out), which no impl changes.
 //! So the types keep derived impls, and the fast decoder does what serde_json cannot:
 //! it unescapes 8 bytes at a time into a buffer kept between lines, checks UTF-8 with
-//! SIMD, reads the timestamps this crate writes without a general parser, and finds
-//! the line's end while decoding.
+//! SIMD, reads the timestamps reprise writes without a general parser, and finds
+//! the line's end while decoding. The figures, and how to measure them again
+//! (`cargo bench -p reprise-session --bench storage -- load`), are in
+//! `docs/benchmarks.md` of the repository.
 //!
 //! How the two are kept equal: the fast decoder gives up on anything serde's decoder
 //! refuses, and the property tests in [`fast`] generate lines of every shape (any key
@@ -50,7 +34,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::store::entry::Entry;
+use reprise_message::Entry;
 
 mod fast;
 
@@ -120,8 +104,7 @@ mod line_decoder_tests {
     #![allow(clippy::unwrap_used)]
 
     use super::EntryLineDecoder;
-    use crate::store::entry::Entry;
-    use crate::store::message::Message;
+    use reprise_message::{Entry, Message};
 
     #[test]
     fn lines_decode_to_what_serde_reads_and_bad_lines_give_serdes_error() {

@@ -13,7 +13,7 @@ pub fn describe_agent_error(error: &AgentError, base_url: &str, model: &str) -> 
             "{error}.\nRaise the budget with --turn-timeout DURATION or turn_timeout in the \
              config (0 for none)."
         ),
-        other => crate::error_text::with_causes(other),
+        other => crate::display::error_text::with_causes(other),
     }
 }
 

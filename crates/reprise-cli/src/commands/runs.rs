@@ -3,38 +3,13 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result, bail};
-use jiff::Timestamp;
 use reprise_session::Role;
 use reprise_session::runs::{ConversationMessage, RunFolder};
 use serde_json::json;
 
-use crate::run_source::RunSource;
-use crate::terminal_text::{eprint_line, push_json_string, visible, visible_json};
-
-/// A timestamp as a person reads it: local time, to the minute.
-pub fn show_date(ts: Timestamp) -> String {
-    show_date_in(ts, &jiff::tz::TimeZone::system())
-}
-
-/// [`show_date`] in a given time zone (looked up once for a whole listing).
-pub fn show_date_in(ts: Timestamp, tz: &jiff::tz::TimeZone) -> String {
-    let zoned = ts.to_zoned_datetime(tz.clone());
-    zoned.strftime("%Y-%m-%d %H:%M").to_string()
-}
-
-/// Writes JSON in one go (stdout is line-buffered: writing it value by value would
-/// make a system call per line).
-/// Strings from run folders may hold control characters: serde escapes C0 controls,
-/// [`visible_json`] the rest.
-pub(crate) fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
-    let mut bytes = Vec::new();
-    serde_json::to_writer_pretty(&mut bytes, value)?;
-    bytes.push(b'\n');
-    // serde_json writes valid UTF-8.
-    let text = String::from_utf8(bytes)?;
-    out.write_all(visible_json(&text).as_bytes())?;
-    Ok(())
-}
+use crate::display::terminal::{eprint_line, push_json_string, visible, visible_json, write_json};
+use crate::display::text::{one_line, shorten, show_date_in};
+use crate::runs::source::RunSource;
 
 /// How many runs `reprise runs` lists from a database without `--all`: one page of
 /// its session index, however many sessions it holds.
@@ -127,8 +102,8 @@ pub struct ShowOptions {
 }
 
 /// A subagent call as `show --json --subagents` prints it.
-fn past_call_json(call: &crate::subagents::PastCall) -> serde_json::Value {
-    use crate::subagents::{PastResult, PastStep};
+fn past_call_json(call: &crate::runs::subagents::PastCall) -> serde_json::Value {
+    use crate::runs::subagents::{PastResult, PastStep};
     let result = |result: &Option<PastResult>| {
         result
             .as_ref()
@@ -154,7 +129,7 @@ fn past_call_json(call: &crate::subagents::PastCall) -> serde_json::Value {
         "role": "subagent",
         "agent": call.agent,
         "id": call.id,
-        "task": crate::subagents::task_of(&call.arguments),
+        "task": crate::runs::subagents::task_of(&call.arguments),
         "steps": steps,
         "result": result(&call.result),
     })
@@ -174,7 +149,7 @@ pub fn show(
     let run = source.find(spec)?;
     print_repairs(&run);
     let calls = if options.subagents {
-        crate::subagents::past_calls(&run.dir)?
+        crate::runs::subagents::past_calls(&run.dir)?
     } else {
         Vec::new()
     };
@@ -403,7 +378,7 @@ pub async fn fork(
         Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
     };
     let fresh = reprise_session::runs::create_run_folder(runs.runs_dir())?;
-    let target = crate::chat::fork_into(runs, &source, fresh, up_to).await?;
+    let target = crate::chat::fork::fork_into(runs, &source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {
         store.close().await;
@@ -509,20 +484,7 @@ pub async fn rm(
 /// Warns about what opening a run repaired (a rebuilt `session.json`).
 fn print_repairs(run: &RunFolder) {
     for warning in &run.warnings {
-        crate::terminal_text::eprint_line(&format!("warning: {warning}"));
-    }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+        crate::display::terminal::eprint_line(&format!("warning: {warning}"));
     }
 }
 

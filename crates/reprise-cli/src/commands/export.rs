@@ -7,8 +7,18 @@ use anyhow::{Context, Result};
 use reprise_session::runs::find_run;
 use serde_json::{Map, Value, json};
 
-use crate::cli::ExportFormat;
 use crate::export::{Masker, load_run, markdown, view_of};
+
+/// What `reprise export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Markdown that reads well on GitHub.
+    Markdown,
+    /// One self-contained HTML file: no network, no scripts.
+    Html,
+    /// Every entry, as JSON.
+    Json,
+}
 
 /// The run as JSON: `session.json` and every entry of the conversation and of each
 /// subagent, strings masked unless `mask` keeps them.
@@ -76,9 +86,9 @@ pub fn export(
         None => {
             // The terminal would run escape sequences a message holds.
             let shown = if format == ExportFormat::Json {
-                crate::terminal_text::visible_json(&text)
+                crate::display::terminal::visible_json(&text)
             } else {
-                crate::terminal_text::visible(&text)
+                crate::display::terminal::visible(&text)
             };
             out.write_all(shown.as_bytes())?;
         }

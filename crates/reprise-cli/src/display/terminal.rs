@@ -202,6 +202,23 @@ pub fn eprint_line(text: &str) {
     eprintln!("{}", visible(text));
 }
 
+/// Writes JSON in one go (stdout is line-buffered: writing it value by value would
+/// make a system call per line).
+/// Strings from run folders may hold control characters: serde escapes C0 controls,
+/// [`visible_json`] the rest.
+pub fn write_json(
+    out: &mut dyn std::io::Write,
+    value: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    let mut bytes = Vec::new();
+    serde_json::to_writer_pretty(&mut bytes, value)?;
+    bytes.push(b'\n');
+    // serde_json writes valid UTF-8.
+    let text = String::from_utf8(bytes)?;
+    out.write_all(visible_json(&text).as_bytes())?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,10 +22,11 @@ use tokio_util::sync::CancellationToken;
 use super::render;
 use super::view::{Action, ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::wrap_lines;
-use crate::approval::Answer;
-use crate::chat::{self, HELP, Line as Typed, StartWith};
-use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent};
+use crate::chat::commands::{HELP, Line as Typed};
+use crate::chat::events::Answer;
+use crate::chat::events::UiEvent;
+use crate::chat::session::{ChatSession, Opener, TurnEnd};
+use crate::chat::start::{StartOptions, StartWith};
 
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
@@ -96,22 +97,22 @@ struct App {
 pub async fn run(
     opener: Opener,
     mut ui: UnboundedReceiver<UiEvent>,
-    args: &ChatArgs,
+    args: &StartOptions,
     inline: bool,
 ) -> Result<()> {
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
-    let start = StartWith::from_args(args);
+    let start = args.start.clone();
     let mut notices = Vec::new();
     let started = async {
-        let target = chat::start_target(&opener.runs, &start)?;
+        let target = crate::chat::start::start_target(&opener.runs, &start)?;
         if target.is_none() && start == StartWith::Latest {
             notices.push("(no earlier conversation: starting a new one)".to_owned());
         }
-        chat::open_start(&opener, fresh.clone(), target, args.fork_session).await
+        crate::chat::start::open_start(&opener, fresh.clone(), target, args.fork).await
     }
     .await;
-    let (session, resumed) = chat::unless_started(started, &fresh)?;
+    let (session, resumed) = crate::chat::start::unless_started(started, &fresh)?;
     let history = read_history(&opener.history_path())
         .map(|h| h.prompts().into_iter().map(str::to_owned).collect())
         .unwrap_or_default();
@@ -140,7 +141,7 @@ pub async fn run(
     if resumed {
         app.show_resumed();
         if app.view.run != fresh_name {
-            note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
+            crate::chat::start::note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
         }
     }
     app.show_load_warnings();
@@ -167,22 +168,13 @@ pub async fn run(
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
     if result.is_ok() && run_dir.join(reprise_session::runs::SESSION_JSON).exists() {
-        crate::terminal_text::print_line(&format!(
+        crate::display::terminal::print_line(&format!(
             "(the conversation is kept in {}; continue it with: reprise --resume {})",
             run_dir.display(),
             app.view.run
         ));
     }
     result
-}
-
-fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
-    if let Ok(mut log) =
-        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
-            .map(|log| log.with_redactor(opener.redactor.clone()))
-    {
-        let _ = log.write_line(&format!("(resumed run {resumed})"));
-    }
 }
 
 impl App {
@@ -376,7 +368,7 @@ impl App {
         };
         let typed = Typed::parse(&text);
         if !matches!(typed, Typed::Empty) {
-            chat::remember(&self.opener, text.trim_end(), &run);
+            crate::chat::commands::remember(&self.opener, text.trim_end(), &run);
         }
         match typed {
             Typed::Empty => {}
@@ -390,7 +382,7 @@ impl App {
             Typed::Rename(title) => {
                 let dir = self.session.as_ref().map(|s| s.folder.dir.clone());
                 if let Some(dir) = dir {
-                    match chat::rename_run(&self.opener.runs, &dir, &title).await {
+                    match crate::chat::commands::rename_run(&self.opener.runs, &dir, &title).await {
                         Ok(line) => self.view.items.push(Item::Notice(line)),
                         Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
                     }
@@ -402,36 +394,36 @@ impl App {
     }
 
     fn start_turn(&mut self, message: String) {
-        let Some(mut session) = self.session.take() else {
+        if self.session.is_none() {
             return;
-        };
+        }
         self.view.items.push(Item::User(message.clone()));
         self.view.scroll = 0;
-        let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let end = session.turn(&message, token).await;
+        self.start_in_background(move |mut session, cancel| async move {
+            let end = session.turn(&message, cancel).await;
             (session, end)
-        });
-        self.view.busy = Some(Duration::ZERO);
-        self.running = Some(Running {
-            task,
-            cancel,
-            clock: TurnClock::start(Instant::now()),
         });
     }
 
     /// `/compact`: runs in the background like a turn (Ctrl-C stops it).
     fn start_compaction(&mut self, focus: Option<String>) {
-        let Some(mut session) = self.session.take() else {
+        self.start_in_background(move |mut session, cancel| async move {
+            let end = session.compact(focus.as_deref(), cancel).await;
+            (session, end)
+        });
+    }
+
+    /// Runs `work` (a turn, a compaction) on the session in the background; the
+    /// session comes back when it ends.
+    fn start_in_background<F>(&mut self, work: impl FnOnce(ChatSession, CancellationToken) -> F)
+    where
+        F: std::future::Future<Output = (ChatSession, TurnEnd)> + Send + 'static,
+    {
+        let Some(session) = self.session.take() else {
             return;
         };
         let cancel = CancellationToken::new();
-        let token = cancel.clone();
-        let task = tokio::spawn(async move {
-            let end = session.compact(focus.as_deref(), token).await;
-            (session, end)
-        });
+        let task = tokio::spawn(work(session, cancel.clone()));
         self.view.busy = Some(Duration::ZERO);
         self.running = Some(Running {
             task,
@@ -561,7 +553,9 @@ impl App {
             AgentEvent::ReplyCutOff { max_tokens, .. } => {
                 work.finish_stream();
                 work.items
-                    .push(Item::Warning(crate::driver::cut_off_note(max_tokens)));
+                    .push(Item::Warning(crate::display::text::cut_off_note(
+                        max_tokens,
+                    )));
             }
             _ => {}
         }
@@ -579,7 +573,7 @@ impl App {
             }
         };
         // Printed where it happened; nothing on screen is cleared.
-        if let Some(line) = crate::driver::compaction_line(&event) {
+        if let Some(line) = crate::display::text::compaction_line(&event) {
             self.view.items.push(Item::Notice(line));
         }
         match event {
@@ -640,7 +634,9 @@ impl App {
                 }
                 self.view
                     .items
-                    .push(Item::Warning(crate::driver::cut_off_note(max_tokens)));
+                    .push(Item::Warning(crate::display::text::cut_off_note(
+                        max_tokens,
+                    )));
             }
             _ => {}
         }
@@ -657,14 +653,16 @@ impl App {
             .as_ref()
             .is_none_or(|(searched, _)| *searched != picker.filter);
         if stale && !picker.filter.is_empty() {
-            let names =
-                chat::picker_message_matches(&self.opener.settings.runs_dir, &picker.filter);
+            let names = crate::chat::start::picker_message_matches(
+                &self.opener.settings.runs_dir,
+                &picker.filter,
+            );
             picker.message_matches = Some((picker.filter.clone(), names));
         }
     }
 
     fn open_picker(&mut self) {
-        match chat::picker_rows(&self.opener.runs) {
+        match crate::chat::start::picker_rows(&self.opener.runs) {
             Ok(rows) if rows.is_empty() => self
                 .view
                 .items
@@ -732,7 +730,7 @@ impl App {
                 return;
             }
         };
-        let opened = match chat::fork_into_new(&self.opener, &source).await {
+        let opened = match crate::chat::commands::fork_into_new(&self.opener, &source).await {
             Ok(copy) => self.opener.open_forked(copy).await,
             Err(error) => Err(error),
         };
@@ -760,24 +758,26 @@ impl App {
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        let calls: Vec<_> =
-            match crate::subagents::past_calls_of(&session.folder.dir, session.agent.entries()) {
-                Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
-                Err(error) => {
-                    self.view.items.push(Item::Warning(format!(
-                        "the subagents' work cannot be redrawn: {error:#}"
-                    )));
-                    Vec::new()
-                }
-            };
+        let calls: Vec<_> = match crate::runs::subagents::past_calls_of(
+            &session.folder.dir,
+            session.agent.entries(),
+        ) {
+            Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
+            Err(error) => {
+                self.view.items.push(Item::Warning(format!(
+                    "the subagents' work cannot be redrawn: {error:#}"
+                )));
+                Vec::new()
+            }
+        };
         // The conversation as the agent loaded it: the file is read once. Problems
         // reading it are the agent's load warnings, shown by show_load_warnings.
         // A very long one is redrawn from its last REDRAWN_MESSAGES messages: holding
         // every message once more for the screen doubled the memory of a resumed
         // 100 MB run, and nobody pages back through tens of thousands of them.
         let entries = session.agent.entries();
-        let start = crate::redraw::tail_start(entries, REDRAWN_MESSAGES);
-        let earlier = crate::redraw::shown_messages(&entries[..start]);
+        let start = crate::screens::redraw::tail_start(entries, REDRAWN_MESSAGES);
+        let earlier = crate::screens::redraw::shown_messages(&entries[..start]);
         if earlier > 0 {
             self.view.items.push(Item::Notice(format!(
                 "({earlier} earlier messages; reprise show {} prints them all)",
@@ -790,7 +790,7 @@ impl App {
         self.view
             .work
             .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
-        let line = chat::resumed_line(&self.opener.runs, &session.folder);
+        let line = crate::chat::start::resumed_line(&self.opener.runs, &session.folder);
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
     }
@@ -812,11 +812,11 @@ pub const REDRAWN_MESSAGES: usize = 1_000;
 /// each call's work folded under it (by the index of its item).
 pub fn redraw_with_subagents(
     entries: &[reprise_session::Entry],
-    calls: &[crate::subagents::PastCall],
+    calls: &[crate::runs::subagents::PastCall],
 ) -> (Vec<Item>, std::collections::BTreeMap<usize, SubagentWork>) {
     use super::view::ToolResultView;
-    use crate::subagents::PastStep;
-    let items = crate::redraw::redraw_items(entries);
+    use crate::runs::subagents::PastStep;
+    let items = crate::screens::redraw::redraw_items(entries);
     let mut work = std::collections::BTreeMap::new();
     for (index, item) in items.iter().enumerate() {
         let Item::Tool(tool) = item else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::error_text::with_causes;
+use crate::display::error_text::with_causes;
 use reprise_agent::{Agent, AgentError, AgentEvent, Subagent, Tool, ToolApprover};
 use reprise_provider::Provider;
 use reprise_redact::Redactor;
@@ -20,21 +20,12 @@ use reprise_session::runs::{
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Decisions, gate_for_run};
+use crate::chat::approval::{Decisions, gate_for_run};
+use crate::chat::events::UiEvent;
+use crate::chat::server_error::describe_agent_error;
 use crate::config::Settings;
-use crate::run_source::RunStoreOf;
-use crate::server_error::describe_agent_error;
-
-/// What a screen is told.
-#[derive(Debug)]
-pub enum UiEvent {
-    /// Something the agent did.
-    Agent(AgentEvent),
-    /// The step gate asks whether a tool call may run.
-    Ask(crate::approval::Ask),
-    /// Something happened to an MCP server (started, failed, restarted).
-    Mcp(reprise_mcp::McpNotice),
-}
+use crate::display::text::{compaction_line, cut_off_note, one_line, subagent_indent};
+use crate::runs::source::RunStoreOf;
 
 /// Everything needed to open the session of any run folder: `/resume` and `/fork`
 /// open a new one through it, because the gate and the transcript belong to the run.
@@ -50,7 +41,7 @@ pub struct Opener {
     /// Where events and questions go.
     pub ui: UnboundedSender<UiEvent>,
     /// Where the conversations are kept.
-    pub runs: crate::run_source::RunSource,
+    pub runs: crate::runs::source::RunSource,
 }
 
 /// The session of one run folder: the agent over its conversation, and its logs.
@@ -111,7 +102,7 @@ impl Opener {
 
     /// Opens the session of a run folder that a fork just filled, keeping the store
     /// that owns the fork's background data sync.
-    pub async fn open_forked(&self, forked: crate::chat::Forked) -> Result<ChatSession> {
+    pub async fn open_forked(&self, forked: crate::chat::fork::Forked) -> Result<ChatSession> {
         self.open_with(forked.folder, forked.store).await
     }
 
@@ -143,15 +134,16 @@ impl Opener {
             self.redactor.clone(),
             decisions.clone(),
         )?;
-        let approver: Arc<dyn ToolApprover> = Arc::new(crate::approval::DelegationPassesGate {
-            inner: Arc::new(gate),
-            subagents: self
-                .settings
-                .agents
-                .iter()
-                .map(|a| a.name.clone())
-                .collect(),
-        });
+        let approver: Arc<dyn ToolApprover> =
+            Arc::new(crate::chat::approval::DelegationPassesGate {
+                inner: Arc::new(gate),
+                subagents: self
+                    .settings
+                    .agents
+                    .iter()
+                    .map(|a| a.name.clone())
+                    .collect(),
+            });
         let subagents = match self.subagents(&tools) {
             Ok(subagents) => subagents,
             Err(error) => {
@@ -161,7 +153,7 @@ impl Opener {
                 return Err(error);
             }
         };
-        let window = crate::context_window::window_for(&self.settings, &folder.dir).await;
+        let window = crate::chat::context_window::window_for(&self.settings, &folder.dir).await;
         let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools);
@@ -227,7 +219,7 @@ impl Opener {
                     settings.base_url = base_url.clone();
                 }
                 settings.generation = agent.generation.clone();
-                subagent = subagent.provider(crate::entry::build_provider(&settings)?);
+                subagent = subagent.provider(crate::chat::provider::build_provider(&settings)?);
             }
             subagents.push(subagent);
         }
@@ -554,53 +546,3 @@ fn warn_on_error(result: Result<(), reprise_session::runs::RunError>) {
 /// What `/compact` says when the conversation is too short to compact.
 pub const NOTHING_TO_COMPACT: &str =
     "nothing to compact yet: the conversation is only its latest messages";
-
-/// The line shown for a compaction event: `(compacted 182 messages: 7.1k → 0.9k
-/// tokens)`, after `[name] ` for a subagent's.
-pub fn compaction_line(event: &AgentEvent) -> Option<String> {
-    let AgentEvent::Compacted {
-        agent,
-        messages,
-        tokens_before,
-        tokens_after,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    Some(format!(
-        "{}{}",
-        subagent_prefix(agent),
-        reprise_session::compaction_marker(*messages, *tokens_before, *tokens_after)
-    ))
-}
-
-/// What the person is told when a reply reached `max_tokens`.
-pub fn cut_off_note(max_tokens: Option<u32>) -> String {
-    let limit = max_tokens.map(|n| format!(" ({n})")).unwrap_or_default();
-    format!("the reply was cut off at max_tokens{limit}; ask again or raise max_tokens")
-}
-
-/// `[name] ` for a subagent, nothing for the main agent.
-pub fn subagent_prefix(agent: &str) -> String {
-    if agent == reprise_agent::DEFAULT_AGENT_NAME || agent.is_empty() {
-        String::new()
-    } else {
-        format!("[{agent}] ")
-    }
-}
-
-/// `  [name] ` for a subagent's lines (indented under the call that started it),
-/// nothing for the main agent's.
-pub fn subagent_indent(agent: &str) -> String {
-    if agent == reprise_agent::DEFAULT_AGENT_NAME || agent.is_empty() {
-        String::new()
-    } else {
-        format!("  [{agent}] ")
-    }
-}
-
-/// A text on one line, whitespace runs collapsed.
-pub fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}

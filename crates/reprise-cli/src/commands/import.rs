@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use reprise_import::{ImportError, ImportedFile, Importer, Outcome, find_transcripts};
 
-use crate::terminal_text::{eprint_line, visible};
+use crate::display::terminal::{eprint_line, visible};
 
 /// What a whole `reprise import` did, for its closing line.
 #[derive(Debug, Default)]

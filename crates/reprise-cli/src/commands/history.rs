@@ -14,9 +14,9 @@ use reprise_session::runs::{
 };
 use serde_json::json;
 
-use crate::run_cmds::{show_date_in, write_json};
-use crate::run_source::RunSource;
-use crate::terminal_text::{eprint_line, visible};
+use crate::display::terminal::{eprint_line, visible, write_json};
+use crate::display::text::show_date_in;
+use crate::runs::source::RunSource;
 
 /// The history commands, flattened into the command line's subcommands.
 #[derive(Debug, Subcommand)]
@@ -455,9 +455,9 @@ pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `90d`, `12w`, `36h`, or a bare number of days (see [`crate::duration`]).
+/// `90d`, `12w`, `36h`, or a bare number of days (see [`crate::config::duration`]).
 pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
-    crate::duration::parse_duration(text, crate::duration::BareUnit::Days)
+    crate::config::duration::parse_duration(text, crate::config::duration::BareUnit::Days)
 }
 
 /// Which runs `prune` deletes.

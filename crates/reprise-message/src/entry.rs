@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::store::message::Message;
+use crate::message::Message;
 
 /// The entry field holding the server's token counts of the model call that produced
 /// the entry (`{"prompt_tokens", "completion_tokens", "total_tokens"}`); beside the

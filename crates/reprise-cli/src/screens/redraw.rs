@@ -10,8 +10,8 @@ use reprise_session::{
     Compaction, Content, Entry, INTERRUPTED, Message, Role, compaction_marker, short_tokens,
 };
 
-use crate::tui::render::RESULT_LINES_SHOWN;
-use crate::tui::view::{Item, ToolResultView, ToolView};
+use crate::screens::tui::render::RESULT_LINES_SHOWN;
+use crate::screens::tui::view::{Item, ToolResultView, ToolView};
 
 /// How much of a call's arguments a redrawn call keeps: more than a screen shows,
 /// far less than a file written through a tool.

@@ -9,6 +9,9 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use reprise_provider::Usage;
 
+use crate::chat::events::Answer;
+use crate::chat::start::PickerRow;
+
 /// One thing shown in the conversation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Item {
@@ -182,20 +185,6 @@ impl Input {
     }
 }
 
-/// One run in the `/resume` picker.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PickerRow {
-    /// The run folder's name (what is resumed).
-    pub name: String,
-    /// When it was last used, as shown.
-    pub date: String,
-    /// The person's last message.
-    pub last_message: String,
-    /// What the run is called: its title, else the person's first message (shown in
-    /// place of the last message when set).
-    pub title: String,
-}
-
 /// The `/resume` picker, shown in place of the prompt.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Picker {
@@ -244,8 +233,6 @@ pub struct Question {
     /// The agent asking (empty for the main agent).
     pub agent: String,
 }
-
-pub use crate::approval::Answer;
 
 /// The whole screen's state.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -10,7 +10,9 @@ use unicode_width::UnicodeWidthStr;
 use super::markdown;
 use super::view::{ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::{wrap_line, wrap_lines};
-use crate::terminal_text::visible;
+use crate::chat::start::PickerRow;
+use crate::display::terminal::visible;
+use crate::display::text::{one_line, shorten};
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -160,7 +162,7 @@ pub fn tool_lines_with_work(tool: &ToolView, work: &SubagentWork) -> Vec<Line<'s
         lines.push(Line::styled(
             format!(
                 "  {}",
-                crate::subagents::folded_line(&screen_text(&work.agent), tools, replies)
+                crate::runs::subagents::folded_line(&screen_text(&work.agent), tools, replies)
             ),
             DIM,
         ));
@@ -239,19 +241,6 @@ fn tool_lines_pending(tool: &ToolView, pending: &'static str) -> Vec<Line<'stati
         }
     }
     lines
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
 }
 
 fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
@@ -434,7 +423,7 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
 
 /// What a picker row shows: the run's title (or first message), else its last
 /// message.
-fn row_text(row: &crate::tui::view::PickerRow) -> &str {
+fn row_text(row: &PickerRow) -> &str {
     if row.title.is_empty() {
         &row.last_message
     } else {

@@ -9,11 +9,11 @@ pub async fn list(settings: &Settings) -> Result<()> {
     let config = settings.mcp.clone().unwrap_or_default();
     let report =
         reprise_mcp::list_servers(&config, &reprise_mcp::ResolveContext::from_process()).await?;
-    print!("{}", crate::terminal_text::visible(&report.to_text()));
+    print!("{}", crate::display::terminal::visible(&report.to_text()));
     if config.servers.is_empty()
         && let Some(file) = &settings.config_file
     {
-        crate::terminal_text::print_line(&format!("(config file: {})", file.display()));
+        crate::display::terminal::print_line(&format!("(config file: {})", file.display()));
     }
     Ok(())
 }

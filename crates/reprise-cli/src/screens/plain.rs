@@ -8,12 +8,14 @@ use reprise_agent::AgentEvent;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::Answer;
-use crate::chat::{self, HELP, Line, StartWith};
-use crate::cli::ChatArgs;
-use crate::driver::{ChatSession, Opener, TurnEnd, UiEvent, one_line, subagent_prefix};
-use crate::terminal_text::{eprint_line, visible};
-use crate::tui::view::Item;
+use crate::chat::commands::{HELP, Line};
+use crate::chat::events::Answer;
+use crate::chat::events::UiEvent;
+use crate::chat::session::{ChatSession, Opener, TurnEnd};
+use crate::chat::start::{StartOptions, StartWith};
+use crate::display::terminal::{eprint_line, visible};
+use crate::display::text::{one_line, subagent_prefix};
+use crate::screens::tui::view::Item;
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -129,7 +131,7 @@ impl Printer {
         if done.trim().is_empty() {
             return;
         }
-        let mark = crate::driver::subagent_indent(agent);
+        let mark = crate::display::text::subagent_indent(agent);
         let text: String = redactor
             .redact(done.trim_end())
             .lines()
@@ -182,7 +184,7 @@ impl Printer {
                     self.subagent_text(redactor, agent, true);
                     self.line(&format!(
                         "{}⚙ {name} {args}",
-                        crate::driver::subagent_indent(agent)
+                        crate::display::text::subagent_indent(agent)
                     ));
                 }
             }
@@ -190,7 +192,7 @@ impl Printer {
                 let indent = if main {
                     String::new()
                 } else {
-                    crate::driver::subagent_indent(agent)
+                    crate::display::text::subagent_indent(agent)
                 };
                 let marker = if output.is_error { "✗" } else { "↳" };
                 let first = output.content.lines().next().unwrap_or("");
@@ -219,10 +221,13 @@ impl Printer {
                 if !self.at_line_start {
                     self.print("\n");
                 }
-                eprint_line(&format!("! {}", crate::driver::cut_off_note(*max_tokens)));
+                eprint_line(&format!(
+                    "! {}",
+                    crate::display::text::cut_off_note(*max_tokens)
+                ));
             }
             AgentEvent::Compacted { .. } => {
-                if let Some(line) = crate::driver::compaction_line(event) {
+                if let Some(line) = crate::display::text::compaction_line(event) {
                     self.line(&line);
                 }
             }
@@ -236,7 +241,7 @@ impl Printer {
 pub async fn run(
     opener: Opener,
     mut ui: UnboundedReceiver<UiEvent>,
-    args: &ChatArgs,
+    args: &StartOptions,
 ) -> Result<i32> {
     let interactive = std::io::stdin().is_terminal();
     let mut printer = Printer {
@@ -251,32 +256,26 @@ pub async fn run(
     let mut interrupts = Interrupts::listen()?;
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
-    let start = StartWith::from_args(args);
+    let start = args.start.clone();
     let started = async {
         let target = match &start {
             StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
             other => {
-                let target = chat::start_target(&opener.runs, other)?;
+                let target = crate::chat::start::start_target(&opener.runs, other)?;
                 if target.is_none() && *other == StartWith::Latest {
                     printer.line("(no earlier conversation: starting a new one)");
                 }
                 target
             }
         };
-        chat::open_start(&opener, fresh.clone(), target, args.fork_session).await
+        crate::chat::start::open_start(&opener, fresh.clone(), target, args.fork).await
     }
     .await;
-    let (mut session, resumed) = chat::unless_started(started, &fresh)?;
+    let (mut session, resumed) = crate::chat::start::unless_started(started, &fresh)?;
     if resumed {
         show_resumed(&opener, &mut session, &mut printer)?;
         if session.run_name() != fresh_name {
-            // The folder made at this start says where the conversation went.
-            if let Ok(mut log) =
-                reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(&fresh_name))
-                    .map(|log| log.with_redactor(opener.redactor.clone()))
-            {
-                let _ = log.write_line(&format!("(resumed run {})", session.run_name()));
-            }
+            crate::chat::start::note_in_fresh_folder(&opener, &fresh_name, session.run_name());
         }
     }
     warn_load(&session, &mut printer);
@@ -325,18 +324,18 @@ pub async fn run(
         match Line::parse(&text) {
             Line::Empty => continue,
             Line::Exit => {
-                chat::remember(&opener, &text, session.run_name());
+                crate::chat::commands::remember(&opener, &text, session.run_name());
                 break;
             }
             Line::Help => {
-                chat::remember(&opener, &text, session.run_name());
+                crate::chat::commands::remember(&opener, &text, session.run_name());
                 printer.line(HELP);
             }
             Line::Unknown(command) => {
                 printer.line(&format!("unknown command {command}; /help lists them"));
             }
             Line::Resume => {
-                chat::remember(&opener, &text, session.run_name());
+                crate::chat::commands::remember(&opener, &text, session.run_name());
                 if let Some(target) = pick_run(&opener, &mut lines, &mut printer).await? {
                     if target.dir == session.folder.dir {
                         printer.line("(already in that run)");
@@ -353,14 +352,16 @@ pub async fn run(
                 }
             }
             Line::Rename(title) => {
-                chat::remember(&opener, &text, session.run_name());
-                match chat::rename_run(&opener.runs, &session.folder.dir, &title).await {
+                crate::chat::commands::remember(&opener, &text, session.run_name());
+                match crate::chat::commands::rename_run(&opener.runs, &session.folder.dir, &title)
+                    .await
+                {
                     Ok(line) => printer.line(&line),
                     Err(error) => printer.line(&format!("✗ {error:#}")),
                 }
             }
             Line::Fork => {
-                chat::remember(&opener, &text, session.run_name());
+                crate::chat::commands::remember(&opener, &text, session.run_name());
                 match fork(&opener, &session).await {
                     Ok(next) => {
                         let line = format!(
@@ -376,10 +377,10 @@ pub async fn run(
                 }
             }
             Line::Compact(focus) => {
-                chat::remember(&opener, &text, session.run_name());
-                let end = compact(
+                crate::chat::commands::remember(&opener, &text, session.run_name());
+                let end = run_printed(
                     &mut session,
-                    focus.as_deref(),
+                    |session, cancel| session.compact(focus.as_deref(), cancel),
                     &mut ui,
                     &mut lines,
                     &mut printer,
@@ -393,10 +394,10 @@ pub async fn run(
                 }
             }
             Line::Message(message) => {
-                chat::remember(&opener, &message, session.run_name());
-                let end = turn(
+                crate::chat::commands::remember(&opener, &message, session.run_name());
+                let end = run_printed(
                     &mut session,
-                    &message,
+                    |session, cancel| session.turn(&message, cancel),
                     &mut ui,
                     &mut lines,
                     &mut printer,
@@ -430,38 +431,28 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<ChatSession> {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
     let folder = opener.runs.reopen(&session.folder)?;
-    let copy = chat::fork_into_new(opener, &folder).await?;
+    let copy = crate::chat::commands::fork_into_new(opener, &folder).await?;
     opener.open_forked(copy).await
 }
 
-async fn turn(
-    session: &mut ChatSession,
-    message: &str,
+/// Runs `work` (a turn, a compaction) on the session, printing its events as they
+/// come.
+async fn run_printed<'s, F>(
+    session: &'s mut ChatSession,
+    work: impl FnOnce(&'s mut ChatSession, CancellationToken) -> F,
     ui: &mut UnboundedReceiver<UiEvent>,
     lines: &mut Lines,
     printer: &mut Printer,
     interrupts: &mut Interrupts,
-) -> TurnEnd {
+) -> TurnEnd
+where
+    F: std::future::Future<Output = TurnEnd> + 's,
+{
     let cancel = CancellationToken::new();
-    // The session is borrowed by the turn; events are printed through a second view
-    // of what they need (the redactor), taken before the turn starts.
+    // The session is borrowed by the work; events are printed through a second view
+    // of what they need (the redactor), taken before the work starts.
     let shown = ShownSession::of(session);
-    let work = session.turn(message, cancel.clone());
-    print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
-}
-
-/// `/compact`, its events printed as a turn's are.
-async fn compact(
-    session: &mut ChatSession,
-    focus: Option<&str>,
-    ui: &mut UnboundedReceiver<UiEvent>,
-    lines: &mut Lines,
-    printer: &mut Printer,
-    interrupts: &mut Interrupts,
-) -> TurnEnd {
-    let cancel = CancellationToken::new();
-    let shown = ShownSession::of(session);
-    let work = session.compact(focus, cancel.clone());
+    let work = work(session, cancel.clone());
     print_while(work, &shown, &cancel, ui, lines, printer, interrupts).await
 }
 
@@ -580,15 +571,15 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     });
     let redactor = session.redactor();
     // Calls to subagents are drawn folded, with a line for their work.
-    let calls: std::collections::HashMap<String, crate::subagents::PastCall> =
-        crate::subagents::past_calls_of(&session.folder.dir, session.agent.entries())?
+    let calls: std::collections::HashMap<String, crate::runs::subagents::PastCall> =
+        crate::runs::subagents::past_calls_of(&session.folder.dir, session.agent.entries())?
             .iter()
             .map(|call| (call.id.clone(), call.redacted(&redactor)))
             .collect();
     // Only the end is drawn: a screen holds no more messages than it has rows.
     let entries = session.agent.entries();
-    let start = crate::redraw::tail_start(entries, rows);
-    let items = crate::redraw::redraw_items(&entries[start..]);
+    let start = crate::screens::redraw::tail_start(entries, rows);
+    let items = crate::screens::redraw::redraw_items(&entries[start..]);
     // From the end back, as many items as fit (the resumed line and the prompt
     // take two rows).
     let budget = rows.saturating_sub(2).max(1);
@@ -611,7 +602,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
         blocks.push(block);
         first_shown = index;
     }
-    let earlier = crate::redraw::shown_messages(&entries[..start])
+    let earlier = crate::screens::redraw::shown_messages(&entries[..start])
         + items[..first_shown]
             .iter()
             .filter(|item| matches!(item, Item::User(_) | Item::Assistant(_)))
@@ -627,7 +618,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
         text.push_str(block);
     }
     printer.print(&text);
-    let line = chat::resumed_line(&opener.runs, &session.folder);
+    let line = crate::chat::start::resumed_line(&opener.runs, &session.folder);
     session.log_line(&line);
     printer.line(&line);
     Ok(())
@@ -681,7 +672,7 @@ async fn pick_run(
     lines: &mut Lines,
     printer: &mut Printer,
 ) -> Result<Option<reprise_session::runs::RunFolder>> {
-    let rows = chat::picker_rows(&opener.runs)?;
+    let rows = crate::chat::start::picker_rows(&opener.runs)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");
         return Ok(None);

@@ -14,32 +14,8 @@ use reprise_redact::Redactor;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
+use crate::chat::events::{Answer, Ask, UiEvent};
 use crate::config::Settings;
-use crate::driver::UiEvent;
-
-/// The person's answer to "may this tool call run?".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// Run it.
-    Yes,
-    /// Do not run it.
-    No,
-    /// Run it, and every later call of this tool in this run.
-    Always,
-}
-
-/// A question for the person; the screen answers through `reply`.
-#[derive(Debug)]
-pub struct Ask {
-    /// The agent asking (`main` or a subagent).
-    pub agent: String,
-    /// The tool.
-    pub tool: String,
-    /// Its arguments (redacted).
-    pub arguments: String,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<Answer>,
-}
 
 /// What the gate decided about each call (`(decision, reason)` by call id), until
 /// the call's result is written to the transcript.

@@ -10,7 +10,7 @@ use reprise_provider::Generation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::cli::ChatArgs;
+pub mod duration;
 
 /// Ollama's OpenAI-compatible endpoint: what most people run locally.
 pub const DEFAULT_BASE_URL: &str = "http://localhost:11434/v1";
@@ -294,9 +294,9 @@ impl DurationValue {
 }
 
 /// Reads a duration such as `30`, `30s`, `500ms`, `10m` or `1.5h` (a bare number is
-/// seconds; see [`crate::duration`]).
+/// seconds; see [`duration`]).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = crate::duration::parse_duration(text, crate::duration::BareUnit::Seconds)?;
+    let duration = duration::parse_duration(text, duration::BareUnit::Seconds)?;
     Duration::try_from(duration).map_err(|_| format!("{:?} is out of range", text.trim()))
 }
 
@@ -455,8 +455,48 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The flags settings are resolved from (unset: not given).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--api-key-env`.
+    pub api_key_env: Option<String>,
+    /// `--runs-dir`.
+    pub runs_dir: Option<PathBuf>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+    /// `--yes`.
+    pub yes: bool,
+    /// `--max-tokens`.
+    pub max_tokens: Option<u32>,
+    /// `--temperature`.
+    pub temperature: Option<f64>,
+    /// `--top-p`.
+    pub top_p: Option<f64>,
+    /// `--seed`.
+    pub seed: Option<i64>,
+    /// `--tool-choice`.
+    pub tool_choice: Option<String>,
+    /// `--parallel-tool-calls`.
+    pub parallel_tool_calls: Option<bool>,
+    /// `--request-timeout`.
+    pub request_timeout: Option<Duration>,
+    /// `--idle-timeout`.
+    pub idle_timeout: Option<Duration>,
+    /// `--turn-timeout`.
+    pub turn_timeout: Option<Duration>,
+    /// `--context-window`.
+    pub context_window: Option<u32>,
+}
+
 /// Resolves settings from flags, the environment (`env`) and the config file.
-pub fn resolve(args: &ChatArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
+pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
+    let args: Flags = flags.into();
     let (file, config_file) = match config_path(args.config.as_deref(), env) {
         Some((path, named)) if named || path.exists() => (read_config(&path)?, Some(path)),
         _ => (FileConfig::default(), None),
@@ -633,6 +673,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::cli::ChatArgs;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let map: HashMap<String, String> = pairs

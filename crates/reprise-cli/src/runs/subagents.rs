@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+use crate::display::text::one_line;
 use anyhow::Result;
 use reprise_agent::PARENT_CALL_FIELD;
 use reprise_session::runs::{SUBAGENTS_DIR, is_command_expansion, read_run_entries};
@@ -367,8 +368,4 @@ impl PastCall {
         }
         text
     }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -1,0 +1,40 @@
+//! What the chat tells a screen while it works: the agent's events, the MCP
+//! servers' notices, and the step gate's questions with the person's answers.
+
+use reprise_agent::AgentEvent;
+use tokio::sync::oneshot;
+
+/// What a screen is told.
+#[derive(Debug)]
+pub enum UiEvent {
+    /// Something the agent did.
+    Agent(AgentEvent),
+    /// The step gate asks whether a tool call may run.
+    Ask(Ask),
+    /// Something happened to an MCP server (started, failed, restarted).
+    Mcp(reprise_mcp::McpNotice),
+}
+
+/// The person's answer to "may this tool call run?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Run it.
+    Yes,
+    /// Do not run it.
+    No,
+    /// Run it, and every later call of this tool in this run.
+    Always,
+}
+
+/// A question for the person; the screen answers through `reply`.
+#[derive(Debug)]
+pub struct Ask {
+    /// The agent asking (`main` or a subagent).
+    pub agent: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments (redacted).
+    pub arguments: String,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Answer>,
+}

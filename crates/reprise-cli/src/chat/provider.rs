@@ -1,0 +1,24 @@
+//! The model client that settings describe.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use reprise_provider::Provider;
+
+use crate::config::Settings;
+
+/// The model client the settings describe.
+pub fn build_provider(settings: &Settings) -> Result<Arc<dyn Provider>> {
+    let mut config = reprise_provider::OpenAiConfig::new(settings.model.clone())
+        .base_url(settings.base_url.clone())
+        .generation(settings.generation.clone())
+        .request_timeout(settings.request_timeout)
+        .stream_idle_timeout(settings.idle_timeout);
+    config.extra_body = settings.extra_body.clone();
+    if let Some(key) = &settings.api_key {
+        config = config.api_key(key.clone());
+    }
+    let provider = reprise_provider::OpenAiProvider::new(config)
+        .with_context(|| format!("cannot use the model server at {}", settings.base_url))?;
+    Ok(Arc::new(provider))
+}

@@ -1,0 +1,155 @@
+//! What every chat screen does the same way: choosing the run to start with,
+//! switching runs (`/resume`, `/fork`), and the texts shown for them.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use jiff::Timestamp;
+use reprise_session::runs::{RunFolder, list_runs};
+
+use crate::chat::fork::fork_into;
+use crate::chat::session::{ChatSession, Opener};
+use crate::display::text::{show_date, show_date_in};
+use crate::runs::source::RunSource;
+
+/// One run in the `/resume` picker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PickerRow {
+    /// The run folder's name (what is resumed).
+    pub name: String,
+    /// When it was last used, as shown.
+    pub date: String,
+    /// The person's last message.
+    pub last_message: String,
+    /// What the run is called: its title, else the person's first message (shown in
+    /// place of the last message when set).
+    pub title: String,
+}
+
+/// Which run the chat starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartWith {
+    /// A new conversation in the new run folder.
+    New,
+    /// The latest run with a conversation (`--continue`).
+    Latest,
+    /// A named run (`--resume RUN`).
+    Named(String),
+    /// Ask the person (`--resume` without a value).
+    Pick,
+}
+
+/// How the chat starts, as the command line asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Which run it starts with.
+    pub start: StartWith,
+    /// Whether it continues in a copy of that run (`--fork-session`).
+    pub fork: bool,
+    /// The first message to send.
+    pub prompt: Option<String>,
+}
+
+/// The run a start option names, if any (`Latest` with no runs is `None`).
+pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFolder>> {
+    match start {
+        StartWith::New | StartWith::Pick => Ok(None),
+        // Opened, not taken from the listing as it is: opening rebuilds a damaged
+        // `session.json` (with a warning the chat shows) instead of failing on it.
+        StartWith::Latest => match runs.list_newest(1)?.0.runs.first() {
+            Some(run) => Ok(Some(runs.reopen(&run.folder())?)),
+            None => Ok(None),
+        },
+        StartWith::Named(spec) => Ok(Some(runs.find(spec)?)),
+    }
+}
+
+/// Passes `started` on, removing `fresh` (the run folder made at this start) when the
+/// start failed and nothing was written in it: a chat that could not start leaves no
+/// empty run folder behind.
+pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
+    if started.is_err() {
+        let _ = reprise_session::runs::remove_unused_run_folder(fresh);
+    }
+    started
+}
+
+/// When a run's conversation was last added to (as listings show it, else the
+/// folder's modification time).
+pub fn conversation_date(runs: &RunSource, folder: &RunFolder) -> String {
+    let from_meta = runs.updated_at(folder);
+    let ts = from_meta.or_else(|| {
+        let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
+        Timestamp::try_from(modified).ok()
+    });
+    ts.map_or_else(|| folder.name().to_owned(), show_date)
+}
+
+/// The line shown after a resumed conversation is redrawn.
+pub fn resumed_line(runs: &RunSource, folder: &RunFolder) -> String {
+    resumed_text(&conversation_date(runs, folder))
+}
+
+/// `(resumed the conversation of <date>)`.
+pub fn resumed_text(date: &str) -> String {
+    format!("(resumed the conversation of {date})")
+}
+
+/// Writes in the run folder made at this start (`fresh`) which run the conversation
+/// went on in, when it was resumed elsewhere.
+pub fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
+    if let Ok(mut log) =
+        reprise_session::runs::SessionLog::open(&opener.settings.runs_dir.join(fresh))
+            .map(|log| log.with_redactor(opener.redactor.clone()))
+    {
+        let _ = log.write_line(&format!("(resumed run {resumed})"));
+    }
+}
+
+/// The runs for the `/resume` list, newest first.
+pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
+    let tz = jiff::tz::TimeZone::system();
+    Ok(runs
+        .list()?
+        .runs
+        .iter()
+        .map(|run| PickerRow {
+            name: run.name().to_owned(),
+            date: show_date_in(run.updated_at, &tz),
+            last_message: run.last_message.clone().unwrap_or_default(),
+            title: run.display_title(reprise_session::runs::MAX_TITLE_CHARS),
+        })
+        .collect())
+}
+
+/// The runs whose person's messages contain `filter` (ignoring case), for the
+/// `/resume` picker's filter: every message of every run, not only the last one.
+pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
+    match list_runs(runs_dir) {
+        Ok(list) => reprise_session::runs::runs_with_user_text(&list.runs, filter)
+            .into_iter()
+            .collect(),
+        Err(_) => std::collections::BTreeSet::new(),
+    }
+}
+
+/// Opens the session to continue in: `target`'s own, or (with `fork`) a copy of it
+/// in `fresh`, the run folder created at this start. Without a target, `fresh`'s.
+pub async fn open_start(
+    opener: &Opener,
+    fresh: RunFolder,
+    target: Option<RunFolder>,
+    fork: bool,
+) -> Result<(ChatSession, bool)> {
+    match target {
+        None => Ok((opener.open(fresh).await?, false)),
+        Some(target) if target.session_id.is_none() => {
+            bail!("run {} has no conversation to resume", target.name())
+        }
+        Some(target) if fork => {
+            let copy = fork_into(&opener.runs, &target, fresh, None).await?;
+            Ok((opener.open_forked(copy).await?, true))
+        }
+        Some(target) => Ok((opener.open(target).await?, true)),
+    }
+}

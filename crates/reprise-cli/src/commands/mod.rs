@@ -1,0 +1,8 @@
+//! The subcommands (`reprise runs`, `show`, `history` …), one module each: they work
+//! on the runs and print for people and scripts.
+
+pub mod export;
+pub mod history;
+pub mod import;
+pub mod mcp;
+pub mod runs;
