@@ -21,39 +21,54 @@ use crate::folder::SESSION_LOG;
 use crate::fs::open_private_append;
 use reprise_session::fs::io_err;
 
-/// Removes ANSI/VT escape sequences and control characters from text.
+/// Removes ANSI/VT escape sequences and control characters from text, with the
+/// `vte` parser of terminal emulators.
 ///
 /// Removed: CSI sequences (`ESC [ … final`, and the 8-bit `U+009B`), OSC strings
 /// (`ESC ] … BEL` or `… ESC \`, and `U+009D`), DCS/SOS/PM/APC strings (`ESC P`, `ESC X`,
 /// `ESC ^`, `ESC _`, ended by `ESC \`), two- and three-character escapes (`ESC 7`,
 /// `ESC =`, `ESC ( B`, `ESC # 8`), other C1 controls, and C0 controls other than
 /// newline and tab (`\r` is dropped, so `\r\n` becomes `\n`; BEL and backspace go).
-#[derive(Clone, Debug, Default)]
+#[derive(Default)]
 pub struct EscapeStripper {
-    state: State,
+    parser: vte::Parser,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum State {
-    #[default]
-    Ground,
-    /// After ESC.
-    Escape,
-    /// After ESC and intermediate bytes (`ESC (`, `ESC #`).
-    EscapeIntermediate,
-    /// Inside a CSI sequence, before its final byte.
-    Csi,
-    /// Inside an OSC/DCS/SOS/PM/APC string.
-    Text,
-    /// After ESC inside such a string: `\` ends it.
-    TextEscape,
+impl std::fmt::Debug for EscapeStripper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EscapeStripper").finish_non_exhaustive()
+    }
 }
 
-const ESC: char = '\u{1b}';
-const BEL: char = '\u{07}';
-const CSI_8BIT: char = '\u{9b}';
-const ST_8BIT: char = '\u{9c}';
-const OSC_8BIT: char = '\u{9d}';
+/// What the parser reports as shown: printed characters, newlines and tabs.
+struct VisibleText<'a>(&'a mut String);
+
+impl vte::Perform for VisibleText<'_> {
+    fn print(&mut self, c: char) {
+        self.0.push(c);
+    }
+
+    fn execute(&mut self, byte: u8) {
+        if matches!(byte, b'\n' | b'\t') {
+            self.0.push(char::from(byte));
+        }
+    }
+}
+
+/// The 7-bit form of an 8-bit C1 control that opens or ends a sequence: `vte` reads
+/// those only as bytes, and text here is UTF-8, where they are two bytes each.
+fn seven_bit(c: char) -> Option<&'static [u8]> {
+    Some(match c {
+        '\u{90}' => b"\x1bP",
+        '\u{98}' => b"\x1bX",
+        '\u{9b}' => b"\x1b[",
+        '\u{9c}' => b"\x1b\\",
+        '\u{9d}' => b"\x1b]",
+        '\u{9e}' => b"\x1b^",
+        '\u{9f}' => b"\x1b_",
+        _ => return None,
+    })
+}
 
 impl EscapeStripper {
     /// A stripper in its initial state.
@@ -65,73 +80,19 @@ impl EscapeStripper {
     /// continued by the next call.
     pub fn strip(&mut self, chunk: &str) -> String {
         let mut out = String::with_capacity(chunk.len());
-        for c in chunk.chars() {
-            self.feed(c, &mut out);
+        let mut visible = VisibleText(&mut out);
+        let mut from = 0;
+        for (at, c) in chunk.char_indices() {
+            if let Some(bytes) = seven_bit(c) {
+                self.parser
+                    .advance(&mut visible, &chunk.as_bytes()[from..at]);
+                self.parser.advance(&mut visible, bytes);
+                from = at + c.len_utf8();
+            }
         }
+        self.parser.advance(&mut visible, &chunk.as_bytes()[from..]);
         out
     }
-
-    fn feed(&mut self, c: char, out: &mut String) {
-        self.state = match self.state {
-            State::Ground => match c {
-                ESC => State::Escape,
-                CSI_8BIT => State::Csi,
-                OSC_8BIT | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => State::Text,
-                '\n' | '\t' => {
-                    out.push(c);
-                    State::Ground
-                }
-                c if is_control(c) => State::Ground,
-                c => {
-                    out.push(c);
-                    State::Ground
-                }
-            },
-            State::Escape => match c {
-                '[' => State::Csi,
-                ']' | 'P' | 'X' | '^' | '_' => State::Text,
-                ESC => State::Escape,
-                '\u{20}'..='\u{2f}' => State::EscapeIntermediate,
-                // A final byte ends a two-character escape; anything else aborts it.
-                _ => State::Ground,
-            },
-            State::EscapeIntermediate => match c {
-                '\u{20}'..='\u{2f}' => State::EscapeIntermediate,
-                ESC => State::Escape,
-                _ => State::Ground,
-            },
-            State::Csi => match c {
-                '\u{40}'..='\u{7e}' => State::Ground,
-                ESC => State::Escape,
-                // Parameters, intermediates and controls embedded in the sequence.
-                '\u{20}'..='\u{3f}' => State::Csi,
-                c if is_control(c) => State::Csi,
-                // Not part of any sequence: the sequence was malformed; keep the text.
-                c => {
-                    out.push(c);
-                    State::Ground
-                }
-            },
-            State::Text => match c {
-                BEL | ST_8BIT => State::Ground,
-                ESC => State::TextEscape,
-                _ => State::Text,
-            },
-            State::TextEscape => match c {
-                '\\' => State::Ground,
-                // ESC inside a string ends it and starts a new sequence.
-                c => {
-                    self.state = State::Escape;
-                    self.feed(c, out);
-                    return;
-                }
-            },
-        };
-    }
-}
-
-fn is_control(c: char) -> bool {
-    c < '\u{20}' || ('\u{7f}'..='\u{9f}').contains(&c)
 }
 
 /// `text` without escape sequences (see [`EscapeStripper`]).

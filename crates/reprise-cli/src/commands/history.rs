@@ -400,17 +400,7 @@ fn dir_size(dir: &Path) -> u64 {
 
 /// A size as people read it: `512 B`, `3.4 KiB`, `1.2 GiB`.
 pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut size = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while size >= 1024.0 && unit + 1 < UNITS.len() {
-        size /= 1024.0;
-        unit += 1;
-    }
-    format!("{size:.1} {}", UNITS[unit])
+    bytesize::ByteSize::b(bytes).display().iec().to_string()
 }
 
 /// `reprise du`: each run's size, largest first, then the total (the runs folder
@@ -465,24 +455,9 @@ pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `90d`, `12w`, `36h`, or a bare number of days.
+/// `90d`, `12w`, `36h`, or a bare number of days (see [`crate::config::duration`]).
 pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
-    let text = text.trim();
-    let (number, hours_per_unit) = match text.char_indices().last() {
-        Some((at, 'h')) => (&text[..at], 1),
-        Some((at, 'd')) => (&text[..at], 24),
-        Some((at, 'w')) => (&text[..at], 24 * 7),
-        _ => (text, 24),
-    };
-    let count: i64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: an age is a number with h, d or w (90d, 12w, 36h)"))?;
-    if count < 0 {
-        return Err(format!("{text:?}: an age cannot be negative"));
-    }
-    Ok(SignedDuration::from_hours(
-        count.saturating_mul(hours_per_unit),
-    ))
+    crate::config::duration::parse_duration(text, crate::config::duration::BareUnit::Days)
 }
 
 /// Which runs `prune` deletes.
@@ -622,5 +597,8 @@ mod tests {
         assert_eq!(human_size(512), "512 B");
         assert_eq!(human_size(1536), "1.5 KiB");
         assert_eq!(human_size(3 * 1024 * 1024 * 1024), "3.0 GiB");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1024), "1.0 KiB");
+        assert_eq!(human_size(1024 * 1024 - 1), "1024.0 KiB");
     }
 }

@@ -10,6 +10,8 @@ use reprise_provider::Generation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub mod duration;
+
 #[macro_use]
 mod keys;
 
@@ -240,28 +242,11 @@ impl DurationValue {
     }
 }
 
-/// Reads `30`, `30s`, `500ms`, `10m` or `1h` (a bare number is seconds).
+/// Reads a duration such as `30`, `30s`, `500ms`, `10m` or `1.5h` (a bare number is
+/// seconds; see [`duration`]).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (write 30, 30s, 500ms, 10m or 1h)"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => number,
-        "ms" => number / 1000.0,
-        "m" | "min" => number * 60.0,
-        "h" => number * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+    let duration = duration::parse_duration(text, duration::BareUnit::Seconds)?;
+    Duration::try_from(duration).map_err(|_| format!("{:?} is out of range", text.trim()))
 }
 
 /// A `tool_choice` as the API takes it: the words `auto`, `none` and `required` as

@@ -1,124 +1,109 @@
-//! A small highlighter for code in exported HTML: comments, strings, numbers and
-//! keywords get a class, everything is escaped, nothing needs a script to show.
-//!
-//! It knows the lexical shape of C-like languages, scripting languages with `#`
-//! comments, and JSON; that is enough to make code readable, not a parser.
+//! Code in exported HTML, highlighted by syntect with the syntaxes it ships:
+//! comments, strings, numbers and keywords get a class, everything is escaped, and
+//! nothing needs a script to show.
+
+use std::sync::LazyLock;
+
+use syntect::easy::ScopeRegionIterator;
+use syntect::parsing::{ParseState, Scope, ScopeStack, SyntaxReference, SyntaxSet};
+use syntect::util::LinesWithEndings;
 
 use super::markdown::escape_html;
 
-/// How one language writes comments, and its keywords.
-struct Syntax {
-    line_comment: &'static [&'static str],
-    block_comment: bool,
-    keywords: &'static [&'static str],
-}
+/// The syntaxes syntect ships, loaded on the first code block.
+static SYNTAXES: LazyLock<SyntaxSet> = LazyLock::new(SyntaxSet::load_defaults_newlines);
 
-const C_LIKE: &[&str] = &[
-    "as",
-    "async",
-    "await",
-    "break",
-    "case",
-    "catch",
-    "class",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "else",
-    "enum",
-    "export",
-    "extends",
-    "false",
-    "fn",
-    "for",
-    "func",
-    "function",
-    "go",
-    "if",
-    "impl",
-    "import",
-    "in",
-    "interface",
-    "let",
-    "loop",
-    "match",
-    "mod",
-    "mut",
-    "new",
-    "null",
-    "package",
-    "pub",
-    "return",
-    "self",
-    "static",
-    "struct",
-    "super",
-    "switch",
-    "this",
-    "throw",
-    "trait",
-    "true",
-    "try",
-    "type",
-    "typeof",
-    "use",
-    "var",
-    "void",
-    "where",
-    "while",
-    "yield",
-    "nil",
-    "int",
-    "char",
-    "bool",
-    "string",
-    "u8",
-    "u32",
-    "u64",
-    "i32",
-    "i64",
-    "usize",
-];
-const SCRIPT: &[&str] = &[
-    "and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def", "del",
-    "do", "done", "elif", "else", "esac", "except", "export", "false", "fi", "finally", "for",
-    "from", "function", "if", "import", "in", "is", "lambda", "local", "None", "not", "or", "pass",
-    "raise", "return", "then", "True", "False", "true", "try", "while", "with", "yield",
-];
-const JSON: &[&str] = &["true", "false", "null"];
+/// The page's class for each kind of scope, the first match winning; `None` leaves
+/// the text plain (an operator is a keyword to syntect, not to the reader).
+static CLASSES: LazyLock<Vec<(Scope, Option<&'static str>)>> = LazyLock::new(|| {
+    [
+        ("keyword.operator", None),
+        ("comment", Some("c")),
+        ("string", Some("s")),
+        ("constant.numeric", Some("n")),
+        ("constant.language", Some("k")),
+        ("keyword", Some("k")),
+        ("storage", Some("k")),
+    ]
+    .into_iter()
+    .filter_map(|(scope, class)| Some((Scope::new(scope).ok()?, class)))
+    .collect()
+});
 
-fn syntax_of(language: &str) -> Option<Syntax> {
+/// The syntax for a code block's language: its name or file extension, or a
+/// common alias for one syntect knows.
+fn syntax_of(language: &str) -> Option<&'static SyntaxReference> {
     let language = language.trim().to_ascii_lowercase();
-    let (line_comment, block_comment, keywords): (
-        &'static [&'static str],
-        bool,
-        &'static [&'static str],
-    ) = match language.as_str() {
-        "rust" | "rs" | "c" | "h" | "cpp" | "c++" | "cc" | "go" | "java" | "kotlin" | "js"
-        | "javascript" | "jsx" | "ts" | "typescript" | "tsx" | "swift" | "scala" | "cs"
-        | "csharp" | "dart" | "zig" => (&["//"], true, C_LIKE),
-        "python" | "py" | "sh" | "bash" | "shell" | "zsh" | "console" | "ruby" | "rb" | "toml"
-        | "yaml" | "yml" | "perl" | "r" | "make" | "makefile" | "dockerfile" => {
-            (&["#"], false, SCRIPT)
-        }
-        "sql" => (&["--"], true, SCRIPT),
-        "json" | "jsonc" | "json5" => (&["//"], true, JSON),
-        _ => return None,
+    let token = match language.as_str() {
+        "" => return None,
+        "ts" | "typescript" | "tsx" | "jsx" | "javascript" => "js",
+        "shell" | "console" | "zsh" => "sh",
+        "jsonc" | "json5" => "json",
+        "c++" => "cpp",
+        "csharp" => "cs",
+        "golang" => "go",
+        other => other,
     };
-    Some(Syntax {
-        line_comment,
-        block_comment,
-        keywords,
-    })
+    SYNTAXES.find_syntax_by_token(token)
 }
 
-fn span(out: &mut String, class: &str, text: &str) {
-    out.push_str("<span class=\"");
-    out.push_str(class);
-    out.push_str("\">");
-    out.push_str(&escape_html(text));
-    out.push_str("</span>");
+/// The class of text under `stack`: that of its innermost scope with one.
+fn class_of(stack: &ScopeStack) -> Option<&'static str> {
+    stack.as_slice().iter().rev().find_map(|scope| {
+        CLASSES
+            .iter()
+            .find(|(prefix, _)| prefix.is_prefix_of(*scope))
+            .map(|(_, class)| *class)
+    })?
+}
+
+/// Highlighted HTML, written a run of text of one class at a time.
+#[derive(Default)]
+struct Spans {
+    out: String,
+    class: Option<&'static str>,
+    text: String,
+}
+
+impl Spans {
+    fn push(&mut self, class: Option<&'static str>, text: &str) {
+        // Line ends stay outside the spans, so that a span is on one line.
+        for piece in text.split_inclusive('\n') {
+            let (body, newline) = match piece.strip_suffix('\n') {
+                Some(body) => (body, "\n"),
+                None => (piece, ""),
+            };
+            self.run(class, body);
+            self.run(None, newline);
+        }
+    }
+
+    fn run(&mut self, class: Option<&'static str>, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if class != self.class {
+            self.flush();
+            self.class = class;
+        }
+        self.text.push_str(text);
+    }
+
+    fn flush(&mut self) {
+        let text = escape_html(&std::mem::take(&mut self.text));
+        match self.class {
+            Some(class) if !text.is_empty() => {
+                self.out
+                    .push_str(&format!("<span class=\"{class}\">{text}</span>"));
+            }
+            _ => self.out.push_str(&text),
+        }
+    }
+
+    fn finish(mut self) -> String {
+        self.flush();
+        self.out
+    }
 }
 
 /// `code` as escaped HTML with highlight spans, for a `<pre><code>` of `language`;
@@ -127,74 +112,27 @@ pub fn highlight(code: &str, language: &str) -> String {
     let Some(syntax) = syntax_of(language) else {
         return escape_html(code);
     };
-    let mut out = String::with_capacity(code.len() * 2);
-    let chars: Vec<(usize, char)> = code.char_indices().collect();
-    let end_of = |i: usize| chars.get(i).map_or(code.len(), |&(at, _)| at);
-    let mut i = 0;
-    while i < chars.len() {
-        let (at, c) = chars[i];
-        let rest = &code[at..];
-        if let Some(marker) = syntax.line_comment.iter().find(|m| rest.starts_with(**m)) {
-            let len = rest.find('\n').unwrap_or(rest.len());
-            let _ = marker;
-            span(&mut out, "c", &rest[..len]);
-            let stop = at + len;
-            while i < chars.len() && chars[i].0 < stop {
-                i += 1;
+    let mut state = ParseState::new(syntax);
+    let mut stack = ScopeStack::new();
+    let mut spans = Spans::default();
+    let mut lines = LinesWithEndings::from(code);
+    for line in lines.by_ref() {
+        let Ok(ops) = state.parse_line(line, &SYNTAXES) else {
+            spans.push(None, line);
+            break;
+        };
+        for (text, op) in ScopeRegionIterator::new(&ops, line) {
+            if stack.apply(op).is_err() {
+                stack = ScopeStack::new();
             }
-            continue;
+            spans.push(class_of(&stack), text);
         }
-        if syntax.block_comment && rest.starts_with("/*") {
-            let len = rest[2..].find("*/").map_or(rest.len(), |n| n + 4);
-            span(&mut out, "c", &rest[..len]);
-            let stop = at + len;
-            while i < chars.len() && chars[i].0 < stop {
-                i += 1;
-            }
-            continue;
-        }
-        if c == '"' || c == '\'' || c == '`' {
-            let mut j = i + 1;
-            while j < chars.len() && chars[j].1 != c && chars[j].1 != '\n' {
-                if chars[j].1 == '\\' {
-                    j += 1;
-                }
-                j += 1;
-            }
-            let stop = end_of((j + 1).min(chars.len()));
-            span(&mut out, "s", &code[at..stop]);
-            i = (j + 1).min(chars.len());
-            continue;
-        }
-        if c.is_ascii_digit() {
-            let mut j = i;
-            while j < chars.len()
-                && (chars[j].1.is_ascii_alphanumeric() || chars[j].1 == '.' || chars[j].1 == '_')
-            {
-                j += 1;
-            }
-            span(&mut out, "n", &code[at..end_of(j)]);
-            i = j;
-            continue;
-        }
-        if c.is_alphabetic() || c == '_' {
-            let mut j = i;
-            while j < chars.len() && (chars[j].1.is_alphanumeric() || chars[j].1 == '_') {
-                j += 1;
-            }
-            let word = &code[at..end_of(j)];
-            if syntax.keywords.contains(&word) {
-                span(&mut out, "k", word);
-            } else {
-                out.push_str(&escape_html(word));
-            }
-            i = j;
-            continue;
-        }
-        out.push_str(&escape_html(&rest[..c.len_utf8()]));
-        i += 1;
     }
-    out
+    // What the parser could not read is shown as it is.
+    for line in lines {
+        spans.push(None, line);
+    }
+    spans.finish()
 }
 
 #[cfg(test)]

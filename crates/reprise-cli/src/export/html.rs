@@ -2,11 +2,13 @@
 //! and a Content-Security-Policy that forbids loading anything, so that a page
 //! opened from disk never reaches the network even if a message tries.
 //!
-//! Every string from the run is escaped. Messages are Markdown rendered here, event
-//! by event: raw HTML in them is written as text, links keep only `http`, `https`
-//! and `mailto` targets, and images from the web are shown as their alt text.
+//! Every string from the run is escaped. Messages are Markdown written by
+//! pulldown-cmark's HTML writer, their events filtered first: raw HTML in them is
+//! written as text, links keep only `http`, `https` and `mailto` targets, and images
+//! from the web are shown as their alt text.
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark_escape::escape_href;
 
 use super::highlight::highlight;
 use super::markdown::escape_html;
@@ -43,13 +45,6 @@ table { border-collapse: collapse; } td, th { border: 1px solid #d1d9e0; padding
 .k { color: #cf222e; } .s { color: #0a3069; } .c { color: #6e7781; font-style: italic; } .n { color: #0550ae; }
 "#;
 
-/// A link target kept in the page: web and mail addresses only.
-fn safe_href(url: &str) -> Option<String> {
-    let lower = url.trim().to_ascii_lowercase();
-    (lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:"))
-        .then(|| escape_html(url.trim()))
-}
-
 /// An image kept in the page: one held in the file itself, never fetched.
 fn safe_image(url: &str) -> Option<String> {
     let lower = url.trim_start().to_ascii_lowercase();
@@ -59,136 +54,132 @@ fn safe_image(url: &str) -> Option<String> {
     raster.then(|| escape_html(url.trim()))
 }
 
-/// Markdown as HTML, everything from the text escaped.
+/// Markdown as HTML, written by pulldown-cmark's HTML writer after [`safe_event`]
+/// has taken out everything that could make the text markup or reach the network.
 pub fn markdown_to_html(markdown: &str) -> String {
     let mut out = String::with_capacity(markdown.len() * 2);
-    // The closing tag of each open element, so every end matches its start.
-    let mut closing: Vec<&'static str> = Vec::new();
-    let mut code: Option<(String, String)> = None;
-    let mut in_head = false;
-    for event in Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION) {
-        if let Some((_, text)) = code.as_mut() {
-            match event {
+    let mut filter = SafeEvents::default();
+    let parser = Parser::new_ext(markdown, Options::all() - Options::ENABLE_SMART_PUNCTUATION);
+    pulldown_cmark::html::push_html(
+        &mut out,
+        parser.filter_map(|event| filter.safe_event(event)),
+    );
+    out
+}
+
+/// What [`SafeEvents::safe_event`] remembers between events.
+#[derive(Default)]
+struct SafeEvents {
+    /// For each open link or image, what to write at its end instead of the
+    /// writer's own closing tag (`None`: the writer closes it).
+    ends: Vec<Option<&'static str>>,
+    /// The code block being read: its language and text, highlighted at its end.
+    code: Option<(String, String)>,
+}
+
+impl SafeEvents {
+    /// The event to give the writer in place of `event`, if any: raw HTML becomes
+    /// text, links other than web and mail addresses become their text, images not
+    /// held in the page become `[image: alt]`, code blocks come highlighted, and
+    /// headings stay below the page's own and lose attributes written in the text.
+    fn safe_event<'a>(&mut self, event: Event<'a>) -> Option<Event<'a>> {
+        if let Some((language, text)) = self.code.as_mut() {
+            return match event {
                 Event::Text(piece) => {
                     text.push_str(&piece);
-                    continue;
+                    None
                 }
-                Event::End(_) => {
-                    if let Some((language, text)) = code.take() {
-                        out.push_str(&format!(
-                            "<pre><code class=\"language-{}\">{}</code></pre>\n",
-                            escape_html(&language),
-                            highlight(&text, &language)
-                        ));
-                    }
-                    closing.pop();
-                    continue;
+                Event::End(TagEnd::CodeBlock) => {
+                    let class = if language.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" class=\"language-{}\"", escape_html(language))
+                    };
+                    let block = format!(
+                        "<pre><code{class}>{}</code></pre>\n",
+                        highlight(text, language)
+                    );
+                    self.code = None;
+                    Some(Event::Html(block.into()))
                 }
-                _ => continue,
-            }
+                _ => None,
+            };
         }
         match event {
-            Event::Start(tag) => {
-                let (open, close): (String, &'static str) = match tag {
-                    Tag::Paragraph => ("<p>".into(), "</p>\n"),
-                    Tag::Heading { level, .. } => {
-                        let n = match level {
-                            HeadingLevel::H1 => 1,
-                            HeadingLevel::H2 => 2,
-                            HeadingLevel::H3 => 3,
-                            HeadingLevel::H4 => 4,
-                            HeadingLevel::H5 => 5,
-                            HeadingLevel::H6 => 6,
-                        };
-                        // Headings inside a message stay below the page's own.
-                        let (open, close) = match n.max(3) {
-                            3 => ("<h3>", "</h3>\n"),
-                            4 => ("<h4>", "</h4>\n"),
-                            5 => ("<h5>", "</h5>\n"),
-                            _ => ("<h6>", "</h6>\n"),
-                        };
-                        (open.into(), close)
-                    }
-                    Tag::BlockQuote(_) => ("<blockquote>".into(), "</blockquote>\n"),
-                    Tag::CodeBlock(kind) => {
-                        let language = match kind {
-                            CodeBlockKind::Fenced(info) => info
-                                .split_whitespace()
-                                .next()
-                                .unwrap_or_default()
-                                .to_owned(),
-                            CodeBlockKind::Indented => String::new(),
-                        };
-                        code = Some((language, String::new()));
-                        (String::new(), "")
-                    }
-                    Tag::List(Some(start)) => (format!("<ol start=\"{start}\">"), "</ol>\n"),
-                    Tag::List(None) => ("<ul>".into(), "</ul>\n"),
-                    Tag::Item => ("<li>".into(), "</li>\n"),
-                    Tag::Emphasis => ("<em>".into(), "</em>"),
-                    Tag::Strong => ("<strong>".into(), "</strong>"),
-                    Tag::Strikethrough => ("<del>".into(), "</del>"),
-                    Tag::Link { dest_url, .. } => match safe_href(&dest_url) {
-                        Some(href) => (
-                            format!("<a href=\"{href}\" rel=\"noopener noreferrer nofollow\">"),
-                            "</a>",
-                        ),
-                        None => ("<span class=\"link\">".into(), "</span>"),
-                    },
-                    Tag::Image { dest_url, .. } => match safe_image(&dest_url) {
-                        Some(src) => (format!("<img src=\"{src}\" alt=\""), "\">"),
-                        None => ("<span class=\"image\">[image: ".into(), "]</span>"),
-                    },
-                    Tag::Table(_) => ("<table>".into(), "</table>\n"),
-                    Tag::TableHead => {
-                        in_head = true;
-                        ("<thead><tr>".into(), "</tr></thead>\n")
-                    }
-                    Tag::TableRow => ("<tr>".into(), "</tr>\n"),
-                    Tag::TableCell => {
-                        if in_head {
-                            ("<th>".into(), "</th>")
-                        } else {
-                            ("<td>".into(), "</td>")
-                        }
-                    }
-                    _ => (String::new(), ""),
+            Event::Html(text) | Event::InlineHtml(text) => Some(Event::Text(text)),
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let language = match kind {
+                    CodeBlockKind::Fenced(info) => info
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    CodeBlockKind::Indented => String::new(),
                 };
-                out.push_str(&open);
-                closing.push(close);
+                self.code = Some((language, String::new()));
+                None
             }
-            Event::End(end) => {
-                if matches!(end, pulldown_cmark::TagEnd::TableHead) {
-                    in_head = false;
+            Event::Start(Tag::Heading { level, .. }) => Some(Event::Start(Tag::Heading {
+                level: below_page_headings(level),
+                id: None,
+                classes: Vec::new(),
+                attrs: Vec::new(),
+            })),
+            Event::End(TagEnd::Heading(level)) => {
+                Some(Event::End(TagEnd::Heading(below_page_headings(level))))
+            }
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => {
+                let url = match link_type {
+                    LinkType::Email => format!("mailto:{dest_url}"),
+                    _ => dest_url.trim().to_owned(),
+                };
+                let lower = url.to_ascii_lowercase();
+                if ["https://", "http://", "mailto:"]
+                    .iter()
+                    .any(|scheme| lower.starts_with(scheme))
+                {
+                    self.ends.push(None);
+                    let mut open = String::from("<a href=\"");
+                    // Writing to a String cannot fail.
+                    let _ = escape_href(&mut open, &url);
+                    open.push_str("\" rel=\"noopener noreferrer nofollow\">");
+                    Some(Event::InlineHtml(open.into()))
+                } else {
+                    self.ends.push(Some(""));
+                    None
                 }
-                if let Some(close) = closing.pop() {
-                    out.push_str(close);
+            }
+            Event::Start(Tag::Image { ref dest_url, .. }) => {
+                if safe_image(dest_url).is_some() {
+                    self.ends.push(None);
+                    Some(event)
+                } else {
+                    self.ends.push(Some("]</span>"));
+                    Some(Event::InlineHtml("<span class=\"image\">[image: ".into()))
                 }
             }
-            Event::Text(text) | Event::Html(text) | Event::InlineHtml(text) => {
-                out.push_str(&escape_html(&text));
-            }
-            Event::Code(text) | Event::InlineMath(text) | Event::DisplayMath(text) => {
-                out.push_str(&format!("<code>{}</code>", escape_html(&text)));
-            }
-            Event::FootnoteReference(text) => out.push_str(&format!("[{}]", escape_html(&text))),
-            Event::SoftBreak => out.push('\n'),
-            Event::HardBreak => out.push_str("<br>\n"),
-            Event::Rule => out.push_str("<hr>\n"),
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
+            Event::End(TagEnd::Link | TagEnd::Image) => match self.ends.pop().flatten() {
+                None => Some(event),
+                Some("") => None,
+                Some(close) => Some(Event::InlineHtml(close.into())),
+            },
+            // Front matter shows as the text it is, as any other paragraph.
+            Event::Start(Tag::MetadataBlock(_)) | Event::End(TagEnd::MetadataBlock(_)) => None,
+            event => Some(event),
         }
     }
-    // A code block the text never closed.
-    if let Some((language, text)) = code.take() {
-        out.push_str(&format!(
-            "<pre><code>{}</code></pre>\n",
-            highlight(&text, &language)
-        ));
+}
+
+/// Headings inside a message stay below the page's own (`h1`, `h2`).
+fn below_page_headings(level: HeadingLevel) -> HeadingLevel {
+    match level {
+        HeadingLevel::H1 | HeadingLevel::H2 => HeadingLevel::H3,
+        level => level,
     }
-    while let Some(close) = closing.pop() {
-        out.push_str(close);
-    }
-    out
 }
 
 fn pre(text: &str, language: &str) -> String {
@@ -367,17 +358,27 @@ mod tests {
         assert!(!html.contains("<b "), "{html}");
         assert!(html.contains("&lt;b onclick=x&gt;"), "{html}");
         assert!(!html.contains("javascript"), "{html}");
+        // The writer's href escaping: a quote cannot end the attribute.
         assert!(
-            html.contains(r#"<a href="https://example.com/?q=&quot;x&quot;""#),
+            html.contains(r#"<a href="https://example.com/?q=%22x%22""#),
             "{html}"
         );
         assert!(!html.contains("<img"), "{html}");
         assert!(html.contains("[image: logo]"), "{html}");
-        assert!(html.contains("&quot;quoted&quot;"), "{html}");
+        // Quotes in body text are text; only attribute values escape them.
+        assert!(html.contains(r#" "quoted"</p>"#), "{html}");
         assert!(
             html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn headings_stay_below_the_page_and_lose_attributes_from_the_text() {
+        let html = markdown_to_html("# Top {#main .x onclick=alert(1)}\n\n#### Low");
+        assert!(html.contains("<h3>Top</h3>"), "{html}");
+        assert!(html.contains("<h4>Low</h4>"), "{html}");
+        assert!(!html.contains("onclick"), "{html}");
     }
 
     #[test]

@@ -9,19 +9,12 @@ use pulldown_cmark::{Event, Options, Parser};
 use super::{CallView, Item, RunView, show_ts};
 use crate::display::text::one_line;
 
-/// `text` as HTML text: `&`, `<`, `>` and quotes escaped.
+/// `text` as HTML text or a quoted attribute value: `&`, `<`, `>` and quotes
+/// escaped.
 pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    // Writing to a String cannot fail.
+    let _ = pulldown_cmark_escape::escape_html(&mut out, text);
     out
 }
 
@@ -47,14 +40,8 @@ pub fn neutralize_html(markdown: &str) -> String {
             continue;
         }
         out.push_str(&markdown[at..range.start]);
-        for c in markdown[range.clone()].chars() {
-            match c {
-                '&' => out.push_str("&amp;"),
-                '<' => out.push_str("&lt;"),
-                '>' => out.push_str("&gt;"),
-                c => out.push(c),
-            }
-        }
+        // Writing to a String cannot fail.
+        let _ = pulldown_cmark_escape::escape_html_body_text(&mut out, &markdown[range.clone()]);
         at = range.end;
     }
     out.push_str(&markdown[at..]);
