@@ -32,9 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use reprise::postgres::{PgSessionStore, PgStoreOptions};
 use reprise::prelude::*;
 use reprise::session::{Role, StoreError};
-use reprise_postgres::{PgSessionStore, PgStoreOptions};
 use sqlx::PgPool;
 
 #[derive(Parser)]

@@ -19,6 +19,8 @@
 //!   ([`FileSessionStore`](session::FileSessionStore),
 //!   [`MemoryStore`](session::MemoryStore)) and resume repair.
 //! - [`runs`]: the run folders of the `reprise` chat, and the catalog of its runs.
+//! - `postgres` (with the `postgres` feature): sessions and runs in PostgreSQL, for
+//!   many workers on many machines, one fenced writer per session.
 //! - [`mcp`]: MCP servers as tools, and the gate that decides which tool calls run.
 //! - [`redact`]: the [`Redactor`](redact::Redactor) that every transcript value passes
 //!   through.
@@ -81,6 +83,10 @@ pub use reprise_session as session;
 
 /// The chat's runs: run folders and the catalog of runs (`reprise-runs`).
 pub use reprise_runs as runs;
+
+/// Sessions and runs in PostgreSQL (`reprise-postgres`, with the `postgres` feature).
+#[cfg(feature = "postgres")]
+pub use reprise_postgres as postgres;
 
 /// The names most programs use: `use reprise::prelude::*;`.
 pub mod prelude {
