@@ -18,8 +18,8 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_runs::{
     CatalogError, CatalogFork, Conversation, ConversationMessage, LAST_RUN, Labels, RunCatalog,
-    RunError, RunFolder, RunList, RunSizes, RunSummary, SearchHit, SearchQuery, conversation_of,
-    fold_title, newest,
+    RunError, RunFolder, RunList, RunRecord, RunSizes, RunSummary, SearchHit, SearchQuery,
+    conversation_of, fold_title, newest,
 };
 use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
 use uuid::Uuid;
@@ -28,6 +28,9 @@ use crate::{PgSessionStore, SessionSummary};
 
 /// Most names shown when a prefix names several runs.
 const MAX_CANDIDATES: u32 = 20;
+
+/// How many runs a listing shows unless all are asked for.
+const LISTING_PAGE: u32 = 100;
 
 /// Why the commands that read run folders' files are not done on the database.
 const FOLDERS_ONLY: &str = "it reads the files of run folders; run it without a database";
@@ -137,8 +140,9 @@ impl RunCatalog for PgRunCatalog {
         format!("the database at {}", self.store.server())
     }
 
-    fn is_database(&self) -> bool {
-        true
+    /// The newest [`LISTING_PAGE`] runs: one page of the session index.
+    fn listing_page(&self) -> Option<u32> {
+        Some(LISTING_PAGE)
     }
 
     fn list(&self) -> Result<RunList, CatalogError> {
@@ -213,6 +217,10 @@ impl RunCatalog for PgRunCatalog {
         let conversation = self.conversation(folder)?;
         conversation.messages.into_iter().for_each(sink);
         Ok(conversation.warnings)
+    }
+
+    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
+        wait(crate::run_record::record(&self.store, folder.name()))
     }
 
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
@@ -324,6 +332,18 @@ impl RunCatalog for PgRunCatalog {
 
     fn sizes(&self) -> Result<RunSizes, CatalogError> {
         Err(self.not_supported("du"))
+    }
+
+    /// `.imports` in the runs directory.
+    fn import_dir(&self) -> PathBuf {
+        self.runs_dir.join(".imports")
+    }
+
+    async fn take_in(&self, written: RunFolder) -> Result<RunFolder, CatalogError> {
+        let session_id = self.new_session_id(&written).await?;
+        let store = self.store_for(&written, &Redactor::new());
+        crate::run_record::take_in(&*store, &written.dir, &session_id).await?;
+        Ok(self.folder_of(&session_id))
     }
 
     /// Releases reach the server first.
