@@ -33,7 +33,8 @@ const MAX_CANDIDATES: u32 = 20;
 const LISTING_PAGE: u32 = 100;
 
 /// Why the commands that read run folders' files are not done on the database.
-const FOLDERS_ONLY: &str = "it reads the files of run folders; run it without a database";
+const FOLDERS_ONLY: &str =
+    "search and du work on run folders for now; run them without a database (--database-url)";
 
 /// The chat's runs as sessions of a [`PgSessionStore`]; `runs_dir` holds each run's
 /// local files.
