@@ -341,10 +341,8 @@ impl RunCatalog for PgRunCatalog {
     }
 
     async fn take_in(&self, written: RunFolder) -> Result<RunFolder, CatalogError> {
-        let session_id = self.new_session_id(&written).await?;
-        let store = self.store_for(&written, &Redactor::new());
-        crate::run_record::take_in(&*store, &written.dir, &session_id).await?;
-        Ok(self.folder_of(&session_id))
+        let name = crate::run_record::take_in(self, &written).await?;
+        Ok(self.folder_of(&name))
     }
 
     /// Releases reach the server first.

@@ -4,13 +4,14 @@
 //!
 //! [`PgRunCatalog`]: crate::PgRunCatalog
 
-use std::path::Path;
-
-use reprise_runs::{CatalogError, RunRecord, copy_run_entries, read_session_record};
-use reprise_session::{SessionKey, SessionStore};
+use reprise_redact::Redactor;
+use reprise_runs::{
+    CatalogError, RunCatalog, RunFolder, RunRecord, copy_run_entries, read_session_record,
+};
+use reprise_session::{SessionKey, StoreError};
 use serde_json::{Value, json};
 
-use crate::{PgSessionStore, SessionSummary};
+use crate::{PgRunCatalog, PgSessionStore, SessionSummary};
 
 /// The fields of a run folder's `session.json` that the database keeps.
 fn session_json(summary: &SessionSummary) -> Value {
@@ -45,30 +46,42 @@ pub(crate) async fn record(store: &PgSessionStore, name: &str) -> Result<RunReco
     Ok(read_session_record(store, name, name, session_json(&summary)).await?)
 }
 
-/// Copies the run folder `dir` into session `session_id`, a new one, holding its
-/// writer lock; then removes the folder.
+/// Takes in the run folder `written`: copies its entries into a new session named
+/// like it, holding that session's writer lock, and removes the folder (also when
+/// the copy fails: an import there is done again from its source). Returns the
+/// session's name.
 pub(crate) async fn take_in(
-    store: &dyn SessionStore,
-    dir: &Path,
-    session_id: &str,
-) -> Result<(), CatalogError> {
-    {
-        let _lock = store.lock(session_id).await?;
-        if let Err(error) = copy_run_entries(dir, store, session_id).await {
-            // No half-copied run is left behind.
-            if let Ok(key) = SessionKey::session(session_id) {
-                let _ = store.delete(&key).await;
-            }
-            return Err(error.into());
-        }
-    }
-    std::fs::remove_dir_all(dir).map_err(|source| CatalogError::Delete {
-        dir: dir.to_path_buf(),
+    catalog: &PgRunCatalog,
+    written: &RunFolder,
+) -> Result<String, CatalogError> {
+    let copied = copy_in(catalog, written).await;
+    let removed = std::fs::remove_dir_all(&written.dir).map_err(|source| CatalogError::Delete {
+        dir: written.dir.clone(),
         source,
-    })?;
+    });
     // The import folder goes once it is empty.
-    if let Some(parent) = dir.parent() {
+    if let Some(parent) = written.dir.parent() {
         let _ = std::fs::remove_dir(parent);
     }
-    Ok(())
+    let name = copied?;
+    removed?;
+    Ok(name)
+}
+
+async fn copy_in(catalog: &PgRunCatalog, written: &RunFolder) -> Result<String, CatalogError> {
+    let name = written.name().to_owned();
+    // The same session imported before has the same name.
+    if catalog.store().summary(&name).await?.is_some() {
+        return Err(StoreError::AlreadyExists { session: name }.into());
+    }
+    let store = catalog.store_for(written, &Redactor::new());
+    let _lock = store.lock(&name).await?;
+    if let Err(error) = copy_run_entries(&written.dir, &*store, &name).await {
+        // No half-copied run is left behind.
+        if let Ok(key) = SessionKey::session(&name) {
+            let _ = store.delete(&key).await;
+        }
+        return Err(error.into());
+    }
+    Ok(name)
 }

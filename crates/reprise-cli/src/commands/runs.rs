@@ -1,4 +1,4 @@
-//! `reprise runs | show | fork | rm`: the run folders, for people and scripts.
+//! `reprise runs | show | fork | rm`: the runs, for people and scripts.
 
 use std::io::{BufRead, Write};
 
@@ -420,7 +420,7 @@ async fn nth_message_uuid(
     Ok(messages[count - 1].uuid)
 }
 
-/// `reprise rm RUN [--yes]`: deletes a run folder, after asking unless `yes`.
+/// `reprise rm RUN [--yes]`: deletes a run, after asking unless `yes`.
 pub async fn rm(
     runs: &dyn RunCatalog,
     spec: &str,

@@ -454,6 +454,11 @@ async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
     // In the database, not in a folder of this machine.
     assert!(one.sandbox.conversations().is_empty());
     assert!(one.sandbox.runs().is_empty(), "{:?}", one.sandbox.runs());
+    // The same session again: it is there already, and nothing is left behind.
+    let out = one.run(&["import", file], "").await;
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_contains!(out.stderr, "already exists");
+    assert!(one.sandbox.runs().is_empty(), "{:?}", one.sandbox.runs());
 
     let rows = two.runs().await;
     assert_eq!(rows.len(), 1, "{rows:?}");
