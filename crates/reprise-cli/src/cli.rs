@@ -17,7 +17,8 @@ use crate::config::{Flags, parse_duration};
 ///
 /// With --database-url the conversations are kept in PostgreSQL instead, so that a
 /// conversation started on one machine is continued on another: runs, show, fork,
-/// rm, rename, tag, --continue, --resume, /resume and /rename use the database.
+/// rm, rename, tag, import, export, --continue, --resume, /resume and /rename use
+/// the database; search, du and prune too, or say why they cannot.
 /// session.log and transcript.jsonl stay in the run folder of the machine that
 /// wrote them.
 #[derive(Debug, Parser)]
@@ -233,7 +234,7 @@ pub enum Command {
     },
     /// Bring in sessions of Claude Code, Codex or opencode as new runs that resume
     /// against any OpenAI-compatible server. Importing the same file again creates
-    /// nothing new.
+    /// nothing new (into a database, it fails: the run is there already).
     Import {
         /// Transcripts, `opencode export` files, or folders to walk (~/.claude,
         /// ~/.codex).

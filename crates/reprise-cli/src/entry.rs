@@ -11,7 +11,11 @@ use crate::chat::provider::build_provider;
 use crate::chat::session::Opener;
 use crate::cli::{Cli, Command, McpAction};
 use crate::config::{self, Settings};
-use crate::runs::source::RunSource;
+use std::sync::Arc;
+
+use reprise_runs::RunCatalog;
+
+use crate::runs::catalog::open_catalog;
 
 /// Runs `reprise` with the process's arguments; returns the exit code.
 pub fn main() -> i32 {
@@ -44,46 +48,42 @@ pub fn main() -> i32 {
 
 async fn run(cli: Cli) -> Result<i32> {
     let settings = config::resolve(&cli.chat, &config::process_env)?;
+    // Listing the MCP servers needs no runs: it does not connect to a database.
     let uses_runs = !matches!(cli.command, Some(Command::Mcp { .. }));
-    let runs = if uses_runs {
-        RunSource::open(&settings.runs_dir, settings.database_url.as_deref()).await?
-    } else {
-        RunSource::Folders {
-            runs_dir: settings.runs_dir.clone(),
-        }
-    };
+    let database_url = settings.database_url.as_deref().filter(|_| uses_runs);
+    let runs = open_catalog(&settings.runs_dir, database_url).await?;
     let code = dispatch(cli, settings, &runs).await;
     runs.close().await;
     code
 }
 
-async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32> {
+async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> Result<i32> {
+    let catalog: &dyn RunCatalog = &**runs;
     let mut stdout = std::io::stdout().lock();
     let done = |result: Result<()>| result.map(|()| 0);
     match cli.command {
         Some(Command::Runs { json, all }) => {
-            done(crate::commands::runs::runs(runs, json, all, &mut stdout))
+            done(crate::commands::runs::runs(catalog, json, all, &mut stdout))
         }
         Some(Command::Show {
             run,
             json,
             subagents,
         }) => done(crate::commands::runs::show(
-            runs,
+            catalog,
             &run,
             crate::commands::runs::ShowOptions { json, subagents },
             &mut stdout,
         )),
         Some(Command::Fork { run, at }) => {
-            done(crate::commands::runs::fork(runs, &run, at, &mut stdout).await)
+            done(crate::commands::runs::fork(catalog, &run, at, &mut stdout).await)
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
-            done(crate::commands::runs::rm(runs, &run, yes, &mut input, &mut stdout).await)
+            done(crate::commands::runs::rm(catalog, &run, yes, &mut input, &mut stdout).await)
         }
         Some(Command::Import { paths, dry_run }) => {
-            let runs_dir = folders_only(runs, "import")?;
-            crate::commands::import::import(runs_dir, &paths, dry_run, &mut stdout).await
+            crate::commands::import::import(catalog, &paths, dry_run, &mut stdout).await
         }
         Some(Command::Export {
             run,
@@ -91,16 +91,13 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             output,
             no_redact,
         }) => done(crate::commands::export::export(
-            folders_only(runs, "export")?,
+            catalog,
             &run,
             format,
             output.as_deref(),
             !no_redact,
             &mut stdout,
         )),
-        Some(Command::History(command)) if runs.is_database() => {
-            done(crate::commands::history::run_on_database(runs, command, &mut stdout).await)
-        }
         Some(Command::History(command)) => {
             let mut input = std::io::stdin().lock();
             let mut redactor = Redactor::new().with_env_secrets();
@@ -114,7 +111,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 redactor,
             };
-            done(crate::commands::history::run(runs.runs_dir(), command, io).await)
+            done(crate::commands::history::run(catalog, command, io).await)
         }
         Some(Command::Mcp {
             action: McpAction::List,
@@ -127,17 +124,6 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &RunSource) -> Result<i32>
             chat(settings, cli.chat, runs.clone()).await
         }
     }
-}
-
-/// The runs folder, for the commands that work on run folders only.
-fn folders_only<'a>(runs: &'a RunSource, command: &str) -> Result<&'a std::path::Path> {
-    if runs.is_database() {
-        anyhow::bail!(
-            "reprise {command} works on run folders; run it without --database-url \
-             (and without REPRISE_DATABASE_URL or database_url in the config)"
-        );
-    }
-    Ok(runs.runs_dir())
 }
 
 /// How the chat draws itself.
@@ -162,7 +148,11 @@ pub fn mode_for(plain: bool, inline: bool, stdin_tty: bool, stdout_tty: bool) ->
     }
 }
 
-async fn chat(settings: Settings, args: crate::cli::ChatArgs, runs: RunSource) -> Result<i32> {
+async fn chat(
+    settings: Settings,
+    args: crate::cli::ChatArgs,
+    runs: Arc<dyn RunCatalog>,
+) -> Result<i32> {
     let provider = build_provider(&settings)?;
     let mut redactor = Redactor::new().with_env_secrets();
     if let Some(key) = &settings.api_key {

@@ -18,8 +18,8 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_runs::{
     CatalogError, CatalogFork, Conversation, ConversationMessage, LAST_RUN, Labels, RunCatalog,
-    RunError, RunFolder, RunList, RunSizes, RunSummary, SearchHit, SearchQuery, conversation_of,
-    fold_title, newest,
+    RunError, RunFolder, RunList, RunRecord, RunSizes, RunSummary, SearchHit, SearchQuery,
+    conversation_of, fold_title, newest,
 };
 use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
 use uuid::Uuid;
@@ -29,8 +29,12 @@ use crate::{PgSessionStore, SessionSummary};
 /// Most names shown when a prefix names several runs.
 const MAX_CANDIDATES: u32 = 20;
 
+/// How many runs a listing shows unless all are asked for.
+const LISTING_PAGE: u32 = 100;
+
 /// Why the commands that read run folders' files are not done on the database.
-const FOLDERS_ONLY: &str = "it reads the files of run folders; run it without a database";
+const FOLDERS_ONLY: &str =
+    "search and du work on run folders for now; run them without a database (--database-url)";
 
 /// The chat's runs as sessions of a [`PgSessionStore`]; `runs_dir` holds each run's
 /// local files.
@@ -137,8 +141,9 @@ impl RunCatalog for PgRunCatalog {
         format!("the database at {}", self.store.server())
     }
 
-    fn is_database(&self) -> bool {
-        true
+    /// The newest [`LISTING_PAGE`] runs: one page of the session index.
+    fn listing_page(&self) -> Option<u32> {
+        Some(LISTING_PAGE)
     }
 
     fn list(&self) -> Result<RunList, CatalogError> {
@@ -213,6 +218,10 @@ impl RunCatalog for PgRunCatalog {
         let conversation = self.conversation(folder)?;
         conversation.messages.into_iter().for_each(sink);
         Ok(conversation.warnings)
+    }
+
+    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
+        wait(crate::run_record::record(&self.store, folder.name()))
     }
 
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
@@ -324,6 +333,16 @@ impl RunCatalog for PgRunCatalog {
 
     fn sizes(&self) -> Result<RunSizes, CatalogError> {
         Err(self.not_supported("du"))
+    }
+
+    /// `.imports` in the runs directory.
+    fn import_dir(&self) -> PathBuf {
+        self.runs_dir.join(".imports")
+    }
+
+    async fn take_in(&self, written: RunFolder) -> Result<RunFolder, CatalogError> {
+        let name = crate::run_record::take_in(self, &written).await?;
+        Ok(self.folder_of(&name))
     }
 
     /// Releases reach the server first.

@@ -28,6 +28,7 @@ mod catalog;
 mod error;
 mod lease;
 mod options;
+mod run_record;
 mod store;
 
 pub use catalog::PgRunCatalog;

@@ -20,8 +20,8 @@ use reprise_session::{LoadWarning, SessionStore, StoreError};
 use uuid::Uuid;
 
 use crate::{
-    Conversation, ConversationMessage, Labels, RunError, RunFolder, RunList, RunStore, RunSummary,
-    SearchHit, SearchQuery,
+    Conversation, ConversationMessage, Labels, RunError, RunFolder, RunList, RunRecord, RunStore,
+    RunSummary, SearchHit, SearchQuery,
 };
 
 /// What a fork made: the new run, and the store that owns the background sync of its
@@ -153,8 +153,11 @@ pub trait RunCatalog: Send + Sync {
     /// Where the conversations are, for messages: the runs directory or the server.
     fn place(&self) -> String;
 
-    /// Whether the conversations are in a database rather than in the run folders.
-    fn is_database(&self) -> bool;
+    /// How many runs a listing of every run shows unless all are asked for: `None`
+    /// where listing them all costs what listing a page does (run folders are all
+    /// read to be sorted); a page of a database's session index, however many
+    /// sessions it holds.
+    fn listing_page(&self) -> Option<u32>;
 
     /// The runs with a conversation, newest first.
     fn list(&self) -> Result<RunList, CatalogError>;
@@ -180,6 +183,11 @@ pub trait RunCatalog: Send + Sync {
         folder: &RunFolder,
         sink: &mut dyn FnMut(ConversationMessage),
     ) -> Result<Vec<LoadWarning>, CatalogError>;
+
+    /// A run as it is kept, whole, for an export: its record (`session.json`, or the
+    /// same fields where runs are kept elsewhere), its conversation's entries and
+    /// each subagent's.
+    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError>;
 
     /// When a run's conversation was last added to, when known.
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp>;
@@ -236,6 +244,19 @@ pub trait RunCatalog: Send + Sync {
 
     /// The space the runs take.
     fn sizes(&self) -> Result<RunSizes, CatalogError>;
+
+    /// Where an import (`reprise-import`) writes the run folders it converts before
+    /// [`RunCatalog::take_in`] takes each in: the runs directory itself for run
+    /// folders (where an import also finds what it imported before); a folder of
+    /// its own where runs are kept elsewhere, emptied as the runs are taken in (an
+    /// import there does not know what was imported before).
+    fn import_dir(&self) -> PathBuf;
+
+    /// Takes in a run folder an import wrote in [`RunCatalog::import_dir`], with its
+    /// conversation and subagents, as a run of the catalog; returns that run. Run
+    /// folders are in place already; elsewhere the entries are copied into a new
+    /// session named like the folder, and the folder is removed.
+    async fn take_in(&self, written: RunFolder) -> Result<RunFolder, CatalogError>;
 
     /// Lets go of what the catalog holds open (a database's connections).
     async fn close(&self);

@@ -20,9 +20,9 @@
 use std::sync::Arc;
 
 use reprise_redact::Redactor;
-use reprise_session::{Entry, Message, SessionKey};
+use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
-use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder};
+use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder, create_run_store};
 
 /// Makes a fresh, empty catalog.
 pub type Factory<'a> = &'a (dyn Fn() -> Arc<dyn RunCatalog> + Send + Sync);
@@ -35,6 +35,8 @@ pub async fn run_all(make: Factory<'_>) {
     a_fork_copies_the_conversation_into_a_new_run(make()).await;
     a_deleted_run_is_gone(make()).await;
     the_newest_runs_come_first_and_say_whether_there_are_more(make()).await;
+    a_run_is_read_whole_with_its_subagents(make()).await;
+    a_run_folder_an_import_wrote_is_taken_in(make()).await;
 }
 
 /// Starts a run and writes `texts` into it as the person's messages.
@@ -232,5 +234,87 @@ async fn the_newest_runs_come_first_and_say_whether_there_are_more(catalog: Arc<
         newer.name(),
         "{check}"
     );
+    catalog.close().await;
+}
+
+/// The texts of the messages among `entries`.
+fn entry_texts(entries: &[Entry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter_map(|entry| entry.as_message())
+        .map(|message| message.text())
+        .collect()
+}
+
+async fn a_run_is_read_whole_with_its_subagents(catalog: Arc<dyn RunCatalog>) {
+    let check = "a run is read whole, with its subagents";
+    let run = start_run(&*catalog, &["plan the trip"]).await;
+    let id = run.session_id.clone().unwrap();
+    let store = catalog.store_for(&run, &Redactor::new());
+    let lock = store.lock(&id).await.unwrap();
+    store
+        .append(
+            &SessionKey::subagent(&id, "scout").unwrap(),
+            &[Entry::message(Message::user("look ahead"))],
+        )
+        .await
+        .unwrap();
+    drop(lock);
+    let record = catalog.record(&run).unwrap();
+    assert_eq!(record.name, run.name(), "{check}");
+    assert_eq!(record.session["sessionId"], id.as_str(), "{check}");
+    assert_eq!(entry_texts(&record.main), ["plan the trip"], "{check}");
+    assert_eq!(record.subagents.len(), 1, "{check}");
+    assert_eq!(record.subagents[0].0, "scout", "{check}");
+    assert_eq!(
+        entry_texts(&record.subagents[0].1),
+        ["look ahead"],
+        "{check}"
+    );
+    catalog.close().await;
+}
+
+async fn a_run_folder_an_import_wrote_is_taken_in(catalog: Arc<dyn RunCatalog>) {
+    let check = "a run folder an import wrote is taken in";
+    let written = create_run_folder(&catalog.import_dir()).unwrap();
+    let store = create_run_store(&written.dir);
+    let id = uuid::Uuid::now_v7().to_string();
+    let lock = store.lock(&id).await.unwrap();
+    let main = SessionKey::session(&id).unwrap();
+    store
+        .append(
+            &main,
+            &[
+                Entry::message(Message::user("imported question")),
+                Entry::message(Message::assistant("imported answer")),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .append(
+            &SessionKey::subagent(&id, "helper").unwrap(),
+            &[Entry::message(Message::user("sub task"))],
+        )
+        .await
+        .unwrap();
+    drop(lock);
+    drop(store);
+    let name = written.name().to_owned();
+    let written = RunFolder::open(&written.dir).unwrap();
+    let run = catalog.take_in(written).await.unwrap();
+    assert_eq!(run.name(), name, "{check}");
+    let list = catalog.list().unwrap();
+    let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
+    assert_eq!(names, [name.as_str()], "{check}");
+    let found = catalog.find(&name).unwrap();
+    assert_eq!(
+        texts(&*catalog, &found),
+        ["imported question", "imported answer"],
+        "{check}"
+    );
+    let record = catalog.record(&found).unwrap();
+    assert_eq!(record.subagents.len(), 1, "{check}");
+    assert_eq!(entry_texts(&record.subagents[0].1), ["sub task"], "{check}");
     catalog.close().await;
 }

@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use crate::catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 use crate::{
-    Conversation, ConversationMessage, Labels, RunFolder, RunList, RunSummary, SearchHit,
-    SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
-    read_conversation_with_warnings, read_labels, search_runs, set_title, stream_conversation,
-    summarize_run,
+    Conversation, ConversationMessage, Labels, RunFolder, RunList, RunRecord, RunSummary,
+    SearchHit, SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
+    read_conversation_with_warnings, read_labels, read_run_record, search_runs, set_title,
+    stream_conversation, summarize_run,
 };
 
 /// The run folders under one runs directory.
@@ -63,8 +63,8 @@ impl RunCatalog for FolderCatalog {
         self.runs_dir.display().to_string()
     }
 
-    fn is_database(&self) -> bool {
-        false
+    fn listing_page(&self) -> Option<u32> {
+        None
     }
 
     fn list(&self) -> Result<RunList, CatalogError> {
@@ -93,6 +93,10 @@ impl RunCatalog for FolderCatalog {
         sink: &mut dyn FnMut(ConversationMessage),
     ) -> Result<Vec<LoadWarning>, CatalogError> {
         Ok(stream_conversation(&folder.dir, sink)?)
+    }
+
+    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
+        Ok(read_run_record(&folder.dir)?)
     }
 
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
@@ -184,6 +188,14 @@ impl RunCatalog for FolderCatalog {
             runs,
             total: folder_bytes(&self.runs_dir),
         })
+    }
+
+    fn import_dir(&self) -> PathBuf {
+        self.runs_dir.clone()
+    }
+
+    async fn take_in(&self, written: RunFolder) -> Result<RunFolder, CatalogError> {
+        Ok(written)
     }
 
     async fn close(&self) {}

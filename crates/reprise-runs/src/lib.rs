@@ -43,6 +43,7 @@ mod leftovers;
 mod list_cache;
 mod listing_redaction;
 mod meta;
+mod record;
 mod recover;
 mod search;
 mod session_log;
@@ -72,6 +73,7 @@ pub use labels::{
 };
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
+pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
 pub use search::{SearchHit, SearchQuery, SearchRole, runs_with_user_text, search_runs};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{

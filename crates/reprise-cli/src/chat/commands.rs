@@ -1,14 +1,10 @@
 //! The slash commands: what a typed line means, and the one dispatcher that both
 //! screens hand each line to.
 
-use std::path::Path;
-
 use anyhow::Result;
-use reprise_runs::{RunFolder, append_history_with};
+use reprise_runs::{CatalogFork, RunCatalog, RunFolder, append_history_with};
 
-use crate::chat::fork::{Forked, fork_into};
 use crate::chat::session::{ChatSession, Opener};
-use crate::runs::source::RunSource;
 
 /// The slash commands, for `/help`.
 pub const HELP: &str = "\
@@ -22,21 +18,14 @@ pub const HELP: &str = "\
 /exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
 
-/// `/rename TITLE`: gives the run in `dir` its title (an empty one removes it) and
-/// says so in a line for the screen. With a database the title is kept there, with
-/// the conversation.
-async fn rename_run(runs: &RunSource, dir: &Path, title: &str) -> Result<String> {
-    let title = match runs {
-        RunSource::Folders { .. } => reprise_runs::set_title(dir, title)?.title,
-        RunSource::Database { store, .. } => {
-            let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or("");
-            store
-                .set_title(name, title)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("this run has no conversation to name yet"))?
-                .title
-        }
-    };
+/// `/rename TITLE`: gives the run `folder` its title (an empty one removes it) and
+/// says so in a line for the screen. The title is kept where the conversation is.
+async fn rename_run(runs: &dyn RunCatalog, folder: &RunFolder, title: &str) -> Result<String> {
+    let title = runs
+        .set_title(folder, title)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("this run has no conversation to name yet"))?
+        .title;
     Ok(match title {
         Some(title) => format!("(this run is now called “{title}”)"),
         None => "(this run has no title now: it is shown by its first message)".to_owned(),
@@ -182,7 +171,7 @@ pub async fn dispatch(
         Line::Resume => return Outcome::PickRun,
         Line::Compact(focus) => return Outcome::Compact(focus),
         Line::Message(message) => return Outcome::Message(message),
-        Line::Rename(title) => rename_run(&opener.runs, &session.folder.dir, &title)
+        Line::Rename(title) => rename_run(&*opener.runs, &session.folder, &title)
             .await
             .map(Outcome::Notice),
         Line::Fork => fork(opener, session).await,
@@ -227,9 +216,9 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
 }
 
 /// Copies a run's conversation into a new run folder.
-async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
+async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<CatalogFork> {
     let target = opener.new_folder()?;
-    fork_into(&opener.runs, source, target, None).await
+    Ok(opener.runs.fork(source, target, None).await?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ pub mod approval;
 pub mod commands;
 pub mod context_window;
 pub mod events;
-pub mod fork;
 pub mod provider;
 pub mod server_error;
 pub mod session;

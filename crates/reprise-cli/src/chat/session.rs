@@ -25,7 +25,6 @@ use crate::chat::events::UiEvent;
 use crate::chat::server_error::describe_agent_error;
 use crate::config::Settings;
 use crate::display::text::{compaction_line, cut_off_note, one_line, subagent_indent};
-use crate::runs::source::RunStoreOf;
 
 /// Everything needed to open the session of any run folder: `/resume` and `/fork`
 /// open a new one through it, because the gate and the transcript belong to the run.
@@ -41,7 +40,7 @@ pub struct Opener {
     /// Where events and questions go.
     pub ui: UnboundedSender<UiEvent>,
     /// Where the conversations are kept.
-    pub runs: crate::runs::source::RunSource,
+    pub runs: Arc<dyn reprise_runs::RunCatalog>,
 }
 
 /// The session of one run folder: the agent over its conversation, and its logs.
@@ -102,18 +101,15 @@ impl Opener {
 
     /// Opens the session of a run folder that a fork just filled, keeping the store
     /// that owns the fork's background data sync.
-    pub async fn open_forked(&self, forked: crate::chat::fork::Forked) -> Result<ChatSession> {
+    pub async fn open_forked(&self, forked: reprise_runs::CatalogFork) -> Result<ChatSession> {
         self.open_with(forked.folder, forked.store).await
     }
 
-    /// Opens `folder`'s session with `store`, or the store its run source gives.
+    /// Opens `folder`'s session with `store`, or the store the catalog gives.
     async fn open_with(&self, folder: RunFolder, store: Option<RunStore>) -> Result<ChatSession> {
         let store: Arc<dyn reprise_session::SessionStore> = match store {
             Some(store) => Arc::new(store.with_redactor(self.redactor.clone())),
-            None => match self.runs.store_for(&folder, &self.redactor) {
-                RunStoreOf::Folder(store) => Arc::new(store),
-                RunStoreOf::Database(store) => Arc::new(store),
-            },
+            None => self.runs.store_for(&folder, &self.redactor),
         };
         let session_id = match folder.session_id.clone() {
             Some(session_id) => session_id,

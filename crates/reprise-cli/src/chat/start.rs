@@ -5,12 +5,10 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 use jiff::Timestamp;
-use reprise_runs::{RunFolder, list_runs};
+use reprise_runs::{RunCatalog, RunFolder, list_runs};
 
-use crate::chat::fork::fork_into;
 use crate::chat::session::{ChatSession, Opener};
 use crate::display::text::{show_date, show_date_in};
-use crate::runs::source::RunSource;
 
 /// One run in the `/resume` picker.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +49,7 @@ pub struct StartOptions {
 }
 
 /// The run a start option names, if any (`Latest` with no runs is `None`).
-pub fn start_target(runs: &RunSource, start: &StartWith) -> Result<Option<RunFolder>> {
+pub fn start_target(runs: &dyn RunCatalog, start: &StartWith) -> Result<Option<RunFolder>> {
     match start {
         StartWith::New | StartWith::Pick => Ok(None),
         // Opened, not taken from the listing as it is: opening rebuilds a damaged
@@ -76,7 +74,7 @@ pub fn unless_started<T>(started: Result<T>, fresh: &RunFolder) -> Result<T> {
 
 /// When a run's conversation was last added to (as listings show it, else the
 /// folder's modification time).
-pub fn conversation_date(runs: &RunSource, folder: &RunFolder) -> String {
+pub fn conversation_date(runs: &dyn RunCatalog, folder: &RunFolder) -> String {
     let from_meta = runs.updated_at(folder);
     let ts = from_meta.or_else(|| {
         let modified = std::fs::metadata(&folder.dir).ok()?.modified().ok()?;
@@ -86,7 +84,7 @@ pub fn conversation_date(runs: &RunSource, folder: &RunFolder) -> String {
 }
 
 /// The line shown after a resumed conversation is redrawn.
-pub fn resumed_line(runs: &RunSource, folder: &RunFolder) -> String {
+pub fn resumed_line(runs: &dyn RunCatalog, folder: &RunFolder) -> String {
     resumed_text(&conversation_date(runs, folder))
 }
 
@@ -106,7 +104,7 @@ pub fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
 }
 
 /// The runs for the `/resume` list, newest first.
-pub fn picker_rows(runs: &RunSource) -> Result<Vec<PickerRow>> {
+pub fn picker_rows(runs: &dyn RunCatalog) -> Result<Vec<PickerRow>> {
     let tz = jiff::tz::TimeZone::system();
     Ok(runs
         .list()?
@@ -146,7 +144,7 @@ pub async fn open_start(
             bail!("run {} has no conversation to resume", target.name())
         }
         Some(target) if fork => {
-            let copy = fork_into(&opener.runs, &target, fresh, None).await?;
+            let copy = opener.runs.fork(&target, fresh, None).await?;
             Ok((opener.open_forked(copy).await?, true))
         }
         Some(target) => Ok((opener.open(target).await?, true)),

@@ -4,10 +4,10 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use reprise_runs::find_run;
+use reprise_runs::{RunCatalog, RunRecord};
 use serde_json::{Map, Value, json};
 
-use crate::export::{Masker, load_run, markdown, view_of};
+use crate::export::{Masker, markdown, view_of};
 
 /// What `reprise export` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -22,7 +22,7 @@ pub enum ExportFormat {
 
 /// The run as JSON: `session.json` and every entry of the conversation and of each
 /// subagent, strings masked unless `mask` keeps them.
-pub fn json_export(run: &crate::export::LoadedRun, mask: &Masker) -> Result<String> {
+pub fn json_export(run: &RunRecord, mask: &Masker) -> Result<String> {
     let entries = |entries: &[reprise_session::Entry]| -> Result<Value> {
         Ok(Value::Array(
             entries
@@ -47,9 +47,17 @@ pub fn json_export(run: &crate::export::LoadedRun, mask: &Masker) -> Result<Stri
 }
 
 /// Renders the run named `spec` in `format`.
-pub fn render(runs_dir: &Path, spec: &str, format: ExportFormat, mask: &Masker) -> Result<String> {
-    let folder = find_run(runs_dir, spec)?;
-    let run = load_run(&folder.dir)?;
+pub fn render(
+    runs: &dyn RunCatalog,
+    spec: &str,
+    format: ExportFormat,
+    mask: &Masker,
+) -> Result<String> {
+    let folder = runs.find(spec)?;
+    let run = runs.record(&folder)?;
+    for warning in &run.warnings {
+        crate::display::terminal::eprint_line(&format!("warning: {warning}"));
+    }
     Ok(match format {
         ExportFormat::Json => json_export(&run, mask)?,
         ExportFormat::Markdown => markdown::render(&view_of(&run, mask)),
@@ -60,14 +68,14 @@ pub fn render(runs_dir: &Path, spec: &str, format: ExportFormat, mask: &Masker) 
 /// `reprise export`: writes the run to `output` (created 0600: with `--no-redact`
 /// it holds secrets) or to `out`.
 pub fn export(
-    runs_dir: &Path,
+    runs: &dyn RunCatalog,
     spec: &str,
     format: ExportFormat,
     output: Option<&Path>,
     redact: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let text = render(runs_dir, spec, format, &Masker::new(redact))?;
+    let text = render(runs, spec, format, &Masker::new(redact))?;
     match output {
         Some(path) => {
             let mut options = std::fs::OpenOptions::new();

@@ -2,21 +2,16 @@
 //! search and clean up.
 
 use std::io::{BufRead, Write};
-use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use reprise_redact::Redactor;
-use reprise_runs::{
-    RunSummary, SearchHit, SearchQuery, SearchRole, change_tags, clean_tag, find_run_or_title,
-    list_runs, search_runs, set_title,
-};
+use reprise_runs::{RunCatalog, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag};
 use serde_json::json;
 
 use crate::display::terminal::{eprint_line, visible, write_json};
 use crate::display::text::show_date_in;
-use crate::runs::source::RunSource;
 
 /// The history commands, flattened into the command line's subcommands.
 #[derive(Debug, Subcommand)]
@@ -125,10 +120,10 @@ pub struct Io<'a> {
 }
 
 /// Runs one history command.
-pub async fn run(runs_dir: &Path, command: HistoryCommand, io: Io<'_>) -> Result<()> {
+pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> Result<()> {
     match command {
-        HistoryCommand::Rename { run, title } => rename(runs_dir, &run, &title.join(" "), io.out),
-        HistoryCommand::Tag { run, tags, untag } => tag(runs_dir, &run, &tags, untag, io.out),
+        HistoryCommand::Rename { run, title } => rename(runs, &run, &title.join(" "), io.out).await,
+        HistoryCommand::Tag { run, tags, untag } => tag(runs, &run, &tags, untag, io.out).await,
         HistoryCommand::Search {
             query,
             regex,
@@ -145,75 +140,41 @@ pub async fn run(runs_dir: &Path, command: HistoryCommand, io: Io<'_>) -> Result
                 first_per_run: false,
                 redactor: io.redactor,
             };
-            search(runs_dir, &query, run.as_deref(), json, io.color, io.out)
+            search(runs, &query, run.as_deref(), json, io.color, io.out)
         }
-        HistoryCommand::Du { json } => du(runs_dir, json, io.out),
+        HistoryCommand::Du { json } => du(runs, json, io.out),
         HistoryCommand::Prune {
             older_than,
             keep,
             dry_run,
             yes,
-        } => prune(runs_dir, &PrunePlan { older_than, keep }, dry_run, yes, io).await,
+        } => prune(runs, &PrunePlan { older_than, keep }, dry_run, yes, io).await,
     }
-}
-
-/// `reprise rename` and `reprise tag` on the sessions of a database; the other
-/// history commands work on run folders only.
-pub async fn run_on_database(
-    source: &RunSource,
-    command: HistoryCommand,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let RunSource::Database { store, .. } = source else {
-        bail!("not a database");
-    };
-    let (spec, change) = match command {
-        HistoryCommand::Rename { run, title } => (run, Label::Title(title.join(" "))),
-        HistoryCommand::Tag { run, tags, untag } => (run, Label::Tags { tags, untag }),
-        _ => bail!(
-            "reprise search, du and prune work on run folders; run them without \
-             --database-url (and without REPRISE_DATABASE_URL or database_url in the config)"
-        ),
-    };
-    let run = source.find(&spec)?;
-    let name = run.name().to_owned();
-    let gone = || anyhow::anyhow!("run {name} is no longer in {}", source.place());
-    let line = match change {
-        Label::Title(title) => {
-            let summary = store.set_title(&name, &title).await?.ok_or_else(gone)?;
-            title_line(&name, summary.title.as_deref())
-        }
-        Label::Tags { tags, untag } => {
-            let tags = clean_tags(&tags)?;
-            let summary = match (tags.is_empty(), untag) {
-                (true, _) => store.summary(&name).await?,
-                (false, true) => store.change_tags(&name, &[], &tags).await?,
-                (false, false) => store.change_tags(&name, &tags, &[]).await?,
-            }
-            .ok_or_else(gone)?;
-            tags_line(&name, &summary.tags)
-        }
-    };
-    out.write_all(visible(&line).as_bytes())?;
-    Ok(())
-}
-
-/// What `reprise rename` or `reprise tag` changes.
-enum Label {
-    Title(String),
-    Tags { tags: Vec<String>, untag: bool },
 }
 
 /// `reprise rename RUN TITLE`.
-pub fn rename(runs_dir: &Path, spec: &str, title: &str, out: &mut dyn Write) -> Result<()> {
-    let run = find_run_or_title(runs_dir, spec)?;
+pub async fn rename(
+    runs: &dyn RunCatalog,
+    spec: &str,
+    title: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let run = runs.find(spec)?;
     if run.session_id.is_none() {
         bail!("run {} has no conversation to name", run.name());
     }
-    let labels = set_title(&run.dir, title)?;
+    let labels = runs
+        .set_title(&run, title)
+        .await?
+        .ok_or_else(|| gone(runs, run.name()))?;
     let line = title_line(run.name(), labels.title.as_deref());
     out.write_all(visible(&line).as_bytes())?;
     Ok(())
+}
+
+/// A run found a moment ago and deleted since.
+fn gone(runs: &dyn RunCatalog, name: &str) -> anyhow::Error {
+    anyhow::anyhow!("run {name} is no longer in {}", runs.place())
 }
 
 /// What `reprise rename` says of a run's new title.
@@ -225,25 +186,26 @@ fn title_line(run: &str, title: Option<&str>) -> String {
 }
 
 /// `reprise tag RUN TAG… [--untag]`.
-pub fn tag(
-    runs_dir: &Path,
+pub async fn tag(
+    runs: &dyn RunCatalog,
     spec: &str,
     tags: &[String],
     untag: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = find_run_or_title(runs_dir, spec)?;
+    let run = runs.find(spec)?;
     if run.session_id.is_none() {
         bail!("run {} has no conversation to tag", run.name());
     }
     let tags = clean_tags(tags)?;
     let labels = if tags.is_empty() {
-        reprise_runs::read_labels(&run.dir)?
+        runs.labels(&run).await?
     } else if untag {
-        change_tags(&run.dir, &[], &tags)?
+        runs.change_tags(&run, &[], &tags).await?
     } else {
-        change_tags(&run.dir, &tags, &[])?
-    };
+        runs.change_tags(&run, &tags, &[]).await?
+    }
+    .ok_or_else(|| gone(runs, run.name()))?;
     let line = tags_line(run.name(), &labels.tags);
     out.write_all(visible(&line).as_bytes())?;
     Ok(())
@@ -282,28 +244,28 @@ const PLAIN_MARKS: Marks = Marks {
 
 /// `reprise search QUERY …`: the hits grouped by run, newest runs first.
 pub fn search(
-    runs_dir: &Path,
+    catalog: &dyn RunCatalog,
     query: &SearchQuery,
     only: Option<&str>,
     json: bool,
     color: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let list = list_runs(runs_dir)?;
+    let list = catalog.list()?;
     for warning in &list.warnings {
         eprint_line(&format!("warning: {warning}"));
     }
     let runs: Vec<RunSummary> = match only {
         None => list.runs,
         Some(spec) => {
-            let folder = find_run_or_title(runs_dir, spec)?;
+            let folder = catalog.find(spec)?;
             list.runs
                 .into_iter()
                 .filter(|run| run.dir == folder.dir)
                 .collect()
         }
     };
-    let hits = search_runs(&runs, query)?;
+    let hits = catalog.search(&runs, query)?;
     if json {
         let rows: Vec<_> = hits
             .iter()
@@ -383,38 +345,19 @@ fn hit_line(hit: &SearchHit, marks: &Marks) -> String {
     line
 }
 
-/// The size in bytes of everything under `dir` (links are not followed).
-fn dir_size(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.file_type() {
-            Ok(kind) if kind.is_dir() => dir_size(&entry.path()),
-            Ok(_) => entry.metadata().map_or(0, |meta| meta.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// A size as people read it: `512 B`, `3.4 KiB`, `1.2 GiB`.
 pub fn human_size(bytes: u64) -> String {
     bytesize::ByteSize::b(bytes).display().iec().to_string()
 }
 
-/// `reprise du`: each run's size, largest first, then the total (the runs folder
-/// as a whole: runs, prompt history and anything else in it).
-pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
-    let list = list_runs(runs_dir)?;
-    let mut sized: Vec<(u64, &RunSummary)> = list
-        .runs
-        .iter()
-        .map(|run| (dir_size(&run.dir), run))
-        .collect();
-    sized.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name().cmp(b.1.name())));
+/// `reprise du`: each run's size, largest first, then the total (where the runs
+/// are kept as a whole: runs, prompt history and anything else in it).
+pub fn du(catalog: &dyn RunCatalog, json: bool, out: &mut dyn Write) -> Result<()> {
+    let sizes = catalog.sizes()?;
+    let sized: Vec<(u64, &RunSummary)> =
+        sizes.runs.iter().map(|(run, size)| (*size, run)).collect();
     let runs_total: u64 = sized.iter().map(|(size, _)| size).sum();
-    let total = dir_size(runs_dir);
+    let total = sizes.total;
     if json {
         let rows: Vec<_> = sized
             .iter()
@@ -449,7 +392,7 @@ pub fn du(runs_dir: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         human_size(runs_total),
         sized.len(),
         human_size(total),
-        runs_dir.display()
+        catalog.place()
     ));
     out.write_all(visible(&text).as_bytes())?;
     Ok(())
@@ -490,7 +433,7 @@ impl PrunePlan {
 /// while holding its writer lock, so a chat can neither have it open nor open it
 /// meanwhile; a run open in a chat is skipped and said so.
 pub async fn prune(
-    runs_dir: &Path,
+    catalog: &dyn RunCatalog,
     plan: &PrunePlan,
     dry_run: bool,
     yes: bool,
@@ -506,14 +449,22 @@ pub async fn prune(
         );
     }
     let out = io.out;
-    let list = list_runs(runs_dir)?;
+    let list = catalog.list()?;
     let chosen = plan.select(&list.runs, Timestamp::now());
     if chosen.is_empty() {
         writeln!(out, "no run to delete")?;
         return Ok(());
     }
     let tz = jiff::tz::TimeZone::system();
-    let sizes: Vec<u64> = chosen.iter().map(|run| dir_size(&run.dir)).collect();
+    let sized = catalog.sizes()?;
+    let size_of = |run: &RunSummary| {
+        sized
+            .runs
+            .iter()
+            .find(|(sized, _)| sized.name() == run.name())
+            .map_or(0, |(_, size)| *size)
+    };
+    let sizes: Vec<u64> = chosen.iter().map(|run| size_of(run)).collect();
     let total: u64 = sizes.iter().sum();
     let mut text = String::new();
     let verb = if dry_run { "would delete" } else { "to delete" };
@@ -547,7 +498,7 @@ pub async fn prune(
     }
     let mut deleted = 0;
     for run in chosen {
-        match delete_unless_open(run).await {
+        match delete_unless_open(catalog, run).await {
             Ok(()) => {
                 deleted += 1;
                 writeln!(out, "deleted {}", run.name())?;
@@ -562,11 +513,11 @@ pub async fn prune(
     Ok(())
 }
 
-/// Deletes a run's folder while holding its writer lock; a run that a chat has open
-/// is refused.
-async fn delete_unless_open(run: &RunSummary) -> Result<()> {
-    use reprise_session::SessionStore;
-    let store = reprise_runs::create_run_store(&run.dir);
+/// Deletes a run while holding its writer lock; a run that a chat has open is
+/// refused.
+async fn delete_unless_open(catalog: &dyn RunCatalog, run: &RunSummary) -> Result<()> {
+    let folder = run.folder();
+    let store = catalog.store_for(&folder, &Redactor::new());
     let _lock = match store.lock(&run.session_id).await {
         Ok(lock) => lock,
         Err(error @ reprise_session::StoreError::Locked { .. }) => {
@@ -574,8 +525,7 @@ async fn delete_unless_open(run: &RunSummary) -> Result<()> {
         }
         Err(error) => return Err(anyhow::Error::from(error).context("cannot lock it")),
     };
-    std::fs::remove_dir_all(&run.dir)
-        .with_context(|| format!("cannot delete {}", run.dir.display()))
+    Ok(catalog.delete(&folder).await?)
 }
 
 #[cfg(test)]

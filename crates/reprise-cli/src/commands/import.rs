@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use reprise_import::{ImportError, ImportedFile, Importer, Outcome, find_transcripts};
+use reprise_runs::{RunCatalog, RunFolder};
 
 use crate::display::terminal::{eprint_line, visible};
 
@@ -51,16 +52,31 @@ fn name_of(run: &Path) -> String {
         .unwrap_or_else(|| run.display().to_string())
 }
 
-/// Imports every transcript found in `paths` into `runs_dir` (or, with `dry_run`,
-/// says what it would create). Returns the exit code: 1 when a file named on the
-/// command line could not be imported.
+/// Imports `file` with `importer`, and takes the run it wrote into `runs`.
+async fn import_into(
+    runs: &dyn RunCatalog,
+    importer: &mut Importer,
+    file: &Path,
+    dry_run: bool,
+) -> Result<ImportedFile> {
+    let mut imported = importer.import_file(file, dry_run).await?;
+    if let Outcome::Created { run } = &imported.outcome {
+        let taken = runs.take_in(RunFolder::open(run)?).await?;
+        imported.outcome = Outcome::Created { run: taken.dir };
+    }
+    Ok(imported)
+}
+
+/// Imports every transcript found in `paths` into the runs of `runs` (or, with
+/// `dry_run`, says what it would create). Returns the exit code: 1 when a file named
+/// on the command line could not be imported.
 pub async fn import(
-    runs_dir: &Path,
+    runs: &dyn RunCatalog,
     paths: &[PathBuf],
     dry_run: bool,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let mut importer = Importer::new(runs_dir)?;
+    let mut importer = Importer::new(&runs.import_dir())?;
     let mut totals = Totals::default();
     for path in paths {
         let files = find_transcripts(path)?;
@@ -72,7 +88,7 @@ pub async fn import(
             if walking && count > 1 {
                 eprint_line(&format!("[{}/{count}] {}", index + 1, file.display()));
             }
-            match importer.import_file(file, dry_run).await {
+            match import_into(runs, &mut importer, file, dry_run).await {
                 Ok(imported) => {
                     match imported.outcome {
                         Outcome::Created { .. } => totals.created += 1,
@@ -84,12 +100,21 @@ pub async fn import(
                     }
                     out.write_all(visible(&describe(&imported)).as_bytes())?;
                 }
-                Err(ImportError::Unrecognized { .. }) if walking => totals.not_transcripts += 1,
-                Err(ImportError::Empty { .. }) if walking => totals.empty += 1,
-                Err(error) => {
-                    totals.failed += 1;
-                    eprint_line(&format!("reprise: {error}"));
-                }
+                Err(error) => match error.downcast_ref::<ImportError>() {
+                    Some(ImportError::Unrecognized { .. }) if walking => {
+                        totals.not_transcripts += 1
+                    }
+                    Some(ImportError::Empty { .. }) if walking => totals.empty += 1,
+                    // An import error's text says all; a catalog's has its causes.
+                    Some(error) => {
+                        totals.failed += 1;
+                        eprint_line(&format!("reprise: {error}"));
+                    }
+                    None => {
+                        totals.failed += 1;
+                        eprint_line(&format!("reprise: {error:#}"));
+                    }
+                },
             }
         }
     }

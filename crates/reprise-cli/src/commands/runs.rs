@@ -1,34 +1,30 @@
-//! `reprise runs | show | fork | rm`: the run folders, for people and scripts.
+//! `reprise runs | show | fork | rm`: the runs, for people and scripts.
 
 use std::io::{BufRead, Write};
 
-use anyhow::{Context, Result, bail};
-use reprise_runs::{ConversationMessage, RunFolder};
+use anyhow::{Result, bail};
+use reprise_runs::{ConversationMessage, RunCatalog, RunFolder};
 use reprise_session::Role;
 use serde_json::json;
 
 use crate::display::terminal::{eprint_line, push_json_string, visible, visible_json, write_json};
 use crate::display::text::{one_line, shorten, show_date_in};
-use crate::runs::source::RunSource;
 
-/// How many runs `reprise runs` lists from a database without `--all`: one page of
-/// its session index, however many sessions it holds.
-pub const DATABASE_RUNS_SHOWN: u32 = 100;
-
-/// `reprise runs`: a table (date, messages, last message, run), or JSON. From a
-/// database, the newest [`DATABASE_RUNS_SHOWN`] unless `all`; a note on stderr says
-/// when older runs were left out.
-pub fn runs(source: &RunSource, json: bool, all: bool, out: &mut dyn Write) -> Result<()> {
-    let list = if all || !source.is_database() {
-        source.list()?
-    } else {
-        let (list, more) = source.list_newest(DATABASE_RUNS_SHOWN)?;
-        if more {
-            eprint_line(&format!(
-                "note: the newest {DATABASE_RUNS_SHOWN} runs; `reprise runs --all` lists every one"
-            ));
+/// `reprise runs`: a table (date, messages, last message, run), or JSON. Unless
+/// `all`, the newest runs of the catalog's [listing page](RunCatalog::listing_page);
+/// a note on stderr says when older runs were left out.
+pub fn runs(source: &dyn RunCatalog, json: bool, all: bool, out: &mut dyn Write) -> Result<()> {
+    let list = match source.listing_page().filter(|_| !all) {
+        None => source.list()?,
+        Some(page) => {
+            let (list, more) = source.list_newest(page)?;
+            if more {
+                eprint_line(&format!(
+                    "note: the newest {page} runs; `reprise runs --all` lists every one"
+                ));
+            }
+            list
         }
-        list
     };
     for warning in &list.warnings {
         eprint_line(&format!(
@@ -141,7 +137,7 @@ fn past_call_json(call: &crate::runs::subagents::PastCall) -> serde_json::Value 
 /// Each message is written as it is read: a long conversation goes through in a
 /// few megabytes. Warnings about the transcript come after it.
 pub fn show(
-    source: &RunSource,
+    source: &dyn RunCatalog,
     spec: &str,
     options: ShowOptions,
     out: &mut dyn Write,
@@ -363,7 +359,7 @@ impl<'o> ConversationJson<'o> {
 /// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
 /// (its first N messages). Prints the new run's name.
 pub async fn fork(
-    runs: &RunSource,
+    runs: &dyn RunCatalog,
     spec: &str,
     at: Option<usize>,
     out: &mut dyn Write,
@@ -378,7 +374,7 @@ pub async fn fork(
         Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
     };
     let fresh = reprise_runs::create_run_folder(runs.runs_dir())?;
-    let target = crate::chat::fork::fork_into(runs, &source, fresh, up_to).await?;
+    let target = runs.fork(&source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {
         store.close().await;
@@ -394,12 +390,16 @@ pub async fn fork(
 }
 
 /// The uuid of the `count`-th message entry of a run's conversation (1-based).
-async fn nth_message_uuid(runs: &RunSource, run: &RunFolder, count: usize) -> Result<uuid::Uuid> {
+async fn nth_message_uuid(
+    runs: &dyn RunCatalog,
+    run: &RunFolder,
+    count: usize,
+) -> Result<uuid::Uuid> {
     use reprise_session::SessionKey;
     let Some(session_id) = run.session_id.as_deref() else {
         bail!("run {} has no conversation", run.name());
     };
-    let store = runs.reader_for(run);
+    let store = runs.store_for(run, &reprise_redact::Redactor::new());
     let loaded = store
         .load(&SessionKey::session(session_id)?)
         .await?
@@ -420,9 +420,9 @@ async fn nth_message_uuid(runs: &RunSource, run: &RunFolder, count: usize) -> Re
     Ok(messages[count - 1].uuid)
 }
 
-/// `reprise rm RUN [--yes]`: deletes a run folder, after asking unless `yes`.
+/// `reprise rm RUN [--yes]`: deletes a run, after asking unless `yes`.
 pub async fn rm(
-    runs: &RunSource,
+    runs: &dyn RunCatalog,
     spec: &str,
     yes: bool,
     input: &mut dyn BufRead,
@@ -434,7 +434,7 @@ pub async fn rm(
     // deleting also keeps a chat from opening it meanwhile.
     let _lock = match run.session_id.as_deref() {
         Some(session_id) => {
-            let store = runs.reader_for(&run);
+            let store = runs.store_for(&run, &reprise_redact::Redactor::new());
             match store.lock(session_id).await {
                 Ok(lock) => Some(lock),
                 // Only a lock held by another chat means "in use"; a read-only file
@@ -471,12 +471,7 @@ pub async fn rm(
             return Ok(());
         }
     }
-    if runs.is_database() {
-        runs.delete_from_database(&run).await?;
-    } else {
-        std::fs::remove_dir_all(&run.dir)
-            .with_context(|| format!("cannot delete {}", run.dir.display()))?;
-    }
+    runs.delete(&run).await?;
     writeln!(out, "deleted {}", run.name())?;
     Ok(())
 }

@@ -11,13 +11,11 @@ pub mod markdown;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
 
-use anyhow::{Context, Result};
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_runs::{SESSION_JSON, SUBAGENTS_DIR};
-use reprise_session::{Content, Entry, Message, Role, load_file};
+use reprise_runs::RunRecord;
+use reprise_session::{Content, Entry, Message, Role};
 use serde_json::Value;
 
 /// Longest title taken from the first prompt, in characters.
@@ -146,75 +144,6 @@ impl Masker {
             None => value,
         }
     }
-}
-
-/// A run folder's session.json and transcripts.
-pub struct LoadedRun {
-    /// The folder's name.
-    pub name: String,
-    /// `session.json` as it is.
-    pub session: Value,
-    /// The main conversation's entries.
-    pub main: Vec<Entry>,
-    /// Each subagent's entries.
-    pub subagents: Vec<(String, Vec<Entry>)>,
-}
-
-fn load_entries(path: &Path, session: &str) -> Result<Vec<Entry>> {
-    let loaded =
-        load_file(path, session).with_context(|| format!("cannot read {}", path.display()))?;
-    let Some(loaded) = loaded else {
-        return Ok(Vec::new());
-    };
-    for warning in &loaded.warnings {
-        crate::display::terminal::eprint_line(&format!("warning: {warning}"));
-    }
-    Ok(loaded.entries)
-}
-
-/// Reads the run in `dir`.
-pub fn load_run(dir: &Path) -> Result<LoadedRun> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let meta_path = dir.join(SESSION_JSON);
-    let session: Value = serde_json::from_slice(
-        &std::fs::read(&meta_path)
-            .with_context(|| format!("cannot read {}", meta_path.display()))?,
-    )
-    .with_context(|| format!("{} is not JSON", meta_path.display()))?;
-    let id = session["sessionId"].as_str().unwrap_or_default().to_owned();
-    let main = load_entries(&dir.join(reprise_runs::CONVERSATION_JSONL), &id)?;
-    let mut names: Vec<String> = session["subagents"]
-        .as_object()
-        .map(|map| map.keys().cloned().collect())
-        .unwrap_or_default();
-    if let Ok(read) = std::fs::read_dir(dir.join(SUBAGENTS_DIR)) {
-        for item in read.flatten() {
-            let file = item.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = file.strip_suffix(".jsonl")
-                && !names.iter().any(|n| n == stem)
-            {
-                names.push(stem.to_owned());
-            }
-        }
-    }
-    names.sort();
-    let mut subagents = Vec::new();
-    for name in names {
-        if reprise_session::validate_id("subagent", &name).is_err() {
-            continue;
-        }
-        let path = dir.join(SUBAGENTS_DIR).join(format!("{name}.jsonl"));
-        subagents.push((name, load_entries(&path, &id)?));
-    }
-    Ok(LoadedRun {
-        name,
-        session,
-        main,
-        subagents,
-    })
 }
 
 fn pretty_arguments(arguments: &str) -> String {
@@ -407,7 +336,7 @@ fn title_of(session: &Value, items: &[Item], run: &str) -> String {
 }
 
 /// What the renderers show of a loaded run.
-pub fn view_of(run: &LoadedRun, mask: &Masker) -> RunView {
+pub fn view_of(run: &RunRecord, mask: &Masker) -> RunView {
     let items = items_of(&run.main, mask);
     let subagents: Vec<(String, Vec<Item>)> = run
         .subagents

@@ -261,7 +261,7 @@ pub async fn run(
         let target = match &start {
             StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
             other => {
-                let target = crate::chat::start::start_target(&opener.runs, other)?;
+                let target = crate::chat::start::start_target(&*opener.runs, other)?;
                 if target.is_none() && *other == StartWith::Latest {
                     printer.line("(no earlier conversation: starting a new one)");
                 }
@@ -577,7 +577,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
         text.push_str(block);
     }
     printer.print(&text);
-    let line = crate::chat::start::resumed_line(&opener.runs, &session.folder);
+    let line = crate::chat::start::resumed_line(&*opener.runs, &session.folder);
     session.log_line(&line);
     printer.line(&line);
     Ok(())
@@ -631,7 +631,7 @@ async fn pick_run(
     lines: &mut Lines,
     printer: &mut Printer,
 ) -> Result<Option<reprise_runs::RunFolder>> {
-    let rows = crate::chat::start::picker_rows(&opener.runs)?;
+    let rows = crate::chat::start::picker_rows(&*opener.runs)?;
     if rows.is_empty() {
         printer.line("(no run has a conversation yet)");
         return Ok(None);

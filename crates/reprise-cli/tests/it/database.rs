@@ -415,3 +415,94 @@ async fn runs_in_the_database_are_named_and_tagged_and_found_by_title() {
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "work on run folders");
 }
+
+/// A Claude Code session with a subagent, laid out as `~/.claude` keeps it; the
+/// main transcript's path.
+fn claude_session(root: &std::path::Path) -> std::path::PathBuf {
+    let session = "ef958aa1-0e93-49f0-bb71-150f63befcd1";
+    let project = root.join("projects").join("-experiments-worktrees");
+    let subagents = project.join(session).join("subagents");
+    std::fs::create_dir_all(&subagents).unwrap();
+    let main = project.join(format!("{session}.jsonl"));
+    std::fs::copy(
+        reprise_testkit::testdata("claude_code/cc-2.1.114_ef958aa1_main_with_subagents.jsonl"),
+        &main,
+    )
+    .unwrap();
+    std::fs::copy(
+        reprise_testkit::testdata(
+            "claude_code/cc-2.1.114_ef958aa1_subagent_agent-a52886dc180afb356.jsonl",
+        ),
+        subagents.join("agent-a52886dc180afb356.jsonl"),
+    )
+    .unwrap();
+    main
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let file = claude_session(one.sandbox.path());
+    let file = file.to_str().unwrap();
+
+    let out = one.run(&["import", file], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "created run 2026-04-18T13-10-51");
+    assert_contains!(out.stdout, "1 subagents");
+    assert_contains!(out.stdout, "imported 1 sessions");
+    // In the database, not in a folder of this machine.
+    assert!(one.sandbox.conversations().is_empty());
+    assert!(one.sandbox.runs().is_empty(), "{:?}", one.sandbox.runs());
+    // The same session again: it is there already, and nothing is left behind.
+    let out = one.run(&["import", file], "").await;
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_contains!(out.stderr, "already exists");
+    assert!(one.sandbox.runs().is_empty(), "{:?}", one.sandbox.runs());
+
+    let rows = two.runs().await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let name = rows[0]["run"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("2026-04-18T13-10-51"), "{name}");
+
+    // Its entries, main and subagent, are those a run folder gets from the same file.
+    let out = two.run(&["export", &name, "--format", "json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let exported: Value = serde_json::from_str(&out.stdout).unwrap();
+    let folders = Sandbox::new();
+    let out = folders.run(&["import", file], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let folder = folders.runs()[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let out = folders
+        .run(&["export", &folder, "--format", "json"], "")
+        .await;
+    let expected: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(exported["run"], name.as_str());
+    assert!(!exported["entries"].as_array().unwrap().is_empty());
+    assert_eq!(exported["entries"], expected["entries"]);
+    assert_eq!(exported["subagents"], expected["subagents"]);
+    assert_eq!(
+        exported["subagents"].as_object().unwrap().len(),
+        1,
+        "{}",
+        exported["subagents"]
+    );
+
+    // Markdown and HTML too, from a run a chat started.
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("Sourdough needs a starter.")]);
+    let out = one.chat(&server, &[], "how do I bake bread?\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = two.run(&["export", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "how do I bake bread?");
+    assert_contains!(out.stdout, "Sourdough needs a starter.");
+    let out = two.run(&["export", "last", "--format", "html"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "Sourdough needs a starter.");
+}

@@ -561,8 +561,6 @@ async fn prune_asks_in_a_terminal_and_a_no_keeps_everything() {
 }
 
 /// The runs of a runs folder, as the chat reads them.
-fn folders(runs_dir: &std::path::Path) -> reprise_cli::runs::source::RunSource {
-    reprise_cli::runs::source::RunSource::Folders {
-        runs_dir: runs_dir.to_path_buf(),
-    }
+fn folders(runs_dir: &std::path::Path) -> reprise_runs::FolderCatalog {
+    reprise_runs::FolderCatalog::new(runs_dir)
 }

@@ -105,7 +105,7 @@ pub async fn run(
     let start = args.start.clone();
     let mut notices = Vec::new();
     let started = async {
-        let target = crate::chat::start::start_target(&opener.runs, &start)?;
+        let target = crate::chat::start::start_target(&*opener.runs, &start)?;
         if target.is_none() && start == StartWith::Latest {
             notices.push("(no earlier conversation: starting a new one)".to_owned());
         }
@@ -655,7 +655,7 @@ impl App {
     }
 
     fn open_picker(&mut self) {
-        match crate::chat::start::picker_rows(&self.opener.runs) {
+        match crate::chat::start::picker_rows(&*self.opener.runs) {
             Ok(rows) if rows.is_empty() => self
                 .view
                 .items
@@ -744,7 +744,7 @@ impl App {
         self.view
             .work
             .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
-        let line = crate::chat::start::resumed_line(&self.opener.runs, &session.folder);
+        let line = crate::chat::start::resumed_line(&*self.opener.runs, &session.folder);
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
     }
