@@ -24,17 +24,13 @@ use reprise_runs::{
 use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
 use uuid::Uuid;
 
-use crate::{PgSessionStore, SessionSummary};
+use crate::{PgSessionStore, SessionSummary, catalog_search, catalog_sizes};
 
 /// Most names shown when a prefix names several runs.
 const MAX_CANDIDATES: u32 = 20;
 
 /// How many runs a listing shows unless all are asked for.
 const LISTING_PAGE: u32 = 100;
-
-/// Why the commands that read run folders' files are not done on the database.
-const FOLDERS_ONLY: &str =
-    "search and du work on run folders for now; run them without a database (--database-url)";
 
 /// The chat's runs as sessions of a [`PgSessionStore`]; `runs_dir` holds each run's
 /// local files.
@@ -112,14 +108,6 @@ impl PgRunCatalog {
                 place: self.place(),
                 candidates,
             }),
-        }
-    }
-
-    fn not_supported(&self, operation: &'static str) -> CatalogError {
-        CatalogError::NotSupported {
-            operation,
-            place: self.place(),
-            reason: FOLDERS_ONLY,
         }
     }
 }
@@ -323,16 +311,38 @@ impl RunCatalog for PgRunCatalog {
         Ok(())
     }
 
+    /// The same hits, snippets and order as in run folders; the database sends only
+    /// the entries that may match a literal query, and every entry of the runs
+    /// searched for a regular expression, each decided by the folders' matcher.
     fn search(
         &self,
-        _runs: &[RunSummary],
-        _query: &SearchQuery,
+        runs: &[RunSummary],
+        query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, CatalogError> {
-        Err(self.not_supported("search"))
+        wait(catalog_search::search(&self.store, runs, query))
     }
 
+    /// For a database, a run's bytes are what its entries (its subagents' included)
+    /// take as stored, large ones compressed (`pg_column_size` of each entry); the
+    /// total is what the session tables take on the server with their indexes and
+    /// out-of-line values (`pg_total_relation_size`), the whole database's sessions
+    /// together, so at least the runs' sum.
     fn sizes(&self) -> Result<RunSizes, CatalogError> {
-        Err(self.not_supported("du"))
+        let list = self.list()?;
+        let bytes = wait(catalog_sizes::session_bytes(&self.store))?;
+        let mut runs: Vec<(RunSummary, u64)> = list
+            .runs
+            .into_iter()
+            .map(|run| {
+                let size = bytes.get(&run.session_id).copied().unwrap_or(0);
+                (run, size)
+            })
+            .collect();
+        runs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
+        Ok(RunSizes {
+            runs,
+            total: wait(catalog_sizes::total_bytes(&self.store))?,
+        })
     }
 
     /// `.imports` in the runs directory.

@@ -25,6 +25,8 @@
 
 mod appends;
 mod catalog;
+mod catalog_search;
+mod catalog_sizes;
 mod error;
 mod lease;
 mod options;

@@ -24,6 +24,9 @@ use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder, create_run_store};
 
+mod search;
+mod sizes;
+
 /// Makes a fresh, empty catalog.
 pub type Factory<'a> = &'a (dyn Fn() -> Arc<dyn RunCatalog> + Send + Sync);
 
@@ -37,23 +40,41 @@ pub async fn run_all(make: Factory<'_>) {
     the_newest_runs_come_first_and_say_whether_there_are_more(make()).await;
     a_run_is_read_whole_with_its_subagents(make()).await;
     a_run_folder_an_import_wrote_is_taken_in(make()).await;
+    search::run_all(make).await;
+    sizes::run_all(make).await;
 }
 
 /// Starts a run and writes `texts` into it as the person's messages.
 async fn start_run(catalog: &dyn RunCatalog, texts: &[&str]) -> RunFolder {
+    let entries: Vec<Entry> = texts
+        .iter()
+        .map(|text| Entry::message(Message::user(*text)))
+        .collect();
+    start_run_with(catalog, &entries, &[]).await
+}
+
+/// Starts a run and writes `entries` into its conversation, and each subagent's
+/// entries into that subagent's transcript.
+async fn start_run_with(
+    catalog: &dyn RunCatalog,
+    entries: &[Entry],
+    subagents: &[(&str, Vec<Entry>)],
+) -> RunFolder {
     let mut folder = create_run_folder(catalog.runs_dir()).unwrap();
     catalog.ensure_local_folder(&folder).unwrap();
     let id = catalog.new_session_id(&folder).await.unwrap();
     let store = catalog.store_for(&folder, &Redactor::new());
     let _lock = store.lock(&id).await.unwrap();
-    let entries: Vec<Entry> = texts
-        .iter()
-        .map(|text| Entry::message(Message::user(*text)))
-        .collect();
     store
-        .append(&SessionKey::session(&id).unwrap(), &entries)
+        .append(&SessionKey::session(&id).unwrap(), entries)
         .await
         .unwrap();
+    for (name, entries) in subagents {
+        store
+            .append(&SessionKey::subagent(&id, name).unwrap(), entries)
+            .await
+            .unwrap();
+    }
     folder.session_id = Some(id);
     catalog.reopen(&folder).unwrap()
 }

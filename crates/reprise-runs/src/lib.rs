@@ -74,7 +74,9 @@ pub use labels::{
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
-pub use search::{SearchHit, SearchQuery, SearchRole, runs_with_user_text, search_runs};
+pub use search::{
+    SearchHit, SearchMatcher, SearchQuery, SearchRole, runs_with_user_text, search_runs,
+};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,

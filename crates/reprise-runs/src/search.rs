@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use jiff::Timestamp;
 use regex::{Regex, RegexBuilder};
@@ -121,26 +121,85 @@ struct SearchFile {
     path: PathBuf,
 }
 
+/// A [`SearchQuery`] made ready to match stored entries: the matcher that decides on
+/// a message's decoded text and, for a literal query, the one that finds candidate
+/// lines. Catalogs that find candidate lines themselves (a database) hand each one to
+/// [`SearchMatcher::hit`].
+pub struct SearchMatcher<'q> {
+    query: &'q SearchQuery,
+    decided: Regex,
+    prefilter: Option<RegexMatcher>,
+}
+
+impl<'q> SearchMatcher<'q> {
+    /// The matchers of `query`; a pattern that is not a valid regular expression is
+    /// [`RunError::Pattern`].
+    pub fn new(query: &'q SearchQuery) -> Result<Self, RunError> {
+        let decided = decider(query)?;
+        let prefilter = if query.regex {
+            None
+        } else {
+            let escaped: Vec<String> = spellings(&query.pattern)
+                .iter()
+                .map(|spelling| regex::escape(spelling))
+                .collect();
+            Some(
+                RegexMatcherBuilder::new()
+                    .case_insensitive(query.ignore_case)
+                    .build_many(&escaped)
+                    .map_err(|error| RunError::Pattern {
+                        pattern: query.pattern.clone(),
+                        message: error.to_string(),
+                    })?,
+            )
+        };
+        Ok(SearchMatcher {
+            query,
+            decided,
+            prefilter,
+        })
+    }
+
+    /// The query matched.
+    pub fn query(&self) -> &SearchQuery {
+        self.query
+    }
+
+    /// For a literal query, the ways its text is spelled inside a stored JSON line (as
+    /// they appear there, not escaped for a regex): a line that holds none of them
+    /// (ignoring case when the query does) is no hit. `None` for a regular
+    /// expression, which is matched on every line.
+    pub fn spellings(&self) -> Option<Vec<String>> {
+        (!self.query.regex).then(|| spellings(&self.query.pattern))
+    }
+
+    /// The hit in one stored entry, its JSON line, of the run at index `run` (in the
+    /// transcript of subagent `agent`, or the main one): the line holds one of the
+    /// [`spellings`](Self::spellings) of a literal query, and the message's decoded
+    /// text matches, exactly as [`search_runs`] decides for a line of a file.
+    pub fn hit(&self, line: &[u8], run: usize, agent: Option<&str>) -> Option<SearchHit> {
+        use grep_matcher::Matcher;
+        if let Some(prefilter) = &self.prefilter
+            && !prefilter.is_match(line).unwrap_or(false)
+        {
+            return None;
+        }
+        self.decoded_hit(line, run, agent)
+    }
+
+    /// The hit in a line, deciding on its decoded text alone.
+    fn decoded_hit(&self, line: &[u8], run: usize, agent: Option<&str>) -> Option<SearchHit> {
+        match_line(line, run, agent, &self.decided, self.query)
+    }
+}
+
 /// Searches the conversations (and subagent transcripts) of `runs`, in their order;
 /// hits come back in that order, and within a run in file order (the main
 /// conversation first). A pattern that is not a valid regular expression is
 /// [`RunError::Pattern`]. Files that cannot be read are skipped (a run deleted
 /// meanwhile).
 pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<SearchHit>, RunError> {
-    let decided = decider(query)?;
-    let prefilter = if query.regex {
-        None
-    } else {
-        Some(
-            RegexMatcherBuilder::new()
-                .case_insensitive(query.ignore_case)
-                .build_many(&escaped_spellings(&query.pattern))
-                .map_err(|error| RunError::Pattern {
-                    pattern: query.pattern.clone(),
-                    message: error.to_string(),
-                })?,
-        )
-    };
+    let matcher = SearchMatcher::new(query)?;
     let mut files = Vec::new();
     for (run, summary) in runs.iter().enumerate() {
         files.push(SearchFile {
@@ -165,13 +224,13 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
     let search_file = |file: &SearchFile, searcher: &mut Searcher| -> Vec<SearchHit> {
         let mut hits = Vec::new();
         let mut on_line = |line: &[u8]| {
-            if let Some(hit) = match_line(line, file, &decided, query) {
+            if let Some(hit) = matcher.decoded_hit(line, file.run, file.agent.as_deref()) {
                 hits.push(hit);
                 return !query.first_per_run;
             }
             true
         };
-        match &prefilter {
+        match &matcher.prefilter {
             Some(matcher) => {
                 let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
             }
@@ -257,10 +316,9 @@ fn decider(query: &SearchQuery) -> Result<Regex, RunError> {
         })
 }
 
-/// The ways `text` can be spelled inside a JSON line, as escaped regex literals: as
-/// a JSON string's content, with non-ASCII as `\uXXXX`, and escaped twice (inside a
-/// tool call's arguments).
-fn escaped_spellings(text: &str) -> Vec<String> {
+/// The ways `text` can be spelled inside a JSON line: as a JSON string's content,
+/// with non-ASCII as `\uXXXX`, and escaped twice (inside a tool call's arguments).
+fn spellings(text: &str) -> Vec<String> {
     let once = json_escaped(text);
     let mut spellings = vec![once.clone(), json_escaped(&once)];
     if !text.is_ascii() {
@@ -279,7 +337,7 @@ fn escaped_spellings(text: &str) -> Vec<String> {
     }
     spellings.sort();
     spellings.dedup();
-    spellings.iter().map(|s| regex::escape(s)).collect()
+    spellings
 }
 
 /// `text` as the inside of a JSON string.
@@ -291,7 +349,8 @@ fn json_escaped(text: &str) -> String {
 /// The hit in one JSON line, if its message matches.
 fn match_line(
     line: &[u8],
-    file: &SearchFile,
+    run: usize,
+    agent: Option<&str>,
     decided: &Regex,
     query: &SearchQuery,
 ) -> Option<SearchHit> {
@@ -308,8 +367,8 @@ fn match_line(
     let first = fields.iter().find(|field| decided.is_match(field))?;
     let (snippet, highlights) = snippet(first, decided, &query.redactor);
     Some(SearchHit {
-        run: file.run,
-        agent: file.agent.clone(),
+        run,
+        agent: agent.map(str::to_owned),
         entry: entry.uuid,
         ts: entry.ts,
         role: message.role.as_str().to_owned(),
@@ -439,7 +498,10 @@ mod tests {
 
     #[test]
     fn escaped_spellings_cover_quotes_newlines_backslashes_and_non_ascii() {
-        let spellings = escaped_spellings("say \"hé\"\n\\");
+        let spellings: Vec<String> = spellings("say \"hé\"\n\\")
+            .iter()
+            .map(|s| regex::escape(s))
+            .collect();
         let line = serde_json::json!({"t": "say \"hé\"\n\\"}).to_string();
         let matcher = RegexMatcherBuilder::new().build_many(&spellings).unwrap();
         use grep_matcher::Matcher;

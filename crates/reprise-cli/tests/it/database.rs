@@ -410,10 +410,35 @@ async fn runs_in_the_database_are_named_and_tagged_and_found_by_title() {
     let out = one.run(&["show", "Bread notes", "--json"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
 
-    // Searching the history still needs the run folders, and says so.
-    let out = one.run(&["search", "bread"], "").await;
-    assert_ne!(out.status, 0);
-    assert_contains!(out.stderr, "work on run folders");
+    // Search, du and prune read the database: machine one finds, measures and
+    // prunes what machine two wrote.
+    let out = one.run(&["search", "bake bread"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, &name);
+    assert_contains!(out.stdout, "«bake bread»");
+    assert!(!out.stdout.contains(&other), "{}", out.stdout);
+    let out = one.run(&["du", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let sizes: Value = serde_json::from_str(&out.stdout).unwrap();
+    let measured: Vec<&str> = sizes["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["run"].as_str().unwrap())
+        .collect();
+    assert!(
+        measured.contains(&name.as_str()) && measured.contains(&other.as_str()),
+        "{}",
+        out.stdout
+    );
+    let out = one.run(&["prune", "--keep", "1", "--dry-run"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "would delete 1 ");
+    assert_eq!(two.runs().await.len(), 2);
+    let out = one.run(&["prune", "--keep", "1", "--yes"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "deleted 1 ");
+    assert_eq!(two.runs().await.len(), 1);
 }
 
 /// A Claude Code session with a subagent, laid out as `~/.claude` keeps it; the

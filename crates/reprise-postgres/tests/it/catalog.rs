@@ -1,12 +1,11 @@
-//! The catalog conformance suite (`reprise_runs::conformance`) on PostgreSQL, and
-//! the typed refusal of what the database does not do.
+//! The catalog conformance suite (`reprise_runs::conformance`) on PostgreSQL.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reprise_postgres::PgRunCatalog;
+use reprise_runs::RunCatalog;
 use reprise_runs::conformance::run_all;
-use reprise_runs::{CatalogError, RunCatalog};
 
 use crate::support::{StoreOn, TestDb};
 
@@ -32,28 +31,4 @@ async fn pg_catalog_conforms() {
         Arc::new(catalog)
     })
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn search_and_sizes_are_refused_with_the_reason() {
-    let (catalog, _db, _dir) = fresh().await;
-    let query = reprise_runs::SearchQuery {
-        pattern: "key".to_owned(),
-        regex: false,
-        ignore_case: false,
-        role: None,
-        first_per_run: false,
-        redactor: reprise_redact::Redactor::new(),
-    };
-    for error in [
-        catalog.search(&[], &query).unwrap_err(),
-        catalog.sizes().unwrap_err(),
-    ] {
-        assert!(
-            matches!(error, CatalogError::NotSupported { .. }),
-            "{error:?}"
-        );
-        assert!(error.to_string().contains("the database at"), "{error}");
-    }
-    catalog.close().await;
 }

@@ -1,0 +1,243 @@
+//! The checks of [`RunCatalog::search`]: the same hits, snippets and order wherever
+//! the runs are kept.
+
+use std::sync::Arc;
+
+use reprise_redact::Redactor;
+use reprise_session::{Entry, Message, ToolCall};
+use uuid::Uuid;
+
+use super::{Factory, start_run_with};
+use crate::{RunCatalog, RunFolder, RunSummary, SearchQuery, SearchRole};
+
+pub(super) async fn run_all(make: Factory<'_>) {
+    searches_find_the_same_messages_in_the_same_order(make()).await;
+}
+
+/// A hit as the checks compare it: the run's name, the subagent, the entry, the role,
+/// the snippet and how many matches the message holds.
+type Seen = (String, Option<String>, Uuid, String, String, usize);
+
+fn query(pattern: &str) -> SearchQuery {
+    SearchQuery {
+        pattern: pattern.to_owned(),
+        regex: false,
+        ignore_case: false,
+        role: None,
+        first_per_run: false,
+        redactor: Redactor::new(),
+    }
+}
+
+fn seen(catalog: &dyn RunCatalog, runs: &[RunSummary], query: &SearchQuery) -> Vec<Seen> {
+    catalog
+        .search(runs, query)
+        .unwrap_or_else(|error| panic!("searching {query:?}: {error}"))
+        .into_iter()
+        .map(|hit| {
+            (
+                runs[hit.run].name().to_owned(),
+                hit.agent,
+                hit.entry,
+                hit.role,
+                hit.snippet,
+                hit.matches,
+            )
+        })
+        .collect()
+}
+
+async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunCatalog>) {
+    let check = "searches find the same messages in the same order";
+    let asked = Entry::message(Message::user("Where is the Silver Key?"));
+    let answered = Entry::message(Message::assistant("The silver key is under the mat."));
+    let called = Entry::message(Message::assistant_tool_calls(
+        None,
+        vec![ToolCall::function(
+            "call_1",
+            "read_file",
+            r#"{"path":"/tmp/key.txt"}"#,
+        )],
+    ));
+    let read = Entry::message(Message::tool("call_1", "key: 42, key: 43"));
+    let system = Entry::message(Message::system("You hold the key."));
+    let found = Entry::message(Message::assistant("Scout found a KEY in the cave"));
+    let pastry = Entry::message(Message::user("Café ÉCLAIR"));
+    let older = start_run_with(
+        &*catalog,
+        &[
+            asked.clone(),
+            answered.clone(),
+            called.clone(),
+            read.clone(),
+            system,
+        ],
+        &[("scout", vec![found.clone(), pastry.clone()])],
+    )
+    .await;
+    // Listings order by the time of the last message, in milliseconds at best.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let idle = Entry::message(Message::user("nothing here"));
+    let quoted = Entry::message(Message::assistant("Say \"hi\"\nto the key-maker"));
+    let newer = start_run_with(&*catalog, &[idle, quoted.clone()], &[]).await;
+    let runs = catalog.list().unwrap().runs;
+    let names: Vec<&str> = runs.iter().map(|run| run.name()).collect();
+    assert_eq!(names, [newer.name(), older.name()], "{check}");
+
+    // Where a hit is: the run, and the subagent.
+    let (newer_main, older_main) = ((&newer, None), (&older, None));
+    let older_scout = (&older, Some("scout"));
+    let hit =
+        |(run, agent): (&RunFolder, Option<&str>), entry: &Entry, snippet: &str, matches: usize| {
+            let role = entry.as_message().unwrap().role.as_str().to_owned();
+            let agent = agent.map(str::to_owned);
+            let snippet = snippet.to_owned();
+            (
+                run.name().to_owned(),
+                agent,
+                entry.uuid,
+                role,
+                snippet,
+                matches,
+            )
+        };
+    let key_maker = hit(newer_main, &quoted, "Say \"hi\" to the key-maker", 1);
+    let silver_key = hit(older_main, &asked, "Where is the Silver Key?", 1);
+    let under_the_mat = hit(older_main, &answered, "The silver key is under the mat.", 1);
+    let read_file = hit(older_main, &called, "read_file /tmp/key.txt", 1);
+    let result = hit(older_main, &read, "key: 42, key: 43", 2);
+    let scout = hit(older_scout, &found, "Scout found a KEY in the cave", 1);
+    let eclair = hit(older_scout, &pastry, "Café ÉCLAIR", 1);
+
+    // A literal, case and all; system messages are never searched.
+    assert_eq!(
+        seen(&*catalog, &runs, &query("key")),
+        [
+            key_maker.clone(),
+            under_the_mat.clone(),
+            read_file.clone(),
+            result.clone()
+        ],
+        "{check}: literal"
+    );
+    // Ignoring case, subagents' transcripts after the main one.
+    let ignoring_case = |pattern: &str| SearchQuery {
+        ignore_case: true,
+        ..query(pattern)
+    };
+    assert_eq!(
+        seen(&*catalog, &runs, &ignoring_case("KEY")),
+        [
+            key_maker.clone(),
+            silver_key.clone(),
+            under_the_mat.clone(),
+            read_file.clone(),
+            result.clone(),
+            scout.clone()
+        ],
+        "{check}: ignoring case"
+    );
+    assert_eq!(
+        seen(&*catalog, &runs, &ignoring_case("éclair")),
+        std::slice::from_ref(&eclair),
+        "{check}: ignoring the case of a non-ASCII letter"
+    );
+    assert!(
+        seen(&*catalog, &runs, &query("éclair")).is_empty(),
+        "{check}: a non-ASCII letter in another case"
+    );
+    // Quotes and newlines, stored escaped.
+    assert_eq!(
+        seen(&*catalog, &runs, &query("\"hi\"\nto")),
+        std::slice::from_ref(&key_maker),
+        "{check}: quotes and a newline"
+    );
+    // Roles.
+    let of_role = |pattern: &str, role: SearchRole| SearchQuery {
+        role: Some(role),
+        ..ignoring_case(pattern)
+    };
+    assert_eq!(
+        seen(&*catalog, &runs, &of_role("key", SearchRole::User)),
+        std::slice::from_ref(&silver_key),
+        "{check}: the person's messages"
+    );
+    assert_eq!(
+        seen(&*catalog, &runs, &of_role("key", SearchRole::Tool)),
+        std::slice::from_ref(&result),
+        "{check}: tool results"
+    );
+    assert_eq!(
+        seen(&*catalog, &runs, &of_role("key", SearchRole::Assistant)),
+        [
+            key_maker.clone(),
+            under_the_mat.clone(),
+            read_file.clone(),
+            scout.clone()
+        ],
+        "{check}: the model's messages"
+    );
+    // Regular expressions, in Rust's syntax.
+    let regex = |pattern: &str| SearchQuery {
+        regex: true,
+        ..query(pattern)
+    };
+    assert_eq!(
+        seen(&*catalog, &runs, &regex(r"key-\w+")),
+        std::slice::from_ref(&key_maker),
+        "{check}: a regular expression"
+    );
+    assert_eq!(
+        seen(&*catalog, &runs, &regex(r"\d{2}, key|KEY\s+in")),
+        [hit(older_main, &read, "key: 42, key: 43", 1), scout.clone()],
+        "{check}: a regular expression with classes"
+    );
+    assert_eq!(
+        seen(
+            &*catalog,
+            &runs,
+            &SearchQuery {
+                ignore_case: true,
+                ..regex(r"^where\b")
+            }
+        ),
+        std::slice::from_ref(&silver_key),
+        "{check}: a regular expression ignoring case"
+    );
+    assert!(
+        catalog.search(&runs, &regex("(")).is_err(),
+        "{check}: an invalid regular expression"
+    );
+    // No match.
+    assert!(
+        seen(&*catalog, &runs, &query("dragon")).is_empty(),
+        "{check}: no match"
+    );
+    assert!(
+        seen(&*catalog, &runs, &regex("dragon|wyvern")).is_empty(),
+        "{check}: no match of a regular expression"
+    );
+    // One hit per run, and only the runs given.
+    assert_eq!(
+        seen(
+            &*catalog,
+            &runs,
+            &SearchQuery {
+                first_per_run: true,
+                ..ignoring_case("key")
+            }
+        ),
+        [key_maker, silver_key],
+        "{check}: the first hit of each run"
+    );
+    assert_eq!(
+        seen(&*catalog, &runs[1..], &query("key")),
+        [under_the_mat, read_file, result],
+        "{check}: only the runs given"
+    );
+    assert!(
+        seen(&*catalog, &[], &query("key")).is_empty(),
+        "{check}: no runs"
+    );
+    catalog.close().await;
+}
