@@ -5,7 +5,7 @@
 //! then an append through the run store, which writes `.summary.json`. The listing
 //! reads only the summaries, so the two sizes should match. Floors for comparison:
 //! reading every `session.json`, and a bare stat of every one. Prints its figures; run
-//! with `cargo bench -p reprise-session --bench runs`.
+//! with `cargo bench -p reprise-runs --bench runs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::fs;

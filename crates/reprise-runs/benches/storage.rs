@@ -9,7 +9,7 @@
 //!   for scale)
 //!
 //! Temp files go under `target/bench-tmp` (not /tmp). Run with
-//! `cargo bench -p reprise-session --bench storage`, optionally followed by `--` and
+//! `cargo bench -p reprise-runs --bench storage`, optionally followed by `--` and
 //! the sections to run (`append`, `load`, `fork`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 

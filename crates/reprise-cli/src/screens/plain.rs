@@ -91,7 +91,7 @@ impl Printer {
             self.print("\r");
         }
         let mut out = std::io::stdout().lock();
-        // Model text, tool results and run folders are untrusted: see terminal_text.
+        // Model text, tool results and run folders are untrusted: see display::terminal.
         let _ = out.write_all(visible(text).as_bytes());
         let _ = out.flush();
         if !text.is_empty() {

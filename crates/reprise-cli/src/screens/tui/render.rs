@@ -22,7 +22,7 @@ const ARGUMENTS_SHOWN: usize = 60;
 pub const RESULT_LINES_SHOWN: usize = 3;
 
 /// Text from outside (the model, tools, run folders, history) as the screen may show
-/// it: controls as visible escapes (see `terminal_text`), and tabs as spaces, since a
+/// it: controls as visible escapes (see `display::terminal`), and tabs as spaces, since a
 /// cell cannot hold a tab.
 pub fn screen_text(text: &str) -> String {
     visible(text).replace('\t', "    ")

@@ -21,7 +21,7 @@
 //! it unescapes 8 bytes at a time into a buffer kept between lines, checks UTF-8 with
 //! SIMD, reads the timestamps reprise writes without a general parser, and finds
 //! the line's end while decoding. The figures, and how to measure them again
-//! (`cargo bench -p reprise-session --bench storage -- load`), are in
+//! (`cargo bench -p reprise-runs --bench storage -- load`), are in
 //! `docs/benchmarks.md` of the repository.
 //!
 //! How the two are kept equal: the fast decoder gives up on anything serde's decoder
