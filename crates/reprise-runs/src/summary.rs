@@ -5,9 +5,8 @@
 //! Why a file of its own, written in place: `session.json` is replaced by temp file +
 //! rename, and on ext4 a rename over an existing file makes the next journal commit
 //! write that file's data too (`auto_da_alloc`), so the conversation's next
-//! `fdatasync` paid for it: measured, a turn's appends cost 1.8–2.8x a bare
-//! `write` + `fdatasync`. Overwriting an already allocated block in place adds
-//! nothing measurable. An in-place write can be seen half done (a reader racing the
+//! `fdatasync` paid for it (docs/benchmarks.md has the figures). Overwriting an
+//! already allocated block in place adds nothing measurable. An in-place write can be seen half done (a reader racing the
 //! writer, or a power cut in the middle), so the record carries a checksum, and a
 //! record that fails it is not used: listings then count the conversation. The file
 //! is a cache of the conversation; it is never synced.
