@@ -531,3 +531,55 @@ async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "Sourdough needs a starter.");
 }
+
+/// A scout subagent, configured on `machine`.
+fn configure_scout(machine: &Machine) {
+    let dir = machine.sandbox.path().join("xdg/reprise");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[agents.scout]\n\
+         description = \"Looks through the files and reports what it finds.\"\n\
+         system_prompt = \"You are a scout. Look, then report in one line.\"\n\
+         tools = [\"list_*\"]\n",
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machine() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    configure_scout(&one);
+    configure_scout(&two);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("p1", "scout", r#"{"task":"list the folder"}"#),
+        Reply::tool_call("s1", "list_dir", r#"{"path":"."}"#),
+        Reply::text("The folder holds notes.txt."),
+        Reply::text("The scout found notes.txt."),
+    ]);
+    let out = one.chat(&server, &["--yes"], "what is here?\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // The subagent's transcript is in the database, not in the run folder.
+    assert!(one.sandbox.conversations().is_empty());
+    assert!(!one.sandbox.runs()[0].join("subagents").exists());
+
+    // The other machine shows the subagent's work under its call.
+    let shown = two.run(&["show", "last", "--subagents"], "").await;
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    assert_contains!(shown.stdout, "⚙ scout {\"task\":\"list the folder\"}");
+    assert_contains!(shown.stdout, "  [scout] ⚙ list_dir {\"path\":\".\"}");
+    assert_contains!(shown.stdout, "  [scout] The folder holds notes.txt.");
+    let position = |text: &str| shown.stdout.find(text).unwrap();
+    assert!(position("› what is here?") < position("⚙ scout"));
+    assert!(position("⚙ scout") < position("The scout found notes.txt."));
+
+    // Continued there, the redraw folds the subagent's past work.
+    server.push_all([Reply::text("Nothing changed.")]);
+    let out = two
+        .chat(&server, &["--yes", "--continue"], "anything new?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
+}
