@@ -7,6 +7,7 @@ use reprise_testkit::postgres::TestDb;
 use reprise_testkit::{Reply, ScriptedServer, assert_contains};
 use serde_json::Value;
 
+use crate::subagents::{SCOUT, assert_one_delegation_shown, one_delegation, write_config};
 use crate::support::{Output, Sandbox, roles_and_texts};
 
 /// A machine: its own working directory and runs folder, the shared database.
@@ -532,33 +533,14 @@ async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
     assert_contains!(out.stdout, "Sourdough needs a starter.");
 }
 
-/// A scout subagent, configured on `machine`.
-fn configure_scout(machine: &Machine) {
-    let dir = machine.sandbox.path().join("xdg/reprise");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        "[agents.scout]\n\
-         description = \"Looks through the files and reports what it finds.\"\n\
-         system_prompt = \"You are a scout. Look, then report in one line.\"\n\
-         tools = [\"list_*\"]\n",
-    )
-    .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machine() {
     let db = TestDb::fresh().await;
     let (one, two) = (Machine::new(&db), Machine::new(&db));
-    configure_scout(&one);
-    configure_scout(&two);
+    write_config(&one.sandbox, SCOUT);
+    write_config(&two.sandbox, SCOUT);
     let server = ScriptedServer::start().await;
-    server.push_all([
-        Reply::tool_call("p1", "scout", r#"{"task":"list the folder"}"#),
-        Reply::tool_call("s1", "list_dir", r#"{"path":"."}"#),
-        Reply::text("The folder holds notes.txt."),
-        Reply::text("The scout found notes.txt."),
-    ]);
+    one_delegation(&server, "p1", "The folder holds notes.txt.");
     let out = one.chat(&server, &["--yes"], "what is here?\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     // The subagent's transcript is in the database, not in the run folder.
@@ -568,12 +550,7 @@ async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machin
     // The other machine shows the subagent's work under its call.
     let shown = two.run(&["show", "last", "--subagents"], "").await;
     assert_eq!(shown.status, 0, "{}", shown.stderr);
-    assert_contains!(shown.stdout, "⚙ scout {\"task\":\"list the folder\"}");
-    assert_contains!(shown.stdout, "  [scout] ⚙ list_dir {\"path\":\".\"}");
-    assert_contains!(shown.stdout, "  [scout] The folder holds notes.txt.");
-    let position = |text: &str| shown.stdout.find(text).unwrap();
-    assert!(position("› what is here?") < position("⚙ scout"));
-    assert!(position("⚙ scout") < position("The scout found notes.txt."));
+    assert_one_delegation_shown(&shown.stdout);
 
     // Continued there, the redraw folds the subagent's past work.
     server.push_all([Reply::text("Nothing changed.")]);
