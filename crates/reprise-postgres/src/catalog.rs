@@ -21,7 +21,7 @@ use reprise_runs::{
     RunError, RunFolder, RunList, RunRecord, RunSizes, RunSummary, SearchHit, SearchQuery,
     conversation_of, fold_title, newest,
 };
-use reprise_session::{LoadWarning, SessionKey, SessionStore, validate_id};
+use reprise_session::{LoadWarning, Loaded, SessionKey, SessionStore, validate_id};
 use uuid::Uuid;
 
 use crate::{PgSessionStore, SessionSummary, catalog_search, catalog_sizes};
@@ -210,6 +210,32 @@ impl RunCatalog for PgRunCatalog {
 
     fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
         wait(crate::run_record::record(&self.store, folder.name()))
+    }
+
+    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
+        let Some(session_id) = folder.session_id.as_deref() else {
+            return Ok(Vec::new());
+        };
+        Ok(wait(self.store.list_subkeys(session_id))?
+            .iter()
+            .filter_map(|key| key.subagent_name().map(str::to_owned))
+            .collect())
+    }
+
+    fn entries(
+        &self,
+        folder: &RunFolder,
+        subagent: Option<&str>,
+    ) -> Result<Option<Loaded>, CatalogError> {
+        let Some(session_id) = folder.session_id.as_deref() else {
+            return Ok(None);
+        };
+        let key = match subagent {
+            None => SessionKey::session(session_id),
+            Some(name) => SessionKey::subagent(session_id, name),
+        }
+        .map_err(RunError::InvalidId)?;
+        Ok(wait(self.store.load(&key))?)
     }
 
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::{LoadWarning, SessionStore, StoreError};
+use reprise_session::{LoadWarning, Loaded, SessionStore, StoreError};
 use uuid::Uuid;
 
 use crate::{
     Conversation, ConversationMessage, Labels, RunError, RunFolder, RunList, RunRecord, RunStore,
-    RunSummary, SearchHit, SearchQuery,
+    RunSummary, SearchHit, SearchQuery, SearchRole,
 };
 
 /// What a fork made: the new run, and the store that owns the background sync of its
@@ -189,6 +189,19 @@ pub trait RunCatalog: Send + Sync {
     /// each subagent's.
     fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError>;
 
+    /// The names of the subagents with a transcript in a run, in order; none for a
+    /// run without subagents (which costs one directory read, or one query).
+    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError>;
+
+    /// The entries of a run's conversation (`subagent` `None`) or of one of its
+    /// subagents' transcripts, as the agent loads them, with what was skipped or
+    /// repaired; `None` where there is no such transcript.
+    fn entries(
+        &self,
+        folder: &RunFolder,
+        subagent: Option<&str>,
+    ) -> Result<Option<Loaded>, CatalogError>;
+
     /// When a run's conversation was last added to, when known.
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp>;
 
@@ -241,6 +254,27 @@ pub trait RunCatalog: Send + Sync {
         runs: &[RunSummary],
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, CatalogError>;
+
+    /// The names of the runs whose person's messages contain `text` (ignoring
+    /// case), newest first, for a picker's filter; none for a blank `text`. Every run
+    /// with a conversation is searched, as [`RunCatalog::search`] does.
+    fn runs_with_user_text(&self, text: &str) -> Result<Vec<String>, CatalogError> {
+        if text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let runs = self.list()?.runs;
+        let query = SearchQuery {
+            ignore_case: true,
+            role: Some(SearchRole::User),
+            first_per_run: true,
+            ..SearchQuery::literal(text)
+        };
+        Ok(self
+            .search(&runs, &query)?
+            .into_iter()
+            .filter_map(|hit| runs.get(hit.run).map(|run| run.name().to_owned()))
+            .collect())
+    }
 
     /// The space the runs take.
     fn sizes(&self) -> Result<RunSizes, CatalogError>;

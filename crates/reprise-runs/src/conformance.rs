@@ -39,6 +39,7 @@ pub async fn run_all(make: Factory<'_>) {
     a_deleted_run_is_gone(make()).await;
     the_newest_runs_come_first_and_say_whether_there_are_more(make()).await;
     a_run_is_read_whole_with_its_subagents(make()).await;
+    each_transcript_of_a_run_is_read_by_name(make()).await;
     a_run_folder_an_import_wrote_is_taken_in(make()).await;
     search::run_all(make).await;
     sizes::run_all(make).await;
@@ -292,6 +293,56 @@ async fn a_run_is_read_whole_with_its_subagents(catalog: Arc<dyn RunCatalog>) {
         ["look ahead"],
         "{check}"
     );
+    catalog.close().await;
+}
+
+async fn each_transcript_of_a_run_is_read_by_name(catalog: Arc<dyn RunCatalog>) {
+    let check = "each transcript of a run is read by name";
+    let loaded_texts = |folder: &RunFolder, subagent: Option<&str>| {
+        catalog
+            .entries(folder, subagent)
+            .unwrap()
+            .map(|loaded| entry_texts(&loaded.entries))
+    };
+    // A run before its first message has no transcript.
+    let fresh = create_run_folder(catalog.runs_dir()).unwrap();
+    catalog.ensure_local_folder(&fresh).unwrap();
+    assert!(
+        catalog.subagent_names(&fresh).unwrap().is_empty(),
+        "{check}"
+    );
+    assert_eq!(loaded_texts(&fresh, None), None, "{check}");
+    let alone = start_run(&*catalog, &["on my own"]).await;
+    assert!(
+        catalog.subagent_names(&alone).unwrap().is_empty(),
+        "{check}"
+    );
+    assert_eq!(loaded_texts(&alone, Some("scout")), None, "{check}");
+    let helped = start_run_with(
+        &*catalog,
+        &[Entry::message(Message::user("plan the trip"))],
+        &[
+            ("scout", vec![Entry::message(Message::user("look ahead"))]),
+            ("critic", vec![Entry::message(Message::user("find faults"))]),
+        ],
+    )
+    .await;
+    assert_eq!(
+        catalog.subagent_names(&helped).unwrap(),
+        ["critic", "scout"],
+        "{check}"
+    );
+    assert_eq!(
+        loaded_texts(&helped, None),
+        Some(vec!["plan the trip".to_owned()]),
+        "{check}"
+    );
+    assert_eq!(
+        loaded_texts(&helped, Some("scout")),
+        Some(vec!["look ahead".to_owned()]),
+        "{check}"
+    );
+    assert_eq!(loaded_texts(&helped, Some("nobody")), None, "{check}");
     catalog.close().await;
 }
 

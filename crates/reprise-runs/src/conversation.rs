@@ -223,6 +223,29 @@ pub fn read_run_entries(
     )?)
 }
 
+/// The names of the subagents with a transcript (`subagents/<name>.jsonl`) in the
+/// run folder `dir`, in order; none when it has no `subagents` folder.
+pub fn subagent_names(dir: &Path) -> Vec<String> {
+    let Ok(read) = std::fs::read_dir(dir.join(crate::store::SUBAGENTS_DIR)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = read
+        .filter_map(|item| item.ok())
+        .filter_map(|item| {
+            let name = item
+                .file_name()
+                .to_str()?
+                .strip_suffix(".jsonl")?
+                .to_owned();
+            reprise_session::validate_id("subagent", &name)
+                .is_ok()
+                .then_some(name)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
 /// entry or on its message): something the chat wrote, not the person. The run
 /// store should not take such an entry as the person's last message either.

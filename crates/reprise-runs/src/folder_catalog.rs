@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::{LoadWarning, SessionStore};
+use reprise_session::{LoadWarning, Loaded, SessionStore};
 use uuid::Uuid;
 
 use crate::catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 use crate::{
     Conversation, ConversationMessage, Labels, RunFolder, RunList, RunRecord, RunSummary,
     SearchHit, SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
-    read_conversation_with_warnings, read_labels, read_run_record, search_runs, set_title,
-    stream_conversation, summarize_run,
+    read_conversation_with_warnings, read_labels, read_run_entries, read_run_record, search_runs,
+    set_title, stream_conversation, subagent_names, summarize_run,
 };
 
 /// The run folders under one runs directory.
@@ -97,6 +97,18 @@ impl RunCatalog for FolderCatalog {
 
     fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
         Ok(read_run_record(&folder.dir)?)
+    }
+
+    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
+        Ok(subagent_names(&folder.dir))
+    }
+
+    fn entries(
+        &self,
+        folder: &RunFolder,
+        subagent: Option<&str>,
+    ) -> Result<Option<Loaded>, CatalogError> {
+        Ok(read_run_entries(&folder.dir, subagent)?)
     }
 
     fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {

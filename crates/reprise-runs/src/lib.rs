@@ -55,7 +55,7 @@ pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use conversation::{
     COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
-    read_conversation_with_warnings, read_run_entries, stream_conversation,
+    read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
 };
 pub use error::RunError;
 pub use folder::{
@@ -74,9 +74,7 @@ pub use labels::{
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
-pub use search::{
-    SearchHit, SearchMatcher, SearchQuery, SearchRole, runs_with_user_text, search_runs,
-};
+pub use search::{SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,

@@ -7,7 +7,7 @@ use std::path::Path;
 use reprise_session::{Entry, IoError, LoadWarning, SessionKey, SessionStore, load_file};
 use serde_json::Value;
 
-use crate::{CONVERSATION_JSONL, RunError, SESSION_JSON, SUBAGENTS_DIR};
+use crate::{CONVERSATION_JSONL, RunError, SESSION_JSON, SUBAGENTS_DIR, subagent_names};
 
 /// A run as it is kept: what [`RunCatalog::record`](crate::RunCatalog::record)
 /// reads.
@@ -54,14 +54,9 @@ pub fn read_run_record(dir: &Path) -> Result<RunRecord, RunError> {
         .as_object()
         .map(|map| map.keys().cloned().collect())
         .unwrap_or_default();
-    if let Ok(read) = std::fs::read_dir(dir.join(SUBAGENTS_DIR)) {
-        for item in read.flatten() {
-            let file = item.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = file.strip_suffix(".jsonl")
-                && !names.iter().any(|n| n == stem)
-            {
-                names.push(stem.to_owned());
-            }
+    for stem in subagent_names(dir) {
+        if !names.contains(&stem) {
+            names.push(stem);
         }
     }
     names.sort();

@@ -473,25 +473,6 @@ fn floor_char(text: &str, mut at: usize) -> usize {
     at
 }
 
-/// The names of the runs whose person's messages contain `text` (ignoring case),
-/// for a picker's filter.
-pub fn runs_with_user_text(runs: &[RunSummary], text: &str) -> Vec<String> {
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    let query = SearchQuery {
-        ignore_case: true,
-        role: Some(SearchRole::User),
-        first_per_run: true,
-        ..SearchQuery::literal(text)
-    };
-    search_runs(runs, &query)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|hit| runs.get(hit.run).map(|run| run.name().to_owned()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,9 @@
 //! What every chat screen does the same way: choosing the run to start with,
 //! switching runs (`/resume`, `/fork`), and the texts shown for them.
 
-use std::path::Path;
-
 use anyhow::{Result, bail};
 use jiff::Timestamp;
-use reprise_runs::{RunCatalog, RunFolder, list_runs};
+use reprise_runs::{RunCatalog, RunFolder};
 
 use crate::chat::session::{ChatSession, Opener};
 use crate::display::text::{show_date, show_date_in};
@@ -121,13 +119,13 @@ pub fn picker_rows(runs: &dyn RunCatalog) -> Result<Vec<PickerRow>> {
 
 /// The runs whose person's messages contain `filter` (ignoring case), for the
 /// `/resume` picker's filter: every message of every run, not only the last one.
-pub fn picker_message_matches(runs_dir: &Path, filter: &str) -> std::collections::BTreeSet<String> {
-    match list_runs(runs_dir) {
-        Ok(list) => reprise_runs::runs_with_user_text(&list.runs, filter)
-            .into_iter()
-            .collect(),
-        Err(_) => std::collections::BTreeSet::new(),
-    }
+pub fn picker_message_matches(
+    runs: &dyn RunCatalog,
+    filter: &str,
+) -> std::collections::BTreeSet<String> {
+    runs.runs_with_user_text(filter)
+        .map(|names| names.into_iter().collect())
+        .unwrap_or_default()
 }
 
 /// Opens the session to continue in: `target`'s own, or (with `fork`) a copy of it

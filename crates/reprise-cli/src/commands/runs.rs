@@ -145,7 +145,7 @@ pub fn show(
     let run = source.find(spec)?;
     print_repairs(&run);
     let calls = if options.subagents {
-        crate::runs::subagents::past_calls(&run.dir)?
+        crate::runs::subagents::past_calls(source, &run)?
     } else {
         Vec::new()
     };

@@ -1,18 +1,19 @@
-//! Subagents' past work, read back from a run folder: each call the main agent made
-//! to a subagent, where it sits in the conversation, and what the subagent did for
-//! it (its replies and tool calls), for redraws and `reprise show --subagents`.
+//! Subagents' past work, read back from a run of the catalog: each call the main
+//! agent made to a subagent, where it sits in the conversation, and what the
+//! subagent did for it (its replies and tool calls), for redraws and
+//! `reprise show --subagents`.
 //!
-//! A subagent keeps one transcript (`subagents/<name>.jsonl`) across all its tasks;
+//! A subagent keeps one transcript (`subagents/<name>.jsonl` in a run folder) across
+//! all its tasks;
 //! each task's user entry names the parent call that gave it (`parentCall`), which
 //! is how the transcript is split back into the calls.
 
-use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::collections::HashMap;
 
 use crate::display::text::one_line;
 use anyhow::Result;
 use reprise_agent::PARENT_CALL_FIELD;
-use reprise_runs::{SUBAGENTS_DIR, is_command_expansion, read_run_entries};
+use reprise_runs::{RunCatalog, RunFolder, is_command_expansion};
 use reprise_session::{Entry, Role};
 
 /// A tool call's result as kept: its text and whether it was an error.
@@ -58,26 +59,6 @@ pub struct PastCall {
     pub steps: Vec<PastStep>,
     /// The call's result, if it got one.
     pub result: Option<PastResult>,
-}
-
-/// The names of the subagents that have a transcript in the run folder.
-fn subagent_names(dir: &Path) -> BTreeSet<String> {
-    let Ok(entries) = std::fs::read_dir(dir.join(SUBAGENTS_DIR)) else {
-        return BTreeSet::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok())
-        .filter_map(|entry| {
-            let name = entry
-                .file_name()
-                .to_str()?
-                .strip_suffix(".jsonl")?
-                .to_owned();
-            reprise_session::validate_id("subagent", &name)
-                .is_ok()
-                .then_some(name)
-        })
-        .collect()
 }
 
 /// One task of a subagent's transcript: the call that gave it, and the work.
@@ -143,23 +124,28 @@ fn segments(entries: &[Entry]) -> Vec<Segment> {
     segments
 }
 
-/// The calls to subagents in a run folder, in conversation order, each with the
-/// subagent's work for it. A run without subagents has none (and costs one
-/// directory read).
-pub fn past_calls(dir: &Path) -> Result<Vec<PastCall>> {
-    if subagent_names(dir).is_empty() {
+/// The calls to subagents in a run of `catalog`, in conversation order, each with
+/// the subagent's work for it. A run without subagents has none (and costs one
+/// directory read, or one query).
+pub fn past_calls(catalog: &dyn RunCatalog, folder: &RunFolder) -> Result<Vec<PastCall>> {
+    if catalog.subagent_names(folder)?.is_empty() {
         return Ok(Vec::new());
     }
-    let main = read_run_entries(dir, None)?
+    let main = catalog
+        .entries(folder, None)?
         .map(|loaded| loaded.entries)
         .unwrap_or_default();
-    past_calls_of(dir, &main)
+    past_calls_of(catalog, folder, &main)
 }
 
 /// [`past_calls`] for a run whose main conversation is already loaded (`main`, as
 /// the agent holds it on resume): only the subagents' transcripts are read.
-pub fn past_calls_of(dir: &Path, main: &[reprise_session::Entry]) -> Result<Vec<PastCall>> {
-    let names = subagent_names(dir);
+pub fn past_calls_of(
+    catalog: &dyn RunCatalog,
+    folder: &RunFolder,
+    main: &[Entry],
+) -> Result<Vec<PastCall>> {
+    let names = catalog.subagent_names(folder)?;
     if names.is_empty() {
         return Ok(Vec::new());
     }
@@ -210,7 +196,8 @@ pub fn past_calls_of(dir: &Path, main: &[reprise_session::Entry]) -> Result<Vec<
     let mut tasks: HashMap<String, (Vec<Segment>, usize)> = HashMap::new();
     for call in &mut calls {
         if !tasks.contains_key(&call.agent) {
-            let entries = read_run_entries(dir, Some(&call.agent))?
+            let entries = catalog
+                .entries(folder, Some(&call.agent))?
                 .map(|loaded| loaded.entries)
                 .unwrap_or_default();
             tasks.insert(call.agent.clone(), (segments(&entries), 0));

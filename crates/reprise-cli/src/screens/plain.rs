@@ -531,10 +531,14 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     let redactor = session.redactor();
     // Calls to subagents are drawn folded, with a line for their work.
     let calls: std::collections::HashMap<String, crate::runs::subagents::PastCall> =
-        crate::runs::subagents::past_calls_of(&session.folder.dir, session.agent.entries())?
-            .iter()
-            .map(|call| (call.id.clone(), call.redacted(&redactor)))
-            .collect();
+        crate::runs::subagents::past_calls_of(
+            &*opener.runs,
+            &session.folder,
+            session.agent.entries(),
+        )?
+        .iter()
+        .map(|call| (call.id.clone(), call.redacted(&redactor)))
+        .collect();
     // Only the end is drawn: a screen holds no more messages than it has rows.
     let entries = session.agent.entries();
     let start = crate::screens::redraw::tail_start(entries, rows);

@@ -7,6 +7,7 @@ use reprise_testkit::postgres::TestDb;
 use reprise_testkit::{Reply, ScriptedServer, assert_contains};
 use serde_json::Value;
 
+use crate::subagents::{SCOUT, assert_one_delegation_shown, one_delegation, write_config};
 use crate::support::{Output, Sandbox, roles_and_texts};
 
 /// A machine: its own working directory and runs folder, the shared database.
@@ -530,4 +531,32 @@ async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
     let out = two.run(&["export", "last", "--format", "html"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "Sourdough needs a starter.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machine() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    write_config(&one.sandbox, SCOUT);
+    write_config(&two.sandbox, SCOUT);
+    let server = ScriptedServer::start().await;
+    one_delegation(&server, "p1", "The folder holds notes.txt.");
+    let out = one.chat(&server, &["--yes"], "what is here?\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // The subagent's transcript is in the database, not in the run folder.
+    assert!(one.sandbox.conversations().is_empty());
+    assert!(!one.sandbox.runs()[0].join("subagents").exists());
+
+    // The other machine shows the subagent's work under its call.
+    let shown = two.run(&["show", "last", "--subagents"], "").await;
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    assert_one_delegation_shown(&shown.stdout);
+
+    // Continued there, the redraw folds the subagent's past work.
+    server.push_all([Reply::text("Nothing changed.")]);
+    let out = two
+        .chat(&server, &["--yes", "--continue"], "anything new?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
 }

@@ -287,10 +287,12 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     set_title(&bike, "Workshop").unwrap();
 
     // The first message, not the last one, holds the word.
-    let found = reprise_cli::chat::start::picker_message_matches(&runs, "sourdough");
+    let found = reprise_cli::chat::start::picker_message_matches(&folders(&runs), "sourdough");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), [name(&bread)]);
     // The model's answers are not the person's messages.
-    assert!(reprise_cli::chat::start::picker_message_matches(&runs, "answer to").is_empty());
+    assert!(
+        reprise_cli::chat::start::picker_message_matches(&folders(&runs), "answer to").is_empty()
+    );
 
     let rows = reprise_cli::chat::start::picker_rows(&folders(&runs)).unwrap();
     assert_eq!(rows[0].title, "Workshop");
@@ -310,7 +312,7 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     assert!(picker.visible().is_empty());
     picker.message_matches = Some((
         "SOURDOUGH".into(),
-        reprise_cli::chat::start::picker_message_matches(&runs, "SOURDOUGH"),
+        reprise_cli::chat::start::picker_message_matches(&folders(&runs), "SOURDOUGH"),
     ));
     let shown: Vec<_> = picker.visible().iter().map(|r| r.name.clone()).collect();
     assert_eq!(shown, [name(&bread)]);

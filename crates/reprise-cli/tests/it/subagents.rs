@@ -14,13 +14,13 @@ use serde_json::Value;
 use crate::support::{Sandbox, jsonl};
 
 /// A scout that may list folders and read files.
-const SCOUT: &str = "[agents.scout]\n\
+pub(crate) const SCOUT: &str = "[agents.scout]\n\
 description = \"Looks through the files and reports what it finds.\"\n\
 system_prompt = \"You are a scout. Look, then report in one line.\"\n\
 tools = [\"list_*\", \"read_file\"]\n\
 max_turns = 5\n";
 
-fn write_config(sandbox: &Sandbox, text: &str) {
+pub(crate) fn write_config(sandbox: &Sandbox, text: &str) {
     let dir = sandbox.path().join("xdg/reprise");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), text).unwrap();
@@ -59,13 +59,24 @@ fn tool_names(body: &Value) -> Vec<String> {
 
 /// One delegation: the main agent hands the scout a task, the scout lists the
 /// folder, answers, and the main agent answers with what it got.
-fn one_delegation(server: &ScriptedServer, call: &str, answer: &str) {
+pub(crate) fn one_delegation(server: &ScriptedServer, call: &str, answer: &str) {
     server.push_all([
         delegate(call, "list the folder"),
         Reply::tool_call("s1", "list_dir", r#"{"path":"."}"#),
         Reply::text(answer),
         Reply::text("The scout found notes.txt."),
     ]);
+}
+
+/// `reprise show --subagents` of [`one_delegation`] asked "what is here?": the
+/// scout's work under the call, between the question and the answer.
+pub(crate) fn assert_one_delegation_shown(shown: &str) {
+    assert_contains!(shown, "⚙ scout {\"task\":\"list the folder\"}");
+    assert_contains!(shown, "  [scout] ⚙ list_dir {\"path\":\".\"}");
+    assert_contains!(shown, "  [scout] The folder holds notes.txt.");
+    let position = |text: &str| shown.find(text).unwrap();
+    assert!(position("› what is here?") < position("⚙ scout"));
+    assert!(position("⚙ scout") < position("The scout found notes.txt."));
 }
 
 #[tokio::test]
@@ -157,12 +168,7 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
     // `reprise show --subagents` prints the work under the call; without it, not.
     let shown = sandbox.run(&["show", "last", "--subagents"], "").await;
     assert_eq!(shown.status, 0, "{}", shown.stderr);
-    assert_contains!(shown.stdout, "⚙ scout {\"task\":\"list the folder\"}");
-    assert_contains!(shown.stdout, "  [scout] ⚙ list_dir {\"path\":\".\"}");
-    assert_contains!(shown.stdout, "  [scout] The folder holds notes.txt.");
-    let position = |text: &str| shown.stdout.find(text).unwrap();
-    assert!(position("› what is here?") < position("⚙ scout"));
-    assert!(position("⚙ scout") < position("The scout found notes.txt."));
+    assert_one_delegation_shown(&shown.stdout);
     let plain = sandbox.run(&["show", "last"], "").await;
     assert!(!plain.stdout.contains("[scout]"), "{}", plain.stdout);
     let json = sandbox
@@ -570,7 +576,9 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .unwrap()
         .unwrap()
         .entries;
-    let calls = reprise_cli::runs::subagents::past_calls(&run).unwrap();
+    let catalog = reprise_runs::FolderCatalog::new(sandbox.runs_dir());
+    let folder = reprise_runs::RunFolder::open(&run).unwrap();
+    let calls = reprise_cli::runs::subagents::past_calls(&catalog, &folder).unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].after_shown, 1, "after the person's message");
     let (items, work) = reprise_cli::screens::tui::app::redraw_with_subagents(&entries, &calls);

@@ -12,6 +12,7 @@ use crate::{RunCatalog, RunFolder, RunSummary, SearchQuery, SearchRole};
 
 pub(super) async fn run_all(make: Factory<'_>) {
     searches_find_the_same_messages_in_the_same_order(make()).await;
+    the_runs_with_a_text_of_the_person_are_found_newest_first(make()).await;
 }
 
 /// A hit as the checks compare it: the run's name, the subagent, the entry, the role,
@@ -239,5 +240,38 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         seen(&*catalog, &[], &query("key")).is_empty(),
         "{check}: no runs"
     );
+    catalog.close().await;
+}
+
+async fn the_runs_with_a_text_of_the_person_are_found_newest_first(catalog: Arc<dyn RunCatalog>) {
+    let check = "the runs with a text of the person are found, newest first";
+    let bread = start_run_with(
+        &*catalog,
+        &[
+            Entry::message(Message::user("a Sourdough starter")),
+            Entry::message(Message::assistant("the answer to it")),
+            Entry::message(Message::user("how warm?")),
+        ],
+        &[],
+    )
+    .await;
+    // Listings order by the time of the last message, in milliseconds at best.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let starter = start_run_with(
+        &*catalog,
+        &[Entry::message(Message::user(
+            "a starter motor, twice: starter",
+        ))],
+        &[],
+    )
+    .await;
+    let found = |text: &str| catalog.runs_with_user_text(text).unwrap();
+    // Any message of the person, not only the last, ignoring case.
+    assert_eq!(found("SOURDOUGH"), [bread.name()], "{check}");
+    // Each run once, the newest first.
+    assert_eq!(found("starter"), [starter.name(), bread.name()], "{check}");
+    // The replies are not the person's messages; a blank text finds nothing.
+    assert!(found("answer to").is_empty(), "{check}");
+    assert!(found("  ").is_empty(), "{check}");
     catalog.close().await;
 }

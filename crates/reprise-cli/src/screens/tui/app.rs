@@ -646,10 +646,8 @@ impl App {
             .as_ref()
             .is_none_or(|(searched, _)| *searched != picker.filter);
         if stale && !picker.filter.is_empty() {
-            let names = crate::chat::start::picker_message_matches(
-                &self.opener.settings.runs_dir,
-                &picker.filter,
-            );
+            let names =
+                crate::chat::start::picker_message_matches(&*self.opener.runs, &picker.filter);
             picker.message_matches = Some((picker.filter.clone(), names));
         }
     }
@@ -713,7 +711,8 @@ impl App {
             return;
         };
         let calls: Vec<_> = match crate::runs::subagents::past_calls_of(
-            &session.folder.dir,
+            &*self.opener.runs,
+            &session.folder,
             session.agent.entries(),
         ) {
             Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
