@@ -356,19 +356,12 @@ impl RunCatalog for PgRunCatalog {
     fn sizes(&self) -> Result<RunSizes, CatalogError> {
         let list = self.list()?;
         let bytes = wait(catalog_sizes::session_bytes(&self.store))?;
-        let mut runs: Vec<(RunSummary, u64)> = list
-            .runs
-            .into_iter()
-            .map(|run| {
-                let size = bytes.get(&run.session_id).copied().unwrap_or(0);
-                (run, size)
-            })
-            .collect();
-        runs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
-        Ok(RunSizes {
-            runs,
-            total: wait(catalog_sizes::total_bytes(&self.store))?,
-        })
+        let total = wait(catalog_sizes::total_bytes(&self.store))?;
+        Ok(RunSizes::measured(
+            list,
+            |run| bytes.get(&run.session_id).copied().unwrap_or(0),
+            total,
+        ))
     }
 
     /// `.imports` in the runs directory.

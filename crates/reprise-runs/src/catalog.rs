@@ -43,6 +43,23 @@ pub struct RunSizes {
     pub total: u64,
 }
 
+impl RunSizes {
+    /// The sizes of `runs`, each measured by `size_of`, put largest first (then by
+    /// name), with `total`.
+    pub fn measured(runs: RunList, size_of: impl Fn(&RunSummary) -> u64, total: u64) -> Self {
+        let mut runs: Vec<(RunSummary, u64)> = runs
+            .runs
+            .into_iter()
+            .map(|run| {
+                let bytes = size_of(&run);
+                (run, bytes)
+            })
+            .collect();
+        runs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
+        RunSizes { runs, total }
+    }
+}
+
 /// What went wrong in a [`RunCatalog`] operation.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {

@@ -187,19 +187,12 @@ impl RunCatalog for FolderCatalog {
 
     fn sizes(&self) -> Result<RunSizes, CatalogError> {
         let list = list_runs(&self.runs_dir)?;
-        let mut runs: Vec<(RunSummary, u64)> = list
-            .runs
-            .into_iter()
-            .map(|run| {
-                let bytes = folder_bytes(&run.dir);
-                (run, bytes)
-            })
-            .collect();
-        runs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
-        Ok(RunSizes {
-            runs,
-            total: folder_bytes(&self.runs_dir),
-        })
+        let total = folder_bytes(&self.runs_dir);
+        Ok(RunSizes::measured(
+            list,
+            |run| folder_bytes(&run.dir),
+            total,
+        ))
     }
 
     fn import_dir(&self) -> PathBuf {
