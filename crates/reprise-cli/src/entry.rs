@@ -149,10 +149,12 @@ pub fn mode_for(plain: bool, inline: bool, stdin_tty: bool, stdout_tty: bool) ->
 }
 
 async fn chat(
-    settings: Settings,
+    mut settings: Settings,
     args: crate::cli::ChatArgs,
     runs: Arc<dyn RunCatalog>,
 ) -> Result<i32> {
+    // Held for the whole chat: dropping it stops the local model's server.
+    let local = crate::local::prepare(&mut settings, &args, &config::process_env).await?;
     let provider = build_provider(&settings)?;
     let mut redactor = Redactor::new().with_env_secrets();
     if let Some(key) = &settings.api_key {
@@ -174,7 +176,7 @@ async fn chat(
         std::io::stdin().is_terminal(),
         std::io::stdout().is_terminal(),
     );
-    match mode {
+    let code = match mode {
         Mode::Plain => crate::screens::plain::run(opener, ui_rx, &args.start_options()).await,
         Mode::FullScreen | Mode::Inline => crate::screens::tui::app::run(
             opener,
@@ -184,7 +186,11 @@ async fn chat(
         )
         .await
         .map(|()| 0),
+    };
+    if let Some(server) = local {
+        server.stop().await;
     }
+    code
 }
 
 #[cfg(test)]

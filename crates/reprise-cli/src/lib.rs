@@ -15,6 +15,7 @@ pub mod config;
 pub mod display;
 pub mod entry;
 pub mod export;
+pub mod local;
 pub mod runs;
 pub mod screens;
 pub mod tools;

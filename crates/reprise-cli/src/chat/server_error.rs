@@ -50,7 +50,9 @@ pub fn describe_provider_error(error: &ProviderError, base_url: &str, model: &st
                 String::new()
             };
             format!(
-                "no model server answered at {url}: {}{tries}.\n{how_to}",
+                "no model server answered at {url}: {}{tries}.\n{how_to}\n\
+                 No server at hand? `reprise --local` starts a small one on this machine \
+                 (llama.cpp's server with Gemma 3 270M).",
                 error_chain(source)
             )
         }

@@ -14,6 +14,7 @@ mod full_screen;
 mod history;
 mod import;
 mod limits;
+mod local_model;
 mod mcp_chat;
 mod plain_mode;
 mod real_llama;
