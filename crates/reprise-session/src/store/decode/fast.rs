@@ -469,6 +469,114 @@ impl<'a> Parser<'a, '_> {
         Some(value)
     }
 
+    /// A value of an `extra` map (or non-string arguments), as serde_json builds it:
+    /// strings, literals, integers, arrays and objects are read here, other numbers
+    /// (fractions, exponents, integers past 64 bits) by serde_json. The fields a
+    /// server adds (`usage` on every reply) are objects of integers: read by serde_json
+    /// they made a chat-written session load 1.7x slower than one without them.
+    /// `depth` is how many objects and arrays enclose the value.
+    fn value(&mut self, depth: usize) -> Option<Value> {
+        match self.peek()? {
+            b'"' => self.string().map(Value::String),
+            b'{' => {
+                if depth + 1 >= MAX_NESTING {
+                    return None;
+                }
+                let mut map = Map::new();
+                self.object(|p, key| {
+                    let value = p.value(depth + 1)?;
+                    map.insert(key_text(key)?, value);
+                    Some(())
+                })?;
+                Some(Value::Object(map))
+            }
+            b'[' => {
+                if depth + 1 >= MAX_NESTING {
+                    return None;
+                }
+                self.array(depth + 1).map(Value::Array)
+            }
+            b't' => self.literal(b"true", Value::Bool(true)),
+            b'f' => self.literal(b"false", Value::Bool(false)),
+            b'n' => self.literal(b"null", Value::Null),
+            b'-' | b'0'..=b'9' => match self.integer() {
+                Some(number) => Some(Value::Number(number)),
+                None => self.serde_value(depth),
+            },
+            _ => None,
+        }
+    }
+
+    /// The elements of an array at `depth`.
+    fn array(&mut self, depth: usize) -> Option<Vec<Value>> {
+        self.eat(b'[')?;
+        self.skip_ws();
+        let mut items = Vec::new();
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(items);
+        }
+        loop {
+            items.push(self.value(depth)?);
+            self.skip_ws();
+            match self.next()? {
+                b',' => self.skip_ws(),
+                b']' => return Some(items),
+                _ => return None,
+            }
+        }
+    }
+
+    fn literal(&mut self, text: &[u8], value: Value) -> Option<Value> {
+        if self.bytes.get(self.pos..self.pos + text.len())? == text {
+            self.pos += text.len();
+            Some(value)
+        } else {
+            None
+        }
+    }
+
+    /// An integer that serde_json reads as one: `0` or digits not starting with `0`,
+    /// after an optional `-`, with no fraction or exponent, that fits in a `u64`
+    /// (an `i64` when negative). `None` (nothing consumed) for anything else, which
+    /// serde_json then reads or refuses: `-0` and overflowing integers are floats to
+    /// it, and `01` is an error.
+    fn integer(&mut self) -> Option<serde_json::Number> {
+        let bytes = self.bytes;
+        let negative = self.peek()? == b'-';
+        let first = self.pos + usize::from(negative);
+        let mut at = first;
+        let mut magnitude: u64 = 0;
+        while let Some(digit @ b'0'..=b'9') = bytes.get(at).copied() {
+            magnitude = magnitude
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+            at += 1;
+        }
+        let digits = at - first;
+        if digits == 0 || (digits > 1 && bytes[first] == b'0') {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = bytes.get(at) {
+            return None;
+        }
+        let number = if negative {
+            if magnitude == 0 {
+                return None;
+            }
+            let value = match i64::try_from(magnitude) {
+                Ok(positive) => -positive,
+                Err(_) if magnitude == 1 << 63 => i64::MIN,
+                Err(_) => return None,
+            };
+            serde_json::Number::from(value)
+        } else {
+            serde_json::Number::from(magnitude)
+        };
+        self.pos = at;
+        Some(number)
+    }
+
     fn entry(&mut self) -> Option<Entry> {
         let mut uuid = None;
         let mut ts = None;
@@ -491,7 +599,7 @@ impl<'a> Parser<'a, '_> {
                 // A duplicate: the derived decoder refuses it.
                 b"uuid" | b"ts" | b"kind" | b"message" => return None,
                 _ => {
-                    let value = p.serde_value(1)?;
+                    let value = p.value(1)?;
                     extra.insert(key_text(key)?, value);
                 }
             }
@@ -538,7 +646,7 @@ impl<'a> Parser<'a, '_> {
                 }
                 b"role" | b"content" | b"tool_calls" | b"tool_call_id" => return None,
                 _ => {
-                    let value = p.serde_value(2)?;
+                    let value = p.value(2)?;
                     extra.insert(key_text(key)?, value);
                 }
             }
@@ -585,7 +693,7 @@ impl<'a> Parser<'a, '_> {
                 b"function" if function.is_none() => function = Some(p.function()?),
                 b"id" | b"type" | b"function" => return None,
                 _ => {
-                    let value = p.serde_value(4)?;
+                    let value = p.value(4)?;
                     extra.insert(key_text(key)?, value);
                 }
             }
@@ -615,12 +723,12 @@ impl<'a> Parser<'a, '_> {
                             p.null()?;
                             String::new()
                         }
-                        _ => p.serde_value::<Value>(5)?.to_string(),
+                        _ => p.value(5)?.to_string(),
                     });
                 }
                 b"name" | b"arguments" => return None,
                 _ => {
-                    let value = p.serde_value(5)?;
+                    let value = p.value(5)?;
                     extra.insert(key_text(key)?, value);
                 }
             }
@@ -695,6 +803,87 @@ mod tests {
 mod written_entries {
     use super::*;
 
+    /// The `usage` the chat stores with every reply, with the details servers add.
+    fn with_usage(mut entry: Entry) -> Entry {
+        entry.extra.insert(
+            reprise_message::USAGE_FIELD.to_owned(),
+            serde_json::json!({
+                "prompt_tokens": 1234,
+                "completion_tokens": 56,
+                "total_tokens": 1290,
+                "prompt_tokens_details": {"cached_tokens": 1024},
+                "timings": {"predicted_per_second": 41.5, "cache_n": 0}
+            }),
+        );
+        entry
+    }
+
+    /// The fast path reads `usage` itself: a line whose every value it reads needs no
+    /// help from serde_json (checked by a line in which serde_json would fail).
+    #[test]
+    fn integers_objects_and_literals_need_no_serde_json() {
+        let mut parser_input = br#"{"a":[1,-2,0,18446744073709551615,-9223372036854775808],"b":{"c":true,"d":null,"e":"x"}}"#.to_vec();
+        // A `\n` right after the value: serde_json is never asked to read further.
+        parser_input.push(b'\n');
+        let mut scratch = Vec::new();
+        let mut parser = Parser {
+            bytes: &parser_input,
+            start: 0,
+            pos: 0,
+            line_end: Some(0),
+            scratch: &mut scratch,
+        };
+        let value = parser.value(1).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"a":[1,-2,0,18446744073709551615u64,-9223372036854775808i64],"b":{"c":true,"d":null,"e":"x"}})
+        );
+        assert_eq!(parser.pos, parser_input.len() - 1);
+    }
+
+    #[test]
+    fn numbers_serde_json_reads_differently_are_left_to_it() {
+        for (text, expected) in [
+            ("-0", serde_json::json!(-0.0)),
+            (
+                "18446744073709551616",
+                serde_json::json!(18446744073709551616.0),
+            ),
+            (
+                "-9223372036854775809",
+                serde_json::json!(-9223372036854775809.0),
+            ),
+            ("1.5", serde_json::json!(1.5)),
+            ("2e3", serde_json::json!(2000.0)),
+        ] {
+            let line = format!("{text}}}");
+            let mut scratch = Vec::new();
+            let mut parser = Parser {
+                bytes: line.as_bytes(),
+                start: 0,
+                pos: 0,
+                line_end: None,
+                scratch: &mut scratch,
+            };
+            assert!(parser.integer().is_none(), "{text}");
+            assert_eq!(parser.pos, 0);
+            assert_eq!(parser.value(1), Some(expected), "{text}");
+        }
+        let mut scratch = Vec::new();
+        let mut parser = Parser {
+            bytes: b"01}",
+            start: 0,
+            pos: 0,
+            line_end: None,
+            scratch: &mut scratch,
+        };
+        assert_eq!(
+            parser.value(1),
+            None,
+            "a leading zero is an error to serde_json"
+        );
+    }
+
     #[test]
     fn entries_this_crate_writes_take_the_fast_path() {
         let entries = [
@@ -706,6 +895,11 @@ mod written_entries {
             Entry::message(Message::assistant_tool_calls(None, vec![])),
             Entry::message(Message::tool("c1", "fn main() {\n\t\"x\"\n}")),
             Entry::other("compaction", Map::new()),
+            with_usage(Entry::message(Message::assistant("done"))),
+            with_usage(Entry::message(Message::assistant_tool_calls(
+                None,
+                vec![ToolCall::function("c2", "list_dir", "{}")],
+            ))),
         ];
         for entry in entries {
             let line = serde_json::to_vec(&entry).unwrap();
