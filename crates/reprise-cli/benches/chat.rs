@@ -196,32 +196,86 @@ fn full_screen_until(cwd: &Path, marker: &str) -> (Duration, u64) {
 }
 
 const BIG_ENTRIES: usize = 98_000;
+/// Turns of the chat driven against the scripted server for the chat-written run,
+/// which is then repeated (fresh ids) to about [`BIG_BYTES`].
+const DRIVEN_TURNS: usize = 400;
+const BIG_BYTES: u64 = 100_000_000;
+/// Set in a child process of this bench: how many entries the loaded session holds.
+const CHILD_LOAD_COUNT: &str = "REPRISE_CHAT_BENCH_LOAD_COUNT";
 
-/// A run of [`BIG_ENTRIES`] coding-agent entries (about 100 MB); returns its key and
-/// the size of its conversation file.
-async fn make_big_run(runs_dir: &Path) -> (std::path::PathBuf, SessionKey, u64) {
+/// A big run in a runs folder: where it is, its key, the size of its conversation
+/// file and how many entries it holds.
+struct BigRun {
+    dir: std::path::PathBuf,
+    key: SessionKey,
+    len: u64,
+    entries: usize,
+}
+
+/// Writes batches from `batch` (called with the number of entries written so far,
+/// until it returns none) into a new run through the run store.
+async fn write_big_run(runs_dir: &Path, mut batch: impl FnMut(usize) -> Vec<Entry>) -> BigRun {
     let folder = create_run_folder(runs_dir).unwrap();
     let store = RunStore::with_durability(&folder.dir, Durability::None);
     let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
-    let mut i = 0;
-    while i < BIG_ENTRIES {
-        let batch: Vec<Entry> = (i..(i + 2000).min(BIG_ENTRIES))
-            .map(coding_agent_entry)
-            .collect();
-        i += batch.len();
-        store.append(&key, &batch).await.unwrap();
+    let mut written = 0;
+    loop {
+        let entries = batch(written);
+        if entries.is_empty() {
+            break;
+        }
+        written += entries.len();
+        store.append(&key, &entries).await.unwrap();
     }
     let len = std::fs::metadata(folder.dir.join("conversation.jsonl"))
         .unwrap()
         .len();
-    (folder.dir, key, len)
+    BigRun {
+        dir: folder.dir,
+        key,
+        len,
+        entries: written,
+    }
+}
+
+/// A run of [`BIG_ENTRIES`] coding-agent entries (about 100 MB).
+async fn make_big_run(runs_dir: &Path) -> BigRun {
+    write_big_run(runs_dir, |i| {
+        (i..(i + 2000).min(BIG_ENTRIES))
+            .map(coding_agent_entry)
+            .collect()
+    })
+    .await
+}
+
+/// A run of about [`BIG_BYTES`] that the chat wrote: [`DRIVEN_TURNS`] turns of the
+/// real binary against the scripted server (every reply with `usage`), repeated.
+async fn make_chat_written_run(work: &Path, runs_dir: &Path) -> BigRun {
+    let template = reprise_testkit::chat_corpus::read_entries(
+        &reprise_testkit::chat_corpus::drive_chat(Path::new(binary()), work, DRIVEN_TURNS).await,
+    );
+    let template_bytes: u64 = template
+        .iter()
+        .map(|entry| serde_json::to_vec(entry).unwrap().len() as u64 + 1)
+        .sum();
+    let copies = BIG_BYTES.div_ceil(template_bytes) as usize;
+    let mut copy = 0;
+    write_big_run(runs_dir, |_| {
+        if copy == copies {
+            return Vec::new();
+        }
+        copy += 1;
+        reprise_testkit::chat_corpus::repeated(&template, copy - 1)
+    })
+    .await
 }
 
 /// One [`RunStore::load`] of `key` in a fresh process, timed there.
-fn fresh_process_load(dir: &Path, key: &SessionKey) -> Duration {
+fn fresh_process_load(run: &BigRun) -> Duration {
     let output = Command::new(std::env::current_exe().unwrap())
-        .env(CHILD_LOAD_DIR, dir)
-        .env(CHILD_LOAD_KEY, key.session_id())
+        .env(CHILD_LOAD_DIR, &run.dir)
+        .env(CHILD_LOAD_KEY, run.key.session_id())
+        .env(CHILD_LOAD_COUNT, run.entries.to_string())
         .output()
         .unwrap();
     assert!(output.status.success());
@@ -235,31 +289,54 @@ async fn child_load(dir: &str, session_id: &str) {
     let start = Instant::now();
     let loaded = reader.load(&key).await.unwrap().unwrap();
     let took = start.elapsed();
-    assert_eq!(loaded.entries.len(), BIG_ENTRIES);
+    let expected: usize = std::env::var(CHILD_LOAD_COUNT).unwrap().parse().unwrap();
+    assert_eq!(loaded.entries.len(), expected);
     println!("{}", took.as_micros());
 }
 
+/// The 100 MB figures on both big runs: generated coding-agent turns, and turns the
+/// chat wrote.
 async fn big_bench(root: &Path) {
-    let big = root.join("big");
-    std::fs::create_dir_all(big.join("xdg")).unwrap();
+    let generated = root.join("big");
+    std::fs::create_dir_all(generated.join("xdg")).unwrap();
     let setup = Instant::now();
-    let (dir, key, len) = make_big_run(&big.join(".run")).await;
-    let mb = len as f64 / 1e6;
+    let run = make_big_run(&generated.join(".run")).await;
     println!(
-        "setup: a run of {BIG_ENTRIES} entries, {mb:.1} MB, written in {}",
+        "setup: a run of {} generated coding-agent entries, {:.1} MB, written in {}",
+        run.entries,
+        run.len as f64 / 1e6,
         ms(setup.elapsed())
     );
+    big_run_bench(&generated, &run).await;
+
+    let chat_written = root.join("chat-written");
+    std::fs::create_dir_all(chat_written.join("xdg")).unwrap();
+    let setup = Instant::now();
+    let run = make_chat_written_run(&root.join("driven"), &chat_written.join(".run")).await;
+    println!(
+        "setup: a run of {} entries the chat wrote ({DRIVEN_TURNS} turns against the scripted server, repeated), {:.1} MB, written in {}",
+        run.entries,
+        run.len as f64 / 1e6,
+        ms(setup.elapsed())
+    );
+    big_run_bench(&chat_written, &run).await;
+}
+
+async fn big_run_bench(big: &Path, run: &BigRun) {
+    let big = big.to_path_buf();
+    let (dir, key, len) = (&run.dir, &run.key, run.len);
+    let mb = len as f64 / 1e6;
     // The library's load of the same session (a reader: no writer lock), in this
     // process, after the file is in the page cache: a load that reuses memory the
     // previous one freed.
-    let reader = RunStore::with_durability(&dir, Durability::None);
-    let _ = reader.load(&key).await.unwrap().unwrap();
+    let reader = RunStore::with_durability(dir, Durability::None);
+    let _ = reader.load(key).await.unwrap().unwrap();
     let mut library = Vec::new();
     for _ in 0..REPEAT {
         let start = Instant::now();
-        let loaded = reader.load(&key).await.unwrap().unwrap();
+        let loaded = reader.load(key).await.unwrap().unwrap();
         library.push(start.elapsed());
-        assert_eq!(loaded.entries.len(), BIG_ENTRIES);
+        assert_eq!(loaded.entries.len(), run.entries);
     }
     let library = median(library);
     println!(
@@ -275,7 +352,7 @@ async fn big_bench(root: &Path) {
     let mut first_loads = Vec::new();
     let mut show = Vec::new();
     for _ in 0..ROUNDS {
-        first_loads.push(fresh_process_load(&dir, &key));
+        first_loads.push(fresh_process_load(run));
         show.push(timed(&big, &show_args).0);
     }
     let first_load = median(first_loads);

@@ -12,7 +12,8 @@
 //! from any crate, [`assert_contains!`] shows the text it searched, and the `pty`
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
 //! reads the shared secret corpus and says what a redaction masked.
-//! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with.
+//! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with, and
+//! [`chat_corpus`] sessions that the chat itself wrote.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
 //! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
@@ -37,6 +38,7 @@
 //! ```
 
 mod assert;
+pub mod chat_corpus;
 mod entries;
 mod frames;
 mod invariant;
