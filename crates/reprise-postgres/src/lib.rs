@@ -31,10 +31,12 @@ mod error;
 mod lease;
 mod options;
 mod run_record;
+mod schema;
 mod store;
+mod stored_text;
 
 pub use catalog::PgRunCatalog;
-pub use error::PgStoreError;
+pub use error::{DriverError, PgStoreError};
 pub use options::PgStoreOptions;
 pub use store::{PgSessionStore, SessionCursor, SessionSummary};
 
