@@ -66,7 +66,7 @@ async fn round_trip(store: &PgSessionStore, id: &str, text: &str) {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(tagged.tags, [tag.clone()]);
+        assert_eq!(tagged.tags, std::slice::from_ref(&tag));
         let untagged = store.change_tags(id, &[], &[tag]).await.unwrap().unwrap();
         assert!(untagged.tags.is_empty());
     }
