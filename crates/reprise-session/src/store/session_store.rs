@@ -201,7 +201,8 @@ impl std::fmt::Debug for WriterLock {
 pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
     /// holds. Durable when it returns. Fails with [`StoreError::Locked`] when another
-    /// writer holds the session.
+    /// writer holds the session, and with [`StoreError::TakenOver`] when this store's
+    /// lock of it was taken over (stores whose locks are leases).
     async fn append(&self, key: &SessionKey, entries: &[Entry])
     -> Result<AppendReport, StoreError>;
 
