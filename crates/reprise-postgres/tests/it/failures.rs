@@ -7,22 +7,10 @@ use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 use sqlx::Connection;
 
 use crate::support::cluster::Cluster;
-use crate::support::{StoreOn, TestDb};
+use crate::support::{StoreOn, TestDb, with_causes};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
-}
-
-/// `error: cause: cause…`, as the chat shows an error.
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The operating system's reason (the socket is gone, or refuses connections), not

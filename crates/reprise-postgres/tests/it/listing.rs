@@ -436,14 +436,4 @@ async fn a_fork_is_listed_with_the_messages_it_copied() {
     let part = store.summary("part").await.unwrap().unwrap();
     assert_eq!(part.message_count, 4);
     assert_eq!(part.last_message.as_deref(), Some("rye?"));
-    // What an earlier release's fork (the function it calls) gives a whole copy.
-    let mut connection = db.connection().await;
-    let outcome: String = sqlx::query_scalar("SELECT reprise_fork('source', 'older', NULL)")
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    assert_eq!(outcome, "ok");
-    let older = store.summary("older").await.unwrap().unwrap();
-    assert_eq!(older.message_count, 4);
-    assert_eq!(older.last_message.as_deref(), Some("and the starter?"));
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 
-use crate::support::{StoreOn, TestDb};
+use crate::support::{StoreOn, TestDb, with_causes};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
@@ -166,16 +166,6 @@ async fn apply_newer_migration(connection: &mut sqlx::PgConnection, version: i64
         .apply("_sqlx_migrations", &migration)
         .await
         .unwrap();
-}
-
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text = format!("{text}: {cause}");
-        source = cause.source();
-    }
-    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
