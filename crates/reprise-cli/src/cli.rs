@@ -50,6 +50,12 @@ pub struct ChatArgs {
     #[arg(long, value_name = "URL", global = true)]
     pub database_url: Option<String>,
 
+    /// How long a conversation in the database stays held by a chat that stopped
+    /// renewing it (it crashed, or was paused or cut off) before another may take it
+    /// over [default: 30s] [config: database_lease]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true)]
+    pub database_lease: Option<std::time::Duration>,
+
     /// Start with the latest run that has a conversation: redraw it and resume its
     /// session.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
@@ -184,6 +190,7 @@ impl From<&ChatArgs> for Flags {
             api_key_env: args.api_key_env.clone(),
             runs_dir: args.runs_dir.clone(),
             database_url: args.database_url.clone(),
+            database_lease: args.database_lease,
             yes: args.yes,
             max_tokens: args.max_tokens,
             temperature: args.temperature,

@@ -51,7 +51,7 @@ async fn run(cli: Cli) -> Result<i32> {
     // Listing the MCP servers needs no runs: it does not connect to a database.
     let uses_runs = !matches!(cli.command, Some(Command::Mcp { .. }));
     let database_url = settings.database_url.as_deref().filter(|_| uses_runs);
-    let runs = open_catalog(&settings.runs_dir, database_url).await?;
+    let runs = open_catalog(&settings.runs_dir, database_url, settings.database_lease).await?;
     let code = dispatch(cli, settings, &runs).await;
     runs.close().await;
     code

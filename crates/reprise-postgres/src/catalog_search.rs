@@ -31,7 +31,7 @@ use reprise_runs::{CatalogError, RunSummary, SearchHit, SearchMatcher, SearchQue
 use sqlx::Row;
 
 use crate::PgSessionStore;
-use crate::error::backend;
+use crate::store::OrFailed;
 
 /// The entries of the sessions in `$1`; a filter on `e.body` follows.
 macro_rules! entries_of {
@@ -105,20 +105,15 @@ pub(crate) async fn search(
             .bind(pattern),
         Filter::Every => sqlx::query(entries_of!("")).bind(&sessions),
     };
-    let failed = |error| {
-        CatalogError::Store(backend(
-            format!("searching runs on PostgreSQL at {}", store.server()),
-            error,
-        ))
-    };
+    let what = "searching runs";
     let mut rows = statement.fetch(store.pool());
     let mut found = Vec::new();
-    while let Some(row) = rows.try_next().await.map_err(failed)? {
-        let session: &str = row.try_get(0).map_err(failed)?;
-        let subagent: &str = row.try_get(1).map_err(failed)?;
-        let seq: i64 = row.try_get(2).map_err(failed)?;
+    while let Some(row) = rows.try_next().await.or_failed(store, what).await? {
+        let session: &str = row.try_get(0).or_failed(store, what).await?;
+        let subagent: &str = row.try_get(1).or_failed(store, what).await?;
+        let seq: i64 = row.try_get(2).or_failed(store, what).await?;
         // The body as the server sent it, without a copy into a String.
-        let body = row.try_get_raw(3).map_err(failed)?;
+        let body = row.try_get_raw(3).or_failed(store, what).await?;
         let Ok(line) = body.as_bytes() else { continue };
         let agent = (!subagent.is_empty()).then_some(subagent);
         for &run in indexes.get(session).into_iter().flatten() {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use reprise_session::StoreError;
 
 use crate::PgSessionStore;
-use crate::error::backend;
+use crate::store::OrFailed;
 
 /// Each session's bytes: what its entries (subagents' included) take as stored, each
 /// body as `pg_column_size` counts it (compressed where PostgreSQL compressed it).
@@ -18,7 +18,8 @@ pub(crate) async fn session_bytes(
     )
     .fetch_all(store.pool())
     .await
-    .map_err(|error| failed(store, error))?;
+    .or_failed(store, "measuring runs")
+    .await?;
     Ok(rows
         .into_iter()
         .map(|(id, bytes)| (id, u64::try_from(bytes).unwrap_or(0)))
@@ -36,13 +37,7 @@ pub(crate) async fn total_bytes(store: &PgSessionStore) -> Result<u64, StoreErro
     )
     .fetch_one(store.pool())
     .await
-    .map_err(|error| failed(store, error))?;
+    .or_failed(store, "measuring runs")
+    .await?;
     Ok(u64::try_from(total).unwrap_or(0))
-}
-
-fn failed(store: &PgSessionStore, error: sqlx::Error) -> StoreError {
-    backend(
-        format!("measuring runs on PostgreSQL at {}", store.server()),
-        error,
-    )
 }

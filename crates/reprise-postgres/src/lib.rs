@@ -10,7 +10,7 @@
 //! an epoch and an expiry, renewed in the background while the lock is held. Every
 //! append checks, in the transaction that writes it, that its epoch is still the
 //! session's; a writer that stalled past its lease and was taken over gets
-//! [`StoreError::Locked`](reprise_session::StoreError::Locked) naming the new holder
+//! [`StoreError::TakenOver`](reprise_session::StoreError::TakenOver) naming the new holder
 //! (host and pid), and nothing it sends afterwards is stored.
 //!
 //! Appends made while another is on its way to the server share the next
@@ -31,10 +31,12 @@ mod error;
 mod lease;
 mod options;
 mod run_record;
+mod schema;
 mod store;
+mod stored_text;
 
 pub use catalog::PgRunCatalog;
-pub use error::PgStoreError;
+pub use error::{DriverError, PgStoreError};
 pub use options::PgStoreOptions;
 pub use store::{PgSessionStore, SessionCursor, SessionSummary};
 

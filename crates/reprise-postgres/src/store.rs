@@ -18,11 +18,13 @@ use sqlx::{ConnectOptions, Connection, PgPool, Row};
 use uuid::Uuid;
 
 use crate::appends::{Appender, Call, Outcome};
-use crate::error::{PgStoreError, backend, shared_backend};
+use crate::error::{PgStoreError, backend, diagnosed, shared_backend};
 use crate::lease::{
     Held, HeldLeases, LeaseGuard, PendingReleases, lock_held, released_tokens, renew_until_lost,
 };
 use crate::options::PgStoreOptions;
+use crate::schema::{self, Compatibility};
+use crate::stored_text::{decode, encode, encode_option};
 
 /// Sessions in a PostgreSQL database, shared by every process that connects to it.
 ///
@@ -43,6 +45,8 @@ struct Inner {
     held: HeldLeases,
     pending: PendingReleases,
     appender: Appender,
+    /// Why this store may not write, when the schema says so.
+    read_only: Option<String>,
 }
 
 /// How long a pooled connection may sit idle before it is checked with a ping on
@@ -141,10 +145,10 @@ fn session_summary(row: SummaryRow) -> SessionSummary {
     SessionSummary {
         info: session_info((id, created, updated, forked_from, entry)),
         message_count: u64::try_from(count).unwrap_or(0),
-        first_message,
-        last_message,
-        title,
-        tags,
+        first_message: first_message.map(decode),
+        last_message: last_message.map(decode),
+        title: title.map(decode),
+        tags: tags.into_iter().map(decode).collect(),
     }
 }
 
@@ -152,7 +156,10 @@ impl PgSessionStore {
     /// Connects to `url` (`postgres://user:pass@host:port/db?sslmode=…`) and, unless
     /// turned off, brings the schema up to date.
     pub async fn connect(url: &str, options: PgStoreOptions) -> Result<Self, PgStoreError> {
-        let connect: PgConnectOptions = url.parse().map_err(PgStoreError::Url)?;
+        check_scheme(url)?;
+        let connect: PgConnectOptions = url
+            .parse()
+            .map_err(|error: sqlx::Error| PgStoreError::Url(error.into()))?;
         Self::connect_with(connect, options).await
     }
 
@@ -176,7 +183,7 @@ impl PgSessionStore {
             })
             .map_err(|source| PgStoreError::Connect {
                 server: server.clone(),
-                source,
+                source: source.into(),
             })?;
         let _ = probe.close().await;
         let pool = PgPoolOptions::new()
@@ -200,18 +207,45 @@ impl PgSessionStore {
             .await
             .map_err(|source| PgStoreError::Connect {
                 server: server.clone(),
-                source,
+                source: source.into(),
             })?;
         if options.run_migrations {
-            crate::MIGRATOR
-                .run(&pool)
+            schema::migrate(&pool)
                 .await
                 .map_err(|source| PgStoreError::Migrate {
                     server: server.clone(),
                     source,
                 })?;
         }
-        Ok(Self::with_pool(pool, options, server))
+        let compatibility =
+            schema::compatibility(&pool)
+                .await
+                .map_err(|source| PgStoreError::Connect {
+                    server: server.clone(),
+                    source: source.into(),
+                })?;
+        let read_only = match compatibility {
+            Compatibility::Writable => None,
+            Compatibility::ReadOnly { schema, needed } => Some(format!(
+                "the sessions on PostgreSQL at {server} have schema version {schema}, which \
+                 only a release that knows schema version {needed} or later may write; this \
+                 one knows up to {known}: it reads them, and writes once upgraded",
+                known = schema::known_version(),
+            )),
+            Compatibility::TooNew { schema, needed } => {
+                return Err(PgStoreError::SchemaTooNew {
+                    server,
+                    schema,
+                    needed,
+                    known: schema::known_version(),
+                });
+            }
+        };
+        let mut store = Self::with_pool(pool, options, server);
+        if let Some(inner) = Arc::get_mut(&mut store.inner) {
+            inner.read_only = read_only;
+        }
+        Ok(store)
     }
 
     /// A store on a pool the caller made; runs no migrations (see
@@ -229,6 +263,7 @@ impl PgSessionStore {
                 server,
                 held: HeldLeases::default(),
                 pending: PendingReleases::default(),
+                read_only: None,
             }),
             redactor: Redactor::new(),
         }
@@ -299,7 +334,8 @@ impl PgSessionStore {
             .fetch_all(&self.inner.pool)
             .await,
         }
-        .map_err(|error| self.failed("listing sessions", error))?;
+        .or_failed(self, "listing sessions")
+.await?;
         let next = match rows.last() {
             Some(last) if rows.len() == limit as usize => Some(SessionCursor {
                 updated_us: last.2,
@@ -320,7 +356,8 @@ impl PgSessionStore {
             .bind(limit.map(i64::from))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|error| self.failed("listing sessions", error))?;
+            .or_failed(self, "listing sessions")
+            .await?;
         Ok(rows.into_iter().map(session_summary).collect())
     }
 
@@ -330,7 +367,8 @@ impl PgSessionStore {
             .bind(session_id)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|error| self.failed(&format!("looking up {session_id}"), error))?;
+            .or_failed(self, &format!("looking up {session_id}"))
+            .await?;
         Ok(row.map(session_summary))
     }
 
@@ -354,7 +392,8 @@ impl PgSessionStore {
         .bind(i64::from(limit))
         .fetch_all(&self.inner.pool)
         .await
-        .map_err(|error| self.failed(&format!("looking up sessions named {prefix}…"), error))
+        .or_failed(self, &format!("looking up sessions named {prefix}…"))
+        .await
     }
 
     /// Gives a session a title, cleaned as the run folders clean one
@@ -365,15 +404,18 @@ impl PgSessionStore {
         session_id: &str,
         title: &str,
     ) -> Result<Option<SessionSummary>, StoreError> {
+        self.writable()?;
+        let title = clean_title(title);
         let row: Option<SummaryRow> = sqlx::query_as(concat!(
             "UPDATE reprise_sessions SET title = $2 WHERE id = $1 RETURNING ",
             summary_columns!()
         ))
         .bind(session_id)
-        .bind(clean_title(title))
+        .bind(encode_option(title.as_deref()))
         .fetch_optional(&self.inner.pool)
         .await
-        .map_err(|error| self.failed(&format!("naming {session_id}"), error))?;
+        .or_failed(self, &format!("naming {session_id}"))
+        .await?;
         Ok(row.map(session_summary))
     }
 
@@ -385,10 +427,12 @@ impl PgSessionStore {
         add: &[String],
         remove: &[String],
     ) -> Result<Option<SessionSummary>, StoreError> {
+        self.writable()?;
         let clean = |tags: &[String]| {
             tags.iter()
                 .map(|tag| {
                     clean_tag(tag)
+                        .map(|tag| encode(&tag).into_owned())
                         .map_err(|reason| StoreError::Unsupported(format!("tag: {reason}")))
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -406,23 +450,41 @@ impl PgSessionStore {
         .bind(&remove)
         .fetch_optional(&self.inner.pool)
         .await
-        .map_err(|error| self.failed(&format!("tagging {session_id}"), error))?;
+        .or_failed(self, &format!("tagging {session_id}"))
+        .await?;
         Ok(row.map(session_summary))
     }
 
     /// The ids and titles of the sessions that have a title.
     pub async fn titles(&self) -> Result<Vec<(String, String)>, StoreError> {
-        sqlx::query_as("SELECT id, title FROM reprise_sessions WHERE title IS NOT NULL")
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(|error| self.failed("looking up titles", error))
+        let titles: Vec<(String, String)> =
+            sqlx::query_as("SELECT id, title FROM reprise_sessions WHERE title IS NOT NULL")
+                .fetch_all(&self.inner.pool)
+                .await
+                .or_failed(self, "looking up titles")
+                .await?;
+        Ok(titles
+            .into_iter()
+            .map(|(id, title)| (id, decode(title)))
+            .collect())
     }
 
-    fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
+    /// A driver error as a [`StoreError`] naming what was being done and where; a pool
+    /// that timed out is asked why first ([`diagnosed`]).
+    pub(crate) async fn failed(&self, what: &str, error: sqlx::Error) -> StoreError {
+        let error = diagnosed(&self.inner.pool, error).await;
         backend(
             format!("{what} on PostgreSQL at {}", self.inner.server),
             error,
         )
+    }
+
+    /// Refuses a write when the schema is newer than this library may write.
+    fn writable(&self) -> Result<(), StoreError> {
+        match &self.inner.read_only {
+            None => Ok(()),
+            Some(why) => Err(StoreError::Unsupported(why.clone())),
+        }
     }
 
     fn lease_ms(&self) -> i64 {
@@ -437,6 +499,44 @@ fn session_info((id, created_us, updated_us, forked_from, entry): SessionRow) ->
         created_at: time(created_us),
         updated_at: time(updated_us),
         forked_from: forked_from.map(|session| ForkOrigin { session, entry }),
+    }
+}
+
+/// A driver's result, its error as [`PgSessionStore::failed`] makes it.
+pub(crate) trait OrFailed<T> {
+    /// The value, or the error with what was being done.
+    async fn or_failed(self, store: &PgSessionStore, what: &str) -> Result<T, StoreError>;
+}
+
+impl<T> OrFailed<T> for Result<T, sqlx::Error> {
+    async fn or_failed(self, store: &PgSessionStore, what: &str) -> Result<T, StoreError> {
+        match self {
+            Ok(value) => Ok(value),
+            Err(error) => Err(store.failed(what, error).await),
+        }
+    }
+}
+
+/// Refuses a URL that is not a PostgreSQL one (the driver parses any scheme); the URL
+/// itself is not repeated, as it may hold a password.
+fn check_scheme(url: &str) -> Result<(), PgStoreError> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    match scheme {
+        Some(scheme) if scheme.eq_ignore_ascii_case("postgres") => Ok(()),
+        Some(scheme) if scheme.eq_ignore_ascii_case("postgresql") => Ok(()),
+        Some(scheme)
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            Err(PgStoreError::Scheme(format!(
+                "a database URL starts with postgres:// or postgresql://, not {scheme}://"
+            )))
+        }
+        _ => Err(PgStoreError::Scheme(
+            "a database URL starts with postgres:// or postgresql://".to_owned(),
+        )),
     }
 }
 
@@ -482,11 +582,84 @@ fn subagent(key: &SessionKey) -> &str {
     key.subagent_name().unwrap_or("")
 }
 
-fn locked(session: &str, host: Option<String>, pid: Option<i32>) -> StoreError {
-    StoreError::Locked {
-        session: session.to_owned(),
-        pid: pid.and_then(|pid| u32::try_from(pid).ok()),
-        host,
+impl PgSessionStore {
+    /// A write to `session` refused by the lease of the process `pid` on `host`. A
+    /// writer that held the session (`had_lease`) was taken over; any other is told
+    /// when the lease ends unless its holder renews it.
+    async fn refused(
+        &self,
+        session: &str,
+        had_lease: bool,
+        host: Option<String>,
+        pid: Option<i32>,
+    ) -> StoreError {
+        let session = session.to_owned();
+        let pid = pid.and_then(|pid| u32::try_from(pid).ok());
+        if had_lease {
+            return StoreError::TakenOver { session, pid, host };
+        }
+        let free_at = self.lease_end(&session).await;
+        StoreError::Locked {
+            session,
+            pid,
+            host,
+            free_at,
+        }
+    }
+
+    /// When the lease of `session` ends unless it is renewed; `None` when it cannot
+    /// be read (the refusal is still reported).
+    async fn lease_end(&self, session: &str) -> Option<Timestamp> {
+        let micros: Option<i64> = sqlx::query_scalar(
+            "SELECT (extract(epoch FROM expires_at) * 1000000)::int8 \
+             FROM reprise_leases WHERE session_id = $1",
+        )
+        .bind(session)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .ok()
+        .flatten();
+        micros.and_then(|micros| Timestamp::from_microsecond(micros).ok())
+    }
+
+    /// The listing fields of a fork of `source` up to `entry`, counted from the
+    /// entries it copies: its messages, the person's first and last messages as
+    /// listings keep them. `None` when the source has no such entry (the fork says
+    /// so).
+    async fn fork_listing(
+        &self,
+        source: &str,
+        entry: Uuid,
+    ) -> Result<Option<(i64, Option<String>, Option<String>)>, StoreError> {
+        let key = SessionKey::session(source)?;
+        let Some(loaded) = self.load(&key).await? else {
+            return Ok(None);
+        };
+        let Some(end) = loaded
+            .entries
+            .iter()
+            .position(|copied| copied.uuid == entry)
+        else {
+            return Ok(None);
+        };
+        let copied = &loaded.entries[..=end];
+        let count = copied
+            .iter()
+            .filter(|copied| copied.as_message().is_some())
+            .count();
+        let shown =
+            |text: String| encode(&last_message_text(&self.redactor.redact(&text))).into_owned();
+        let first = copied.iter().find_map(shown_person_message).map(shown);
+        let last = copied
+            .iter()
+            .rev()
+            .find_map(shown_person_message)
+            .map(shown);
+        Ok(Some((
+            i64::try_from(count).unwrap_or(i64::MAX),
+            first,
+            last,
+        )))
     }
 }
 
@@ -500,6 +673,7 @@ impl SessionStore for PgSessionStore {
         if entries.is_empty() {
             return Ok(AppendReport::default());
         }
+        self.writable()?;
         // Repeats within the batch are dropped here; the database skips uuids it holds.
         let mut seen = HashSet::with_capacity(entries.len());
         let mut uuids = Vec::with_capacity(entries.len());
@@ -534,7 +708,8 @@ impl SessionStore for PgSessionStore {
             .map(|lease| lease.epoch);
         // Each passes the redactor before it is cut, like the run folders' listing
         // fields; a call with one such message redacts it once.
-        let shown = |text: &str| last_message_text(&self.redactor.redact(text));
+        let shown =
+            |text: &str| encode(&last_message_text(&self.redactor.redact(text))).into_owned();
         let last_shown = last_message.as_ref().map(|(_, text)| shown(text));
         let first_shown = match (&first_message, &last_message) {
             (Some((first, _)), Some((last, _))) if first == last => last_shown.clone(),
@@ -555,11 +730,19 @@ impl SessionStore for PgSessionStore {
                 written,
                 skipped: entries.len().saturating_sub(written),
             }),
-            Ok(Outcome::Refused { host, pid }) => Err(locked(session, host, pid)),
-            Err(error) => Err(shared_backend(
-                format!("appending to {key} on PostgreSQL at {}", self.inner.server),
-                error,
-            )),
+            Ok(Outcome::Refused { host, pid }) => {
+                Err(self.refused(session, epoch.is_some(), host, pid).await)
+            }
+            Err(error) => {
+                let context = format!("appending to {key} on PostgreSQL at {}", self.inner.server);
+                match *error {
+                    sqlx::Error::PoolTimedOut => Err(backend(
+                        context,
+                        diagnosed(&self.inner.pool, sqlx::Error::PoolTimedOut).await,
+                    )),
+                    _ => Err(shared_backend(context, error)),
+                }
+            }
         }
     }
 
@@ -577,19 +760,23 @@ impl SessionStore for PgSessionStore {
         .bind(key.session_id())
         .bind(subagent(key))
         .fetch(&self.inner.pool);
-        let failed = |error| self.failed(&format!("loading {key}"), error);
+        let what = format!("loading {key}");
         let mut found = false;
         let mut decoded: Vec<(i64, Entry)> = Vec::new();
         let mut broken: Vec<(i64, String)> = Vec::new();
         let mut decoder = EntryLineDecoder::default();
-        while let Some(row) = rows.try_next().await.map_err(failed)? {
+        while let Some(row) = rows.try_next().await.or_failed(self, &what).await? {
             found = true;
-            let Some(seq) = row.try_get::<Option<i64>, _>(0).map_err(failed)? else {
+            let Some(seq) = row
+                .try_get::<Option<i64>, _>(0)
+                .or_failed(self, &what)
+                .await?
+            else {
                 continue;
             };
             // The body as the server sent it, without a copy into a String: the
             // decoder checks its UTF-8 as it parses.
-            let body = row.try_get_raw(1).map_err(failed)?;
+            let body = row.try_get_raw(1).or_failed(self, &what).await?;
             let result = match body.as_bytes() {
                 Ok(bytes) => decoder.decode(bytes).map_err(|error| error.to_string()),
                 Err(error) => Err(error.to_string()),
@@ -637,7 +824,8 @@ impl SessionStore for PgSessionStore {
         .bind(session_id)
         .fetch_all(&self.inner.pool)
         .await
-        .map_err(|error| self.failed(&format!("listing subagents of {session_id}"), error))?;
+        .or_failed(self, &format!("listing subagents of {session_id}"))
+        .await?;
         names
             .iter()
             .map(|name| SessionKey::subagent(session_id, name).map_err(StoreError::from))
@@ -648,22 +836,26 @@ impl SessionStore for PgSessionStore {
         let rows: Vec<SessionRow> = sqlx::query_as(select_sessions!(newest_first!()))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|error| self.failed("listing sessions", error))?;
+            .or_failed(self, "listing sessions")
+            .await?;
         Ok(rows.into_iter().map(session_info).collect())
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
+        self.writable()?;
         sqlx::query("SELECT reprise_delete($1, $2)")
             .bind(key.session_id())
             .bind(key.subagent_name())
             .execute(&self.inner.pool)
             .await
-            .map_err(|error| self.failed(&format!("deleting {key}"), error))?;
+            .or_failed(self, &format!("deleting {key}"))
+            .await?;
         Ok(())
     }
 
     async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError> {
         validate_id("session", session_id)?;
+        self.writable()?;
         let holder = Uuid::new_v4();
         let options = &self.inner.options;
         let pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
@@ -679,9 +871,10 @@ impl SessionStore for PgSessionStore {
         .bind(released_tokens())
         .fetch_one(&self.inner.pool)
         .await
-        .map_err(|error| self.failed(&format!("locking {session_id}"), error))?;
+        .or_failed(self, &format!("locking {session_id}"))
+        .await?;
         let Some(epoch) = epoch else {
-            return Err(locked(session_id, host, holder_pid));
+            return Err(self.refused(session_id, false, host, holder_pid).await);
         };
         let lease = Held { epoch, holder };
         lock_held(&self.inner.held).insert(session_id.to_owned(), lease);
@@ -709,13 +902,27 @@ impl SessionStore for PgSessionStore {
     ) -> Result<(), StoreError> {
         validate_id("session", source)?;
         validate_id("session", target)?;
-        let outcome: String = sqlx::query_scalar("SELECT reprise_fork($1, $2, $3)")
-            .bind(source)
-            .bind(target)
-            .bind(up_to)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(|error| self.failed(&format!("forking {source} into {target}"), error))?;
+        self.writable()?;
+        // A whole copy takes its source's listing fields on the server; a copy up to an
+        // entry has them counted here (the server keeps the entries as text, and counts
+        // no JSON).
+        let listing = match up_to {
+            Some(entry) => self.fork_listing(source, entry).await?,
+            None => None,
+        };
+        let (count, first, last) = listing.unwrap_or_default();
+        let outcome: String =
+            sqlx::query_scalar("SELECT reprise_fork_listed($1, $2, $3, $4, $5, $6)")
+                .bind(source)
+                .bind(target)
+                .bind(up_to)
+                .bind(count)
+                .bind(first)
+                .bind(last)
+                .fetch_one(&self.inner.pool)
+                .await
+                .or_failed(self, &format!("forking {source} into {target}"))
+                .await?;
         match (outcome.as_str(), up_to) {
             ("ok", _) => Ok(()),
             ("exists", _) => Err(StoreError::AlreadyExists {

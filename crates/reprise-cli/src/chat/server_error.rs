@@ -2,6 +2,7 @@
 
 use reprise_agent::AgentError;
 use reprise_provider::{ProviderError, TimeoutPhase, error_chain};
+use reprise_session::StoreError;
 
 use crate::config::DEFAULT_BASE_URL;
 
@@ -12,6 +13,13 @@ pub fn describe_agent_error(error: &AgentError, base_url: &str, model: &str) -> 
         AgentError::TurnTimeout { .. } => format!(
             "{error}.\nRaise the budget with --turn-timeout DURATION or turn_timeout in the \
              config (0 for none)."
+        ),
+        // Every later message would be refused the same way: only a new chat, which
+        // takes the lease again and loads what was stored meanwhile, goes on.
+        AgentError::Store(StoreError::TakenOver { session, .. }) => format!(
+            "{}.\nThis chat can no longer write to run {session}: restart it to go on with \
+             the conversation (reprise --resume {session}).",
+            crate::display::error_text::with_causes(error)
         ),
         other => crate::display::error_text::with_causes(other),
     }

@@ -25,6 +25,10 @@ pub const DEFAULT_MODEL: &str = "llama3.2";
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The runs directory when nothing says otherwise.
 pub const DEFAULT_RUNS_DIR: &str = ".run";
+/// How long a writer's lease in the database lasts when nothing says otherwise.
+pub const DEFAULT_DATABASE_LEASE: Duration = Duration::from_secs(30);
+/// The shortest lease: it is renewed every third of it.
+const MIN_DATABASE_LEASE: Duration = Duration::from_secs(1);
 
 config_table! {
     /// The config file, as written. Unknown keys are refused so a typo is not silently
@@ -42,6 +46,9 @@ config_table! {
         pub runs_dir: Option<PathBuf>,
         /// A PostgreSQL database that keeps the conversations (`postgres://…`).
         pub database_url: Option<String>,
+        /// How long a chat's hold on a conversation in the database lasts unless
+        /// renewed.
+        pub database_lease: Option<DurationValue>,
         /// The system prompt.
         pub system_prompt: Option<String>,
         @model_keys
@@ -291,6 +298,9 @@ pub struct Settings {
     pub runs_dir: PathBuf,
     /// The PostgreSQL database that keeps the conversations, if any.
     pub database_url: Option<String>,
+    /// How long a writer's lease on a conversation in the database lasts unless
+    /// renewed (renewed every third of it while the chat runs).
+    pub database_lease: Duration,
     /// The system prompt.
     pub system_prompt: String,
     /// The most model calls one turn may make.
@@ -419,6 +429,8 @@ pub struct Flags {
     pub runs_dir: Option<PathBuf>,
     /// `--database-url`.
     pub database_url: Option<String>,
+    /// `--database-lease`.
+    pub database_lease: Option<Duration>,
     /// `--yes`.
     pub yes: bool,
     /// `--max-tokens`.
@@ -494,6 +506,16 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         .clone()
         .or_else(|| env_nonempty("REPRISE_DATABASE_URL"))
         .or(file.database_url);
+    let database_lease = match (args.database_lease, &file.database_lease) {
+        (Some(flag), _) => flag,
+        (None, Some(value)) => value.resolve("database_lease")?,
+        (None, None) => DEFAULT_DATABASE_LEASE,
+    };
+    if database_lease < MIN_DATABASE_LEASE {
+        anyhow::bail!(
+            "database_lease is {database_lease:?}: a lease lasts at least {MIN_DATABASE_LEASE:?}"
+        );
+    }
     let system_prompt = env_nonempty("REPRISE_SYSTEM_PROMPT")
         .or(file.system_prompt)
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
@@ -599,6 +621,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         api_key,
         runs_dir,
         database_url,
+        database_lease,
         system_prompt,
         max_turns,
         generation,
@@ -666,6 +689,32 @@ mod tests {
         assert_eq!(settings.base_url, "http://env/v1");
         assert_eq!(settings.runs_dir, PathBuf::from("file-runs"));
         assert_eq!(settings.config_file, Some(file));
+    }
+
+    #[test]
+    fn the_database_lease_comes_from_the_flag_then_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        let args = |flag: Option<Duration>| ChatArgs {
+            config: Some(file.clone()),
+            database_lease: flag,
+            ..ChatArgs::default()
+        };
+        let lease = |flag| resolve(&args(flag), &env_of(&[])).map(|s| s.database_lease);
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(lease(None).unwrap(), DEFAULT_DATABASE_LEASE);
+        std::fs::write(&file, "database_lease = \"2m\"\n").unwrap();
+        assert_eq!(lease(None).unwrap(), Duration::from_secs(120));
+        assert_eq!(
+            lease(Some(Duration::from_secs(5))).unwrap(),
+            Duration::from_secs(5)
+        );
+        std::fs::write(&file, "database_lease = \"100ms\"\n").unwrap();
+        let error = lease(None).unwrap_err().to_string();
+        assert!(
+            error.contains("database_lease") && error.contains("at least"),
+            "{error}"
+        );
     }
 
     #[test]

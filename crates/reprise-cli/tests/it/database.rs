@@ -170,6 +170,21 @@ async fn a_database_that_cannot_be_reached_gives_one_error_naming_the_host() {
     assert_contains!(error, &format!("127.0.0.1:{port}/agents"));
     assert!(!error.contains("hunter2"), "{error}");
 
+    // Another database's URL is refused as such, not tried.
+    let out = sandbox
+        .run(
+            &[
+                "--database-url",
+                "mysql://someone:hunter2@127.0.0.1/agents",
+                "runs",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_contains!(out.stderr, "not mysql://");
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+
     // The chat says the same and leaves no run folder behind.
     let server = ScriptedServer::start().await;
     let out = sandbox
@@ -266,6 +281,9 @@ async fn a_database_restart_during_a_chat_gives_a_clear_error_then_the_chat_goes
     let error = lines.until("✗").await;
     assert!(error.starts_with("err: "), "{error}");
     assert_contains!(error, "PostgreSQL at");
+    // Why it cannot connect (the server's socket is gone), not that a wait ran out.
+    assert_contains!(error, "(os error");
+    assert!(!error.contains("timed out"), "{error}");
 
     cluster.start_server();
     stdin.write_all(b"after the restart\n").await.unwrap();
@@ -288,6 +306,73 @@ async fn a_database_restart_during_a_chat_gives_a_clear_error_then_the_chat_goes
         out.stdout,
         "› hello\n\nFirst answer.\n\n› after the restart\n\nSecond answer.\n\n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_taken_over_while_stopped_says_so_and_that_it_must_be_restarted() {
+    use tokio::io::AsyncWriteExt;
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("First answer."), Reply::text("Taken over.")]);
+    let base_url = server.base_url();
+    let mut child = one
+        .sandbox
+        .command(&[
+            "--plain",
+            "--base-url",
+            &base_url,
+            "--model",
+            "test-model",
+            "--database-url",
+            &one.url,
+            "--database-lease",
+            "1s",
+        ])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = Lines::of(&mut child);
+    stdin.write_all(b"hello\n").await.unwrap();
+    lines.until("First answer.").await;
+
+    // Stopped past its lease, the chat is taken over by another machine's, which
+    // (with the same short lease) may take it at once, answers and exits.
+    let pid = child.id().unwrap().to_string();
+    let kill = |signal: &str| {
+        let status = std::process::Command::new("kill")
+            .args([signal, pid.as_str()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    kill("-STOP");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = two
+        .chat(
+            &server,
+            &["--continue", "--database-lease", "1s"],
+            "from the other machine\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "Taken over.");
+    kill("-CONT");
+
+    // Each later message is refused, saying why and what to do.
+    let name = two.runs().await[0]["run"].as_str().unwrap().to_owned();
+    for message in ["one more\n", "and another\n"] {
+        stdin.write_all(message.as_bytes()).await.unwrap();
+        let error = lines.until("✗").await;
+        assert_contains!(error, "was taken over by");
+        let advice = lines.until("restart").await;
+        assert_contains!(advice, &format!("reprise --resume {name}"));
+    }
+    drop(stdin);
+    let _ = child.wait().await.unwrap();
+    let out = two.run(&["show", &name], "").await;
+    assert!(!out.stdout.contains("one more"), "{}", out.stdout);
+    assert_eq!(server.request_bodies().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,10 +7,18 @@ use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 use sqlx::Connection;
 
 use crate::support::cluster::Cluster;
-use crate::support::{StoreOn, TestDb};
+use crate::support::{StoreOn, TestDb, with_causes};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
+}
+
+/// The operating system's reason (the socket is gone, or refuses connections), not
+/// the pool's wait that ran out.
+fn assert_says_why_it_cannot_connect(error: &StoreError) {
+    let text = with_causes(error);
+    assert!(text.contains("(os error"), "{text}");
+    assert!(!text.contains("timed out"), "{text}");
 }
 
 fn entries(n: usize, tag: &str) -> Vec<Entry> {
@@ -105,13 +113,14 @@ async fn a_restart_gives_a_clear_error_then_the_store_goes_on() {
                 text.contains("appending to s on PostgreSQL at") && text.contains(&socket),
                 "{text}"
             );
+            assert_says_why_it_cannot_connect(&error);
         }
         other => panic!("expected a backend error while the server is down, got {other:?}"),
     }
-    assert!(matches!(
-        store.load(&key("s")).await,
-        Err(StoreError::Backend { .. })
-    ));
+    match store.load(&key("s")).await {
+        Err(error @ StoreError::Backend { .. }) => assert_says_why_it_cannot_connect(&error),
+        other => panic!("expected a backend error while the server is down, got {other:?}"),
+    }
 
     cluster.start_server();
     // The lease survived the restart: the holder goes on writing.
@@ -158,4 +167,45 @@ async fn a_connection_the_server_dropped_while_idle_is_replaced_before_use() {
     let loaded = store.load(&key("s")).await.unwrap().unwrap();
     assert_eq!(loaded.entries.len(), 2);
     store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_is_said_once_without_the_servers_source_line() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    store.append(&key("s"), &entries(1, "x")).await.unwrap();
+    let mut connection = db.connection().await;
+    sqlx::query("ALTER TABLE reprise_sessions ADD CONSTRAINT no_titles CHECK (title IS NULL)")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let error = store.set_title("s", "named").await.unwrap_err();
+    let text = with_causes(&error);
+    assert!(text.starts_with("naming s on PostgreSQL at"), "{text}");
+    assert_eq!(
+        text.matches("violates check constraint").count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains(" at line "), "{text}");
+    connection.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_of_another_database_is_refused_without_repeating_it() {
+    for (url, named) in [
+        ("mysql://app:hunter2@db.internal/agents", "not mysql://"),
+        ("db.internal:5432/agents", "postgres://"),
+    ] {
+        let error = reprise_postgres::PgSessionStore::connect(url, Default::default())
+            .await
+            .err()
+            .expect("refused");
+        let text = with_causes(&error);
+        assert!(text.contains(named), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("db.internal"),
+            "{text}"
+        );
+    }
 }

@@ -396,3 +396,44 @@ async fn a_load_read_in_table_order_comes_back_in_entry_order() {
     assert_eq!(loaded.warnings[0].line, 2);
     assert_eq!(loaded, store.load(&key("s")).await.unwrap().unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_listed_with_the_messages_it_copied() {
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    let answer = |text: &str| Entry::message(Message::assistant(text));
+    let history = [
+        entry("how do I bake bread?"),
+        answer("With a starter."),
+        entry("and the starter?"),
+        answer("Feed it daily."),
+    ];
+    store.append(&key("source"), &history).await.unwrap();
+
+    // A whole copy: the source's count and messages.
+    store.fork("source", "whole", None).await.unwrap();
+    let whole = store.summary("whole").await.unwrap().unwrap();
+    assert_eq!(whole.message_count, 4);
+    assert_eq!(whole.first_message.as_deref(), Some("how do I bake bread?"));
+    assert_eq!(whole.last_message.as_deref(), Some("and the starter?"));
+
+    // A copy of the first two: counted from what it copied.
+    store
+        .fork("source", "part", Some(history[1].uuid))
+        .await
+        .unwrap();
+    let part = store.summary("part").await.unwrap().unwrap();
+    assert_eq!(part.message_count, 2);
+    assert_eq!(part.first_message.as_deref(), Some("how do I bake bread?"));
+    assert_eq!(part.last_message.as_deref(), Some("how do I bake bread?"));
+    assert_eq!(part.info.forked_from.unwrap().session, "source");
+
+    // One more turn on the fork counts from there.
+    store
+        .append(&key("part"), &[entry("rye?"), answer("Yes.")])
+        .await
+        .unwrap();
+    let part = store.summary("part").await.unwrap().unwrap();
+    assert_eq!(part.message_count, 4);
+    assert_eq!(part.last_message.as_deref(), Some("rye?"));
+}

@@ -11,3 +11,4 @@ mod migrations;
 mod processes;
 mod schemas;
 mod support;
+mod text;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use reprise_session::{Entry, Message, SessionKey, SessionStore};
+use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 
-use crate::support::{StoreOn, TestDb};
+use crate::support::{StoreOn, TestDb, with_causes};
 
 fn key(id: &str) -> SessionKey {
     SessionKey::session(id).unwrap()
@@ -148,4 +148,139 @@ async fn sessions_listed_before_the_listing_index_changed_keep_their_order() {
     assert_eq!(pid, Some(i32::try_from(std::process::id()).unwrap()));
     let loaded = store.load(&key("old-a")).await.unwrap().unwrap();
     assert_eq!(loaded.entries.len(), 1);
+}
+
+/// Applies, as a newer release would, a migration this library does not know:
+/// `sql`, as version `version`.
+async fn apply_newer_migration(connection: &mut sqlx::PgConnection, version: i64, sql: &str) {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migrate, Migration, MigrationType};
+    let migration = Migration::new(
+        version,
+        format!("a newer release's {version}").into(),
+        MigrationType::Simple,
+        sqlx::AssertSqlSafe(sql.to_owned()).into_sql_str(),
+        false,
+    );
+    connection
+        .apply("_sqlx_migrations", &migration)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allows() {
+    use reprise_runs::{RunCatalog, SearchQuery};
+    let db = TestDb::fresh().await;
+    let store = db.store(Duration::from_secs(30)).await;
+    store
+        .append(
+            &key("s"),
+            &[Entry::message(Message::user("written before"))],
+        )
+        .await
+        .unwrap();
+    store.close().await;
+
+    // A newer release adds a column, which this one does not know: it still opens
+    // the database, reads and writes.
+    let mut connection = db.connection().await;
+    apply_newer_migration(
+        &mut connection,
+        1000,
+        "ALTER TABLE reprise_sessions ADD COLUMN colour text",
+    )
+    .await;
+    let store = db.store(Duration::from_secs(30)).await;
+    store
+        .append(&key("s"), &[Entry::message(Message::user("written after"))])
+        .await
+        .unwrap();
+    store.set_title("s", "kept").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = reprise_postgres::PgRunCatalog::new(dir.path().join("runs"), store.clone());
+    let runs = catalog.list().unwrap().runs;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].message_count, 2);
+    let hits = catalog
+        .search(&runs, &SearchQuery::literal("written"))
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+    store.close().await;
+
+    // A newer release whose change earlier ones must not write through: this one
+    // reads (lists, shows, searches) and refuses every write, saying why.
+    apply_newer_migration(
+        &mut connection,
+        1001,
+        "UPDATE reprise_schema SET min_writer = 1001",
+    )
+    .await;
+    let store = db.store(Duration::from_secs(30)).await;
+    let catalog = reprise_postgres::PgRunCatalog::new(dir.path().join("runs"), store.clone());
+    let runs = catalog.list().unwrap().runs;
+    assert_eq!(runs[0].title.as_deref(), Some("kept"));
+    let folder = catalog.find("s").unwrap();
+    assert_eq!(catalog.conversation(&folder).unwrap().messages.len(), 2);
+    let hits = catalog
+        .search(&runs, &SearchQuery::literal("after"))
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    let refusals = [
+        store
+            .append(&key("s"), &[Entry::message(Message::user("refused"))])
+            .await
+            .map(|_| ()),
+        store.lock("s").await.map(|_| ()),
+        store.set_title("s", "renamed").await.map(|_| ()),
+        store.fork("s", "t", None).await,
+        store.delete(&key("s")).await,
+    ];
+    for refusal in refusals {
+        let error = refusal.unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, StoreError::Unsupported(_)), "{error:?}");
+        assert!(
+            text.contains("schema version 1001")
+                && text.contains("schema version 1001 or later may write")
+                && text.contains(&format!("knows up to {}", known_version())),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        store.load(&key("s")).await.unwrap().unwrap().entries.len(),
+        2
+    );
+    store.close().await;
+
+    // One that earlier releases cannot even read: opening the database says so.
+    apply_newer_migration(
+        &mut connection,
+        1002,
+        "UPDATE reprise_schema SET min_reader = 1002",
+    )
+    .await;
+    let error = reprise_postgres::PgSessionStore::connect_with(
+        db.connect_options(),
+        crate::support::options(Duration::from_secs(30)),
+    )
+    .await
+    .err()
+    .expect("refused");
+    let text = with_causes(&error);
+    assert!(
+        text.contains("schema version 1002")
+            && text.contains("knows schema version 1002 or later can read")
+            && text.contains("upgrade it"),
+        "{text}"
+    );
+}
+
+/// The newest migration this library embeds.
+fn known_version() -> i64 {
+    reprise_postgres::MIGRATOR
+        .iter()
+        .map(|migration| migration.version)
+        .max()
+        .unwrap()
 }

@@ -158,6 +158,17 @@ async fn stall(store: &PgSessionStore) {
                 pid.unwrap_or(0)
             );
         }
+        Err(error @ StoreError::TakenOver { .. }) => {
+            let text = error.to_string();
+            let StoreError::TakenOver { pid, host, .. } = error else {
+                unreachable!()
+            };
+            println!(
+                "outcome taken over {} {} ({text})",
+                host.unwrap_or_default(),
+                pid.unwrap_or(0)
+            );
+        }
         Err(error) => println!("outcome error {error}"),
     }
     std::io::stdout().flush().unwrap();
@@ -206,6 +217,7 @@ async fn a_second_process_is_refused_naming_the_holder_until_the_first_lets_go()
                 session,
                 pid: holder,
                 host,
+                free_at,
             } = error
             else {
                 unreachable!()
@@ -217,6 +229,19 @@ async fn a_second_process_is_refused_naming_the_holder_until_the_first_lets_go()
                 text.contains(&pid.to_string()) && text.contains(&this_host),
                 "{text}"
             );
+            // It says when the session is free if the holder has stopped.
+            let free_at = free_at.expect("a lease's end");
+            let now = jiff::Timestamp::now();
+            assert!(
+                free_at > now && free_at <= now.checked_add(LEASE).unwrap(),
+                "{free_at} {now}"
+            );
+            let shown = free_at
+                .round(jiff::Unit::Second)
+                .unwrap()
+                .strftime("%H:%M:%S")
+                .to_string();
+            assert!(text.contains(&shown), "{text}");
         }
         other => panic!("expected Locked, got {other:?}"),
     }
@@ -286,11 +311,12 @@ async fn a_stalled_writer_is_fenced_once_taken_over() {
     writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
     let outcome = expect_line(&mut stdout, "outcome ");
     let this_host = PgStoreOptions::default().host_name;
-    assert_eq!(
-        outcome,
-        format!("refused {this_host} {}", std::process::id()),
-        "the stalled writer's late append"
+    // The stalled writer learns that it was taken over, and by whom.
+    assert!(
+        outcome.starts_with(&format!("taken over {this_host} {} (", std::process::id())),
+        "the stalled writer's late append: {outcome}"
     );
+    assert!(outcome.contains("was taken over by"), "{outcome}");
     assert!(child.wait().unwrap().success());
 
     let entries = store.load(&key("s")).await.unwrap().unwrap().entries;

@@ -120,14 +120,17 @@ async fn a_second_writer_in_another_process_fails_naming_the_holder() {
                 session,
                 pid: holder,
                 host,
+                free_at,
             }) => {
                 assert_eq!(host, None);
+                assert_eq!(free_at, None);
                 assert_eq!(session, "s");
                 assert_eq!(holder, Some(pid));
                 let text = StoreError::Locked {
                     session,
                     pid: holder,
                     host: None,
+                    free_at: None,
                 }
                 .to_string();
                 assert!(

@@ -200,6 +200,7 @@ impl SessionStore for MemoryStore {
                 session: session_id.to_owned(),
                 pid: Some(std::process::id()),
                 host: None,
+                free_at: None,
             });
         }
         Ok(WriterLock::new(RegistrySlot {

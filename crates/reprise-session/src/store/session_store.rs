@@ -21,7 +21,11 @@ pub enum StoreError {
     #[error(transparent)]
     Io(#[from] IoError),
     /// Another writer holds the session.
-    #[error("session {session} is open for writing by {}", holder_text(*.pid, host.as_deref()))]
+    #[error(
+        "session {session} is open for writing by {}{}",
+        holder_text(*.pid, host.as_deref()),
+        free_text(*.free_at)
+    )]
     Locked {
         /// The session.
         session: String,
@@ -29,6 +33,25 @@ pub enum StoreError {
         pid: Option<u32>,
         /// The machine the holder runs on, for stores shared across machines; `None`
         /// for stores that live on one machine.
+        host: Option<String>,
+        /// When the holder's lease ends unless it renews it, for stores whose locks
+        /// are leases; `None` for locks held as long as their process lives.
+        free_at: Option<Timestamp>,
+    },
+    /// This writer's lock was taken over by another writer (its lease ran out while
+    /// it was stopped or cut off): nothing more it appends is stored. Taking the lock
+    /// again, with the session loaded anew, is the only way on.
+    #[error(
+        "session {session} was taken over by {} while this writer's lease had run out; \
+         nothing more this writer sends is stored",
+        holder_text(*.pid, host.as_deref())
+    )]
+    TakenOver {
+        /// The session.
+        session: String,
+        /// The process that took it over, when known.
+        pid: Option<u32>,
+        /// The machine that process runs on, when known.
         host: Option<String>,
     },
     /// The target of a fork or create already exists.
@@ -79,6 +102,17 @@ fn holder_text(pid: Option<u32>, host: Option<&str>) -> String {
         (Some(pid), None) => format!("process {pid}"),
         (None, Some(host)) => format!("a process on {host}"),
         (None, None) => "another process".to_owned(),
+    }
+}
+
+fn free_text(free_at: Option<Timestamp>) -> String {
+    match free_at.and_then(|at| at.round(jiff::Unit::Second).ok()) {
+        Some(at) => format!(
+            " (its lease runs until {} UTC and is renewed while it runs: the session is \
+             free then if that process has stopped)",
+            at.strftime("%Y-%m-%d %H:%M:%S")
+        ),
+        None => String::new(),
     }
 }
 
@@ -167,7 +201,8 @@ impl std::fmt::Debug for WriterLock {
 pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
     /// holds. Durable when it returns. Fails with [`StoreError::Locked`] when another
-    /// writer holds the session.
+    /// writer holds the session, and with [`StoreError::TakenOver`] when this store's
+    /// lock of it was taken over (stores whose locks are leases).
     async fn append(&self, key: &SessionKey, entries: &[Entry])
     -> Result<AppendReport, StoreError>;
 

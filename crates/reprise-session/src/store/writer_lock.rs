@@ -62,6 +62,7 @@ pub fn acquire(root: &Path, path: &Path, session: &str) -> Result<HeldLock, Stor
                     session: session.to_owned(),
                     pid,
                     host: None,
+                    free_at: None,
                 });
             }
             Err(TryLockError::Error(source)) => {
@@ -128,6 +129,7 @@ impl LockRegistry {
                 session: session.to_owned(),
                 pid: Some(std::process::id()),
                 host: None,
+                free_at: None,
             });
         }
         let lock = Arc::new(acquire(root, path, session)?);

@@ -49,3 +49,15 @@ pub async fn listed_ids(store: &PgSessionStore) -> Vec<String> {
         .unwrap();
     sessions.into_iter().map(|info| info.id).collect()
 }
+
+/// `error: cause: cause…`, as the chat shows an error.
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
