@@ -208,6 +208,10 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
     )))
 }
 
+/// What is said of a prompt history (`history.jsonl`) that is a symbolic link.
+pub const HISTORY_LINK_WARNING: &str = "a symbolic link, not followed: the prompts typed are not remembered until it is a file \
+     of its own";
+
 /// One run with a conversation, as `list_runs` sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunSummary {
@@ -328,11 +332,13 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     };
     let mut names = Vec::new();
     let mut links = Vec::new();
+    let mut history_link = false;
     let mut leftovers = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_err("list", runs_dir))?;
         match run_dir_name(&entry) {
             Some((name, false)) => names.push(name),
+            Some((name, true)) if name == crate::HISTORY_JSONL => history_link = true,
             Some((name, true)) => links.push(name),
             None => crate::leftovers::note(&entry, &mut leftovers),
         }
@@ -347,6 +353,12 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         list.warnings.push(warning(
             runs_dir.join(name),
             "a symbolic link, not followed: a run folder must be a folder of its own".to_owned(),
+        ));
+    }
+    if history_link {
+        list.warnings.push(warning(
+            runs_dir.join(crate::HISTORY_JSONL),
+            HISTORY_LINK_WARNING.to_owned(),
         ));
     }
     let mut hits = Vec::new();

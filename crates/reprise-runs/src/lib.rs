@@ -59,9 +59,9 @@ pub use conversation::{
 };
 pub use error::RunError;
 pub use folder::{
-    CONTEXT_WINDOW_JSON, LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG,
-    create_run_folder, create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs,
-    remove_unused_run_folder, run_folder_name, summarize_run,
+    CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunFolder, RunList, RunSummary,
+    RunWarning, SESSION_LOG, create_run_folder, create_run_folder_at, find_run, find_run_or_title,
+    fold_title, list_runs, remove_unused_run_folder, run_folder_name, summarize_run,
 };
 pub use folder_catalog::{FolderCatalog, folder_bytes};
 pub use history::{

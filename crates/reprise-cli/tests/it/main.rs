@@ -14,6 +14,7 @@ mod full_screen;
 mod history;
 mod import;
 mod limits;
+mod linked_files;
 mod mcp_chat;
 mod plain_mode;
 mod real_llama;
