@@ -20,6 +20,7 @@ mod plain_mode;
 mod real_llama;
 mod redaction;
 mod run_commands;
+mod run_leftovers;
 mod screens;
 mod subagents;
 mod support;
