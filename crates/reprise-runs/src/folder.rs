@@ -142,6 +142,29 @@ pub fn create_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
     create_run_folder_at(runs_dir, Timestamp::now())
 }
 
+/// The folders a run named `base` may take, in order: `base`, then `base-2`, `base-3`, …
+fn candidate_dirs<'a>(runs_dir: &'a Path, base: &'a str) -> impl Iterator<Item = PathBuf> + 'a {
+    (1..=MAX_SUFFIX).map(move |n| {
+        if n == 1 {
+            runs_dir.join(base)
+        } else {
+            runs_dir.join(format!("{base}-{n}"))
+        }
+    })
+}
+
+/// The error when every folder of [`candidate_dirs`] is taken.
+fn every_suffix_taken(runs_dir: &Path, base: &str) -> RunError {
+    RunError::Io(IoError::new(
+        "create",
+        runs_dir.join(base),
+        std::io::Error::new(
+            ErrorKind::AlreadyExists,
+            "every suffix of this run name is taken",
+        ),
+    ))
+}
+
 /// [`create_run_folder`] for a run started at `start` (a clock given by the caller).
 pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFolder, RunError> {
     crate::fs::create_runs_dir(runs_dir)?;
@@ -149,13 +172,7 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
     let base = run_folder_name(start);
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
-    for n in 1..=MAX_SUFFIX {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
-        let dir = runs_dir.join(name);
+    for dir in candidate_dirs(runs_dir, &base) {
         match builder.create(&dir) {
             Ok(()) => {
                 let filled = sync_parent(&dir)
@@ -175,14 +192,7 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
             Err(source) => return Err(RunError::Io(IoError::new("create", dir, source))),
         }
     }
-    Err(RunError::Io(IoError::new(
-        "create",
-        runs_dir.join(&base),
-        std::io::Error::new(
-            ErrorKind::AlreadyExists,
-            "every suffix of this run name is taken",
-        ),
-    )))
+    Err(every_suffix_taken(runs_dir, &base))
 }
 
 /// What is said of a prompt history (`history.jsonl`) that is a symbolic link.
@@ -195,13 +205,7 @@ pub const HISTORY_LINK_WARNING: &str = "a symbolic link, not followed: the promp
 /// Should another start take the name meanwhile, the fork refuses it.
 pub fn new_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
     let base = run_folder_name(Timestamp::now());
-    for n in 1..=MAX_SUFFIX {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
-        let dir = runs_dir.join(name);
+    for dir in candidate_dirs(runs_dir, &base) {
         if !reprise_session::fs::exists(&dir) {
             return Ok(RunFolder {
                 dir,
@@ -210,14 +214,7 @@ pub fn new_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
             });
         }
     }
-    Err(RunError::Io(IoError::new(
-        "create",
-        runs_dir.join(&base),
-        std::io::Error::new(
-            ErrorKind::AlreadyExists,
-            "every suffix of this run name is taken",
-        ),
-    )))
+    Err(every_suffix_taken(runs_dir, &base))
 }
 
 /// One run with a conversation, as `list_runs` sees it.
