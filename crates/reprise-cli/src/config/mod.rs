@@ -371,13 +371,26 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
                 .map(|span| line_col(text, span.start))
                 .map(|(line, col)| format!(":{line}:{col}"))
                 .unwrap_or_default();
+            let key = error
+                .span()
+                .and_then(|span| key_before(text, span.start))
+                .map(|key| format!("{}: ", message::short(key)))
+                .unwrap_or_default();
             bail!(
-                "bad config file {}{position}: {}",
+                "bad config file {}{position}: {key}{}",
                 path.display(),
                 message::readable(error.message())
             )
         }
     }
+}
+
+/// The key of the `key = value` line whose value starts at `offset`, if it is one.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset)?;
+    let line = before.rsplit('\n').next()?;
+    let (key, _) = line.split_once('=')?;
+    Some(key.trim()).filter(|key| !key.is_empty())
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -692,6 +705,11 @@ mod tests {
                 "request_timeout = true\n",
                 1,
                 "expected a duration: a number of seconds",
+            ),
+            (
+                "request_timeout = \"soon\"\n",
+                1,
+                "request_timeout: \"soon\" is not a duration",
             ),
             ("compact_threshold = 5.0\n", 1, "between 0.1 and 1"),
             (
