@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::chat::start::{StartOptions, StartWith};
 use crate::commands::export::ExportFormat;
 use crate::commands::history::HistoryCommand;
+use crate::config::values::finite_number;
 use crate::config::{Flags, parse_duration};
 
 /// reprise: a terminal chat whose every message is on disk the moment it exists.
@@ -112,11 +113,11 @@ pub struct ChatArgs {
     pub max_tokens: Option<u32>,
 
     /// Sampling temperature [config: temperature]
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = finite_number)]
     pub temperature: Option<f64>,
 
     /// Nucleus sampling [config: top_p]
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = finite_number)]
     pub top_p: Option<f64>,
 
     /// A fixed sampling seed [config: seed]
@@ -133,17 +134,17 @@ pub struct ChatArgs {
     #[arg(long, value_name = "BOOL")]
     pub parallel_tool_calls: Option<bool>,
 
-    /// How long to wait for the server to start answering: 30, 30s, 2m
-    /// [default: 30s] [config: request_timeout]
+    /// How long to wait for the server to start answering: 30, 30s, 2m; 0 for no
+    /// limit [default: 30s] [config: request_timeout]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<std::time::Duration>,
 
-    /// The longest silence inside a streamed answer [default: 30s]
+    /// The longest silence inside a streamed answer; 0 for no limit [default: 30s]
     /// [config: idle_timeout]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub idle_timeout: Option<std::time::Duration>,
 
-    /// The wall-clock budget of one turn; 0 for none [default: 10m]
+    /// The wall-clock budget of one turn; 0 for no limit [default: 10m]
     /// [config: turn_timeout]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub turn_timeout: Option<std::time::Duration>,

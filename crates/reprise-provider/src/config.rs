@@ -34,7 +34,9 @@ pub struct OpenAiConfig {
     /// How replies are generated (`max_tokens`, `temperature`, …).
     pub generation: Generation,
     /// Extra top-level fields merged into every request body as they are, after the
-    /// generation fields (a field set in both is sent with this value).
+    /// generation fields (a field set in both is sent with this value). Fields named
+    /// in [`RESERVED_BODY_FIELDS`](crate::RESERVED_BODY_FIELDS) are left out: the
+    /// request writes them itself.
     pub extra_body: Map<String, Value>,
     /// How long to wait for a TCP (and TLS) connection.
     pub connect_timeout: Duration,

@@ -37,3 +37,4 @@ pub use generation::{DEFAULT_MAX_TOKENS, Generation};
 pub use openai::{OpenAiProvider, parse_completion};
 pub use provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec, Usage};
 pub use sse::decode_sse;
+pub use wire::RESERVED_BODY_FIELDS;

@@ -153,6 +153,7 @@ impl OpenAiProvider {
             self.config
                 .extra_body
                 .iter()
+                .filter(|(name, _)| !crate::RESERVED_BODY_FIELDS.contains(&name.as_str()))
                 .map(|(name, value)| (name.clone(), value.clone())),
         );
         let body = RequestWire {

@@ -189,6 +189,12 @@ pub struct StreamOptionsWire {
     pub include_usage: bool,
 }
 
+/// The top-level fields of a request body that the request itself writes
+/// ([`RequestWire`]): extra body fields by these names are left out, since they
+/// would replace the model, the conversation or the tools sent.
+pub const RESERVED_BODY_FIELDS: [&str; 5] =
+    ["model", "messages", "tools", "stream", "stream_options"];
+
 /// A chat-completions request body.
 #[derive(Clone, Debug, Serialize)]
 pub struct RequestWire<'a> {
@@ -238,6 +244,36 @@ pub fn error_message(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reserved_fields_are_those_a_request_writes() {
+        let tool = ToolSpec {
+            name: "t".to_owned(),
+            description: String::new(),
+            parameters: serde_json::json!({}),
+        };
+        let body = RequestWire {
+            model: "m",
+            messages: &[],
+            tools: vec![ToolWire {
+                kind: "function",
+                function: &tool,
+            }],
+            stream: true,
+            stream_options: Some(StreamOptionsWire {
+                include_usage: true,
+            }),
+            extra: &Map::new(),
+        };
+        let value = serde_json::to_value(&body).unwrap();
+        let written: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(written, RESERVED_BODY_FIELDS);
+    }
 
     #[test]
     fn chunk_tolerates_nulls_missing_fields_and_odd_types() {

@@ -42,29 +42,6 @@ pub const LAST_RUN: &str = "last";
 /// cache: a folder holding only it is still unused).
 pub const CONTEXT_WINDOW_JSON: &str = "context-window.json";
 
-/// Removes the run folder `folder` when nothing was written in it yet (no
-/// conversation, and an empty `session.log` and transcript), as after a chat that
-/// failed to start. Returns whether it was removed.
-pub fn remove_unused_run_folder(folder: &RunFolder) -> Result<bool, RunError> {
-    let entries = match fs::read_dir(&folder.dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(source) => return Err(IoError::new("list", &folder.dir, source).into()),
-    };
-    for entry in entries {
-        let entry = entry.map_err(io_err("list", &folder.dir))?;
-        let name = entry.file_name();
-        let empty_record = (name == SESSION_LOG || name == crate::TRANSCRIPT_JSONL)
-            && entry.file_type().is_ok_and(|kind| kind.is_file())
-            && entry.metadata().is_ok_and(|meta| meta.len() == 0);
-        if !empty_record && name != crate::RUN_LOCK && name != CONTEXT_WINDOW_JSON {
-            return Ok(false);
-        }
-    }
-    fs::remove_dir_all(&folder.dir).map_err(io_err("remove", &folder.dir))?;
-    Ok(true)
-}
-
 /// Most suffixes tried when many runs start in the same millisecond.
 const MAX_SUFFIX: u32 = 100_000;
 
@@ -165,6 +142,29 @@ pub fn create_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
     create_run_folder_at(runs_dir, Timestamp::now())
 }
 
+/// The folders a run named `base` may take, in order: `base`, then `base-2`, `base-3`, …
+fn candidate_dirs<'a>(runs_dir: &'a Path, base: &'a str) -> impl Iterator<Item = PathBuf> + 'a {
+    (1..=MAX_SUFFIX).map(move |n| {
+        if n == 1 {
+            runs_dir.join(base)
+        } else {
+            runs_dir.join(format!("{base}-{n}"))
+        }
+    })
+}
+
+/// The error when every folder of [`candidate_dirs`] is taken.
+fn every_suffix_taken(runs_dir: &Path, base: &str) -> RunError {
+    RunError::Io(IoError::new(
+        "create",
+        runs_dir.join(base),
+        std::io::Error::new(
+            ErrorKind::AlreadyExists,
+            "every suffix of this run name is taken",
+        ),
+    ))
+}
+
 /// [`create_run_folder`] for a run started at `start` (a clock given by the caller).
 pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFolder, RunError> {
     crate::fs::create_runs_dir(runs_dir)?;
@@ -172,13 +172,7 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
     let base = run_folder_name(start);
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
-    for n in 1..=MAX_SUFFIX {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
-        let dir = runs_dir.join(name);
+    for dir in candidate_dirs(runs_dir, &base) {
         match builder.create(&dir) {
             Ok(()) => {
                 let filled = sync_parent(&dir)
@@ -198,14 +192,29 @@ pub fn create_run_folder_at(runs_dir: &Path, start: Timestamp) -> Result<RunFold
             Err(source) => return Err(RunError::Io(IoError::new("create", dir, source))),
         }
     }
-    Err(RunError::Io(IoError::new(
-        "create",
-        runs_dir.join(&base),
-        std::io::Error::new(
-            ErrorKind::AlreadyExists,
-            "every suffix of this run name is taken",
-        ),
-    )))
+    Err(every_suffix_taken(runs_dir, &base))
+}
+
+/// What is said of a prompt history (`history.jsonl`) that is a symbolic link.
+pub const HISTORY_LINK_WARNING: &str = "a symbolic link, not followed: the prompts typed are not remembered until it is a file \
+     of its own";
+
+/// A run folder for a run started now that does not exist yet: the name a fork is
+/// built for, in a hidden staging folder, and then renamed to at once (see
+/// [`fork_run`](crate::fork_run)), so that a fork cut short leaves nothing visible.
+/// Should another start take the name meanwhile, the fork refuses it.
+pub fn new_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
+    let base = run_folder_name(Timestamp::now());
+    for dir in candidate_dirs(runs_dir, &base) {
+        if !reprise_session::fs::exists(&dir) {
+            return Ok(RunFolder {
+                dir,
+                session_id: None,
+                warnings: Vec::new(),
+            });
+        }
+    }
+    Err(every_suffix_taken(runs_dir, &base))
 }
 
 /// One run with a conversation, as `list_runs` sees it.
@@ -328,11 +337,13 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     };
     let mut names = Vec::new();
     let mut links = Vec::new();
+    let mut history_link = false;
     let mut leftovers = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_err("list", runs_dir))?;
         match run_dir_name(&entry) {
             Some((name, false)) => names.push(name),
+            Some((name, true)) if name == crate::HISTORY_JSONL => history_link = true,
             Some((name, true)) => links.push(name),
             None => crate::leftovers::note(&entry, &mut leftovers),
         }
@@ -347,6 +358,12 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         list.warnings.push(warning(
             runs_dir.join(name),
             "a symbolic link, not followed: a run folder must be a folder of its own".to_owned(),
+        ));
+    }
+    if history_link {
+        list.warnings.push(warning(
+            runs_dir.join(crate::HISTORY_JSONL),
+            HISTORY_LINK_WARNING.to_owned(),
         ));
     }
     let mut hits = Vec::new();

@@ -50,6 +50,7 @@ mod session_log;
 mod store;
 mod summary;
 mod transcript;
+mod unused;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use conversation::{
@@ -59,9 +60,9 @@ pub use conversation::{
 };
 pub use error::RunError;
 pub use folder::{
-    CONTEXT_WINDOW_JSON, LAST_RUN, RunFolder, RunList, RunSummary, RunWarning, SESSION_LOG,
-    create_run_folder, create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs,
-    remove_unused_run_folder, run_folder_name, summarize_run,
+    CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunFolder, RunList, RunSummary,
+    RunWarning, SESSION_LOG, create_run_folder, create_run_folder_at, find_run, find_run_or_title,
+    fold_title, list_runs, new_run_folder, run_folder_name, summarize_run,
 };
 pub use folder_catalog::{FolderCatalog, folder_bytes};
 pub use history::{
@@ -84,3 +85,4 @@ pub use summary::RUN_SUMMARY;
 pub use transcript::{
     TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
 };
+pub use unused::{UNUSED_GRACE, remove_unused_run_folder, unused_run_folders};

@@ -828,7 +828,22 @@ fn commit_fork(staging: &Path, target: &Path) -> Result<(), CommitError> {
     let parent = reprise_session::fs::parent_of(target);
     if !exists(target) {
         sync_dir(staging)?;
-        match std::fs::rename(staging, target) {
+        // Never over an empty folder another start made meanwhile (a plain rename
+        // would replace it): then the fork moves into it below, if it may.
+        let renamed = match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            staging,
+            rustix::fs::CWD,
+            target,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            // File systems without the flag: the check above is all there is.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                std::fs::rename(staging, target)
+            }
+            other => other.map_err(std::io::Error::from),
+        };
+        match renamed {
             Ok(()) => {
                 sync_dir(parent)?;
                 return Ok(());

@@ -167,11 +167,16 @@ pub struct Transcript {
 
 impl Transcript {
     /// A transcript appending to `run_dir/transcript.jsonl`, created (0600) with the
-    /// first record.
+    /// first record. A transcript that is a symbolic link is refused here, as
+    /// `session.log` is, rather than found unwritable at the first tool call.
     pub fn open(run_dir: &Path, redactor: Redactor) -> Result<Transcript, RunError> {
+        let path = run_dir.join(TRANSCRIPT_JSONL);
+        if crate::fs::is_link(&path) {
+            return Err(reprise_session::fs::link_refused(&path).into());
+        }
         Ok(Transcript {
             file: std::sync::Mutex::new(None),
-            path: run_dir.join(TRANSCRIPT_JSONL),
+            path,
             redactor,
         })
     }

@@ -217,7 +217,8 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
 
 /// Copies a run's conversation into a new run folder.
 async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<CatalogFork> {
-    let target = opener.new_folder()?;
+    // Made by the fork itself, whole: a fork cut short leaves no run folder behind.
+    let target = reprise_runs::new_run_folder(&opener.settings.runs_dir)?;
     Ok(opener.runs.fork(source, target, None).await?)
 }
 

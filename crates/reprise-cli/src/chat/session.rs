@@ -56,6 +56,8 @@ pub struct ChatSession {
     ui: UnboundedSender<UiEvent>,
     settings_summary: (String, String),
     hub: Option<reprise_mcp::McpHub>,
+    /// What is wrong with the files kept beside the run (the prompt history).
+    notes: Vec<String>,
 }
 
 /// How a turn ended.
@@ -73,6 +75,15 @@ impl Opener {
     /// The history file shared by every run.
     pub fn history_path(&self) -> PathBuf {
         self.settings.runs_dir.join("history.jsonl")
+    }
+
+    /// What to tell the person about the prompt history, when it cannot be kept: a
+    /// symbolic link is never written through.
+    fn history_warning(&self) -> Option<String> {
+        let path = self.history_path();
+        std::fs::symlink_metadata(&path)
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+            .then(|| format!("{}: {}", path.display(), reprise_runs::HISTORY_LINK_WARNING))
     }
 
     /// A new, empty run folder.
@@ -189,6 +200,7 @@ impl Opener {
             ui: self.ui.clone(),
             settings_summary: (self.settings.base_url.clone(), self.settings.model.clone()),
             hub,
+            notes: self.history_warning().into_iter().collect(),
         })
     }
 
@@ -268,6 +280,7 @@ impl ChatSession {
         let repairs = self.folder.warnings.iter().map(ToString::to_string);
         repairs
             .chain(self.agent.load_warnings().iter().map(ToString::to_string))
+            .chain(self.notes.iter().cloned())
             .collect()
     }
 

@@ -7,7 +7,9 @@ use anyhow::{Result, bail};
 use clap::{Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use reprise_redact::Redactor;
-use reprise_runs::{RunCatalog, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag};
+use reprise_runs::{
+    RunCatalog, RunFolder, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag,
+};
 use serde_json::json;
 
 use crate::display::terminal::{eprint_line, visible, write_json};
@@ -451,7 +453,13 @@ pub async fn prune(
     let out = io.out;
     let list = catalog.list()?;
     let chosen = plan.select(&list.runs, Timestamp::now());
-    if chosen.is_empty() {
+    // Folders with nothing written in them go whatever the plan: they hold nothing.
+    let unused: Vec<RunFolder> =
+        reprise_runs::unused_run_folders(catalog.runs_dir(), std::time::SystemTime::now())?
+            .into_iter()
+            .filter(|folder| !list.runs.iter().any(|run| run.name() == folder.name()))
+            .collect();
+    if chosen.is_empty() && unused.is_empty() {
         writeln!(out, "no run to delete")?;
         return Ok(());
     }
@@ -468,11 +476,13 @@ pub async fn prune(
     let total: u64 = sizes.iter().sum();
     let mut text = String::new();
     let verb = if dry_run { "would delete" } else { "to delete" };
-    text.push_str(&format!(
-        "{verb} {} runs ({}):\n",
-        chosen.len(),
-        human_size(total)
-    ));
+    if !chosen.is_empty() {
+        text.push_str(&format!(
+            "{verb} {} runs ({}):\n",
+            chosen.len(),
+            human_size(total)
+        ));
+    }
     for (run, size) in chosen.iter().zip(&sizes) {
         text.push_str(&format!(
             "  {}  {:>10}  {}  {}\n",
@@ -482,12 +492,30 @@ pub async fn prune(
             run.display_title(48)
         ));
     }
+    if !unused.is_empty() {
+        text.push_str(&format!(
+            "{verb} {} unused run folders (nothing was written in them):\n",
+            unused.len()
+        ));
+        for folder in &unused {
+            text.push_str(&format!("  {}\n", folder.name()));
+        }
+    }
     out.write_all(visible(&text).as_bytes())?;
     if dry_run {
         return Ok(());
     }
     if !yes {
-        write!(out, "delete these {} runs? [y/N] ", chosen.len())?;
+        if unused.is_empty() {
+            write!(out, "delete these {} runs? [y/N] ", chosen.len())?;
+        } else {
+            write!(
+                out,
+                "delete these {} runs and {} unused run folders? [y/N] ",
+                chosen.len(),
+                unused.len()
+            )?;
+        }
         out.flush()?;
         let mut answer = String::new();
         io.input.read_line(&mut answer)?;
@@ -510,6 +538,24 @@ pub async fn prune(
         }
     }
     writeln!(out, "deleted {deleted} runs")?;
+    let mut removed = 0;
+    for folder in &unused {
+        match reprise_runs::remove_unused_run_folder(folder) {
+            Ok(true) => removed += 1,
+            Ok(false) => writeln!(
+                out,
+                "kept {}: in use or written to meanwhile",
+                folder.name()
+            )?,
+            Err(error) => {
+                let line = format!("kept {}: {error:#}\n", folder.name());
+                out.write_all(visible(&line).as_bytes())?;
+            }
+        }
+    }
+    if !unused.is_empty() {
+        writeln!(out, "removed {removed} unused run folders")?;
+    }
     Ok(())
 }
 

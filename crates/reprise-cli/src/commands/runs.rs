@@ -373,7 +373,9 @@ pub async fn fork(
         None => None,
         Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
     };
-    let fresh = reprise_runs::create_run_folder(runs.runs_dir())?;
+    // Built under a hidden name and renamed into place: a fork cut short leaves no
+    // run folder behind.
+    let fresh = reprise_runs::new_run_folder(runs.runs_dir())?;
     let target = runs.fork(&source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {

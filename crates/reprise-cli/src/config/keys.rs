@@ -41,9 +41,9 @@ macro_rules! sampling_keys {
             /// The most tokens one reply may have (0: not sent).
             pub max_tokens: Option<u32>,
             /// Sampling temperature.
-            pub temperature: Option<f64>,
+            pub temperature: Option<$crate::config::values::Finite>,
             /// Nucleus sampling.
-            pub top_p: Option<f64>,
+            pub top_p: Option<$crate::config::values::Finite>,
             /// A fixed sampling seed.
             pub seed: Option<i64>,
             $($after)*
@@ -54,8 +54,8 @@ macro_rules! sampling_keys {
             fn sampling(&self) -> $crate::config::keys::Sampling {
                 $crate::config::keys::Sampling {
                     max_tokens: self.max_tokens,
-                    temperature: self.temperature,
-                    top_p: self.top_p,
+                    temperature: self.temperature.map(|number| number.0),
+                    top_p: self.top_p.map(|number| number.0),
                     seed: self.seed,
                 }
             }
@@ -77,23 +77,23 @@ macro_rules! model_keys {
             [
                 /// `"auto"`, `"none"`, `"required"`, a tool's name, or a table as the
                 /// API takes it.
-                pub tool_choice: Option<toml::Value>,
+                pub tool_choice: Option<$crate::config::values::BodyValue>,
                 /// Whether the model may call several tools in one reply.
                 pub parallel_tool_calls: Option<bool>,
                 /// Fields sent as they are in every request body (`[extra_body]`); a
                 /// model's table is merged over the top-level one, key by key.
-                pub extra_body: Option<toml::Table>,
-                /// The wait for the first byte of an answer.
-                pub request_timeout: Option<$crate::config::DurationValue>,
-                /// The longest silence inside a streamed answer.
-                pub idle_timeout: Option<$crate::config::DurationValue>,
+                pub extra_body: Option<$crate::config::values::RequestFields>,
+                /// The wait for the first byte of an answer (0: none).
+                pub request_timeout: Option<$crate::config::values::DurationValue>,
+                /// The longest silence inside a streamed answer (0: none).
+                pub idle_timeout: Option<$crate::config::values::DurationValue>,
                 /// The wall-clock budget of one turn (0: none).
-                pub turn_timeout: Option<$crate::config::DurationValue>,
+                pub turn_timeout: Option<$crate::config::values::DurationValue>,
                 /// The model's context window in tokens (unset: asked of the server).
                 pub context_window: Option<u32>,
                 /// The share of the context window a request may fill before the
                 /// history is compacted.
-                pub compact_threshold: Option<f64>,
+                pub compact_threshold: Option<$crate::config::values::WindowShare>,
                 $($after)*
             ]
         }

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub mod duration;
+mod message;
+pub mod values;
 
 #[macro_use]
 mod keys;
@@ -48,7 +50,7 @@ config_table! {
         pub database_url: Option<String>,
         /// How long a chat's hold on a conversation in the database lasts unless
         /// renewed.
-        pub database_lease: Option<DurationValue>,
+        pub database_lease: Option<values::DurationValue>,
         /// The system prompt.
         pub system_prompt: Option<String>,
         @model_keys
@@ -130,8 +132,9 @@ fn valid_agent_name(name: &str) -> bool {
 fn check_agent(name: &str, table: &AgentTable) -> Result<(), String> {
     if !valid_agent_name(name) {
         return Err(format!(
-            "{name:?} cannot be a subagent's name: use letters, digits, _ and - (at most 64, \
-             starting with a letter or digit)"
+            "{:?} cannot be a subagent's name: use letters, digits, _ and - (at most 64, \
+             starting with a letter or digit)",
+            message::short(name)
         ));
     }
     if crate::tools::BUILTIN_TOOL_NAMES.contains(&name) {
@@ -227,33 +230,12 @@ config_table! {
     }
 }
 
-/// A duration in the config: seconds as a number, or text such as `"90s"`,
-/// `"10m"`, `"500ms"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum DurationValue {
-    /// Whole seconds.
-    Seconds(u64),
-    /// A number with a unit.
-    Text(String),
-}
-
-impl DurationValue {
-    fn resolve(&self, key: &str) -> Result<Duration> {
-        match self {
-            DurationValue::Seconds(seconds) => Ok(Duration::from_secs(*seconds)),
-            DurationValue::Text(text) => {
-                parse_duration(text).map_err(|error| anyhow::anyhow!("{key}: {error}"))
-            }
-        }
-    }
-}
-
 /// Reads a duration such as `30`, `30s`, `500ms`, `10m` or `1.5h` (a bare number is
 /// seconds; see [`duration`]).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = duration::parse_duration(text, duration::BareUnit::Seconds)?;
-    Duration::try_from(duration).map_err(|_| format!("{:?} is out of range", text.trim()))
+    // Never negative: refused above.
+    Ok(duration.unsigned_abs())
 }
 
 /// A `tool_choice` as the API takes it: the words `auto`, `none` and `required` as
@@ -309,10 +291,10 @@ pub struct Settings {
     pub generation: Generation,
     /// Fields sent as they are in every request body.
     pub extra_body: Map<String, Value>,
-    /// The wait for the first byte of an answer.
-    pub request_timeout: Duration,
-    /// The longest silence inside a streamed answer.
-    pub idle_timeout: Duration,
+    /// The wait for the first byte of an answer (`None`: no limit).
+    pub request_timeout: Option<Duration>,
+    /// The longest silence inside a streamed answer (`None`: no limit).
+    pub idle_timeout: Option<Duration>,
     /// The wall-clock budget of one turn (`None`: no budget).
     pub turn_timeout: Option<Duration>,
     /// The context window set by the flag or the config (`None`: asked of the
@@ -385,8 +367,9 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
                 check_agent(name, table.get_ref()).map_err(|problem| {
                     let (line, _) = line_col(text, table.span().start);
                     anyhow::anyhow!(
-                        "bad config file {}:{line}: [agents.{name}]: {problem}",
-                        path.display()
+                        "bad config file {}:{line}: [agents.{}]: {problem}",
+                        path.display(),
+                        message::short(name)
                     )
                 })?;
             }
@@ -398,13 +381,26 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
                 .map(|span| line_col(text, span.start))
                 .map(|(line, col)| format!(":{line}:{col}"))
                 .unwrap_or_default();
+            let key = error
+                .span()
+                .and_then(|span| key_before(text, span.start))
+                .map(|key| format!("{}: ", message::short(key)))
+                .unwrap_or_default();
             bail!(
-                "bad config file {}{position}: {}",
+                "bad config file {}{position}: {key}{}",
                 path.display(),
-                error.message()
+                message::readable(error.message())
             )
         }
     }
+}
+
+/// The key of the `key = value` line whose value starts at `offset`, if it is one.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset)?;
+    let line = before.rsplit('\n').next()?;
+    let (key, _) = line.split_once('=')?;
+    Some(key.trim()).filter(|key| !key.is_empty())
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -508,7 +504,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         .or(file.database_url);
     let database_lease = match (args.database_lease, &file.database_lease) {
         (Some(flag), _) => flag,
-        (None, Some(value)) => value.resolve("database_lease")?,
+        (None, Some(value)) => value.0,
         (None, None) => DEFAULT_DATABASE_LEASE,
     };
     if database_lease < MIN_DATABASE_LEASE {
@@ -532,21 +528,14 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
             $flag.or(per_model.$key.clone()).or(file.$key.clone())
         };
     }
-    let duration = |flag: Option<Duration>,
-                    model: &Option<DurationValue>,
-                    top: &Option<DurationValue>,
-                    key: &str|
-     -> Result<Option<Duration>> {
-        if flag.is_some() {
-            return Ok(flag);
-        }
-        match model.as_ref().or(top.as_ref()) {
-            Some(value) => value
-                .resolve(key)
-                .map(Some)
-                .with_context(|| bad_config(config_file.as_deref())),
-            None => Ok(None),
-        }
+    // The flag, else this model's table, else the top of the file; 0 is no limit,
+    // for every timeout.
+    let limit = |flag: Option<Duration>,
+                 model: Option<values::DurationValue>,
+                 top: Option<values::DurationValue>|
+     -> Option<Option<Duration>> {
+        let duration = flag.or(model.or(top).map(|value| value.0))?;
+        Some((!duration.is_zero()).then_some(duration))
     };
     let tool_choice = match &args.tool_choice {
         Some(text) => Some(tool_choice_value(text)),
@@ -554,7 +543,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
             .tool_choice
             .as_ref()
             .or(file.tool_choice.as_ref())
-            .map(|value| match value {
+            .map(|value| match &value.0 {
                 toml::Value::String(text) => tool_choice_value(text),
                 other => toml_to_json(other),
             }),
@@ -574,46 +563,27 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         .into_iter()
         .flatten()
     {
-        for (key, value) in table {
+        for (key, value) in &table.0 {
             extra_body.insert(key.clone(), toml_to_json(value));
         }
     }
-    let request_timeout = duration(
+    let request_timeout = limit(
         args.request_timeout,
-        &per_model.request_timeout,
-        &file.request_timeout,
-        "request_timeout",
-    )?
-    .unwrap_or(reprise_provider::DEFAULT_REQUEST_TIMEOUT);
-    let idle_timeout = duration(
-        args.idle_timeout,
-        &per_model.idle_timeout,
-        &file.idle_timeout,
-        "idle_timeout",
-    )?
-    .unwrap_or(reprise_provider::DEFAULT_IDLE_TIMEOUT);
-    let turn_timeout = match duration(
-        args.turn_timeout,
-        &per_model.turn_timeout,
-        &file.turn_timeout,
-        "turn_timeout",
-    )? {
-        None => Some(reprise_agent::DEFAULT_TURN_TIMEOUT),
-        Some(budget) if budget.is_zero() => None,
-        Some(budget) => Some(budget),
-    };
+        per_model.request_timeout,
+        file.request_timeout,
+    )
+    .unwrap_or(Some(reprise_provider::DEFAULT_REQUEST_TIMEOUT));
+    let idle_timeout = limit(args.idle_timeout, per_model.idle_timeout, file.idle_timeout)
+        .unwrap_or(Some(reprise_provider::DEFAULT_IDLE_TIMEOUT));
+    let turn_timeout = limit(args.turn_timeout, per_model.turn_timeout, file.turn_timeout)
+        .unwrap_or(Some(reprise_agent::DEFAULT_TURN_TIMEOUT));
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     let agents = resolve_agents(file.agents.as_ref(), &generation);
     let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);
     let compact_threshold = per_model
         .compact_threshold
         .or(file.compact_threshold)
-        .unwrap_or(reprise_agent::DEFAULT_COMPACT_THRESHOLD);
-    if !(0.1..=1.0).contains(&compact_threshold) {
-        anyhow::bail!(
-            "compact_threshold is {compact_threshold}: write a share of the window between 0.1 and 1"
-        );
-    }
+        .map_or(reprise_agent::DEFAULT_COMPACT_THRESHOLD, |share| share.0);
     Ok(Settings {
         base_url,
         model,
@@ -637,13 +607,6 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         gate: file.gate,
         agents,
     })
-}
-
-fn bad_config(path: Option<&Path>) -> String {
-    match path {
-        Some(path) => format!("bad config file {}", path.display()),
-        None => "bad setting".to_owned(),
-    }
 }
 
 /// Reads a variable from the process environment.
@@ -772,6 +735,138 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_value_names_file_line_and_what_is_expected() {
+        let cases = [
+            (
+                "model = \"m\"\nrequest_timeout = \"-5s\"\n",
+                2,
+                "cannot be negative",
+            ),
+            (
+                "idle_timeout = \"1y\"\n",
+                1,
+                "not a duration of fixed length",
+            ),
+            ("\nturn_timeout = 99999999999999999999\n", 2, "too long"),
+            ("turn_timeout = \"99999999999999999999s\"\n", 1, "too long"),
+            ("request_timeout = 1e300\n", 1, "too long"),
+            (
+                "request_timeout = true\n",
+                1,
+                "expected a duration: a number of seconds",
+            ),
+            (
+                "request_timeout = \"soon\"\n",
+                1,
+                "request_timeout: \"soon\" is not a duration",
+            ),
+            ("compact_threshold = 5.0\n", 1, "between 0.1 and 1"),
+            (
+                "max_tokens = 99999999999999999999\n",
+                1,
+                "a whole number from 0 to",
+            ),
+            ("\n[models.m]\ntop_p = inf\n", 3, "not a finite number"),
+            ("temperature = nan\n", 1, "not a finite number"),
+            (
+                "tool_choice = { penalty = nan }\n",
+                1,
+                "penalty: NaN is not a finite number",
+            ),
+            (
+                "\n[extra_body]\nmessages = []\n",
+                2,
+                "\"messages\" is written by reprise",
+            ),
+            (
+                "[models.m]\nextra_body = { model = \"x\" }\n",
+                2,
+                "\"model\" is written",
+            ),
+        ];
+        for (text, line, words) in cases {
+            let error = parse_config(Path::new("c.toml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(&format!("c.toml:{line}:")),
+                "{text:?}: {error}"
+            );
+            assert!(error.contains(words), "{text:?}: {error}");
+            for serde_words in ["untagged", "i128", "u32"] {
+                assert!(!error.contains(serde_words), "{text:?}: {error}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_unknown_key_is_not_echoed_whole() {
+        let key = "k".repeat(10 * 1024 * 1024);
+        let error = parse_config(Path::new("c.toml"), &format!("{key} = 1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.len() < 2000, "{} bytes", error.len());
+        assert!(
+            error.contains("c.toml:1:1: unknown field `kkkk"),
+            "{error:.200}"
+        );
+        let error = parse_config(
+            Path::new("c.toml"),
+            &format!("[agents.{key}]\ndescription = \"x\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.len() < 2000, "{} bytes", error.len());
+    }
+
+    #[test]
+    fn zero_is_no_limit_for_every_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "request_timeout = \"0\"\nidle_timeout = 0\nturn_timeout = \"0s\"\n",
+        )
+        .unwrap();
+        let args = ChatArgs {
+            config: Some(file.clone()),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        assert_eq!(settings.request_timeout, None);
+        assert_eq!(settings.idle_timeout, None);
+        assert_eq!(settings.turn_timeout, None);
+        std::fs::write(&file, "").unwrap();
+        let args = ChatArgs {
+            config: Some(file),
+            request_timeout: Some(Duration::ZERO),
+            idle_timeout: Some(Duration::ZERO),
+            ..ChatArgs::default()
+        };
+        let settings = resolve(&args, &env_of(&[])).unwrap();
+        assert_eq!(settings.request_timeout, None);
+        assert_eq!(settings.idle_timeout, None);
+    }
+
+    #[test]
+    fn flags_get_the_checks_of_the_config_and_are_named() {
+        use clap::Parser;
+        for (flag, value, words) in [
+            ("--temperature", "nan", "not a finite number"),
+            ("--top-p", "inf", "not a finite number"),
+            ("--request-timeout", "1y", "not a duration of fixed length"),
+            ("--idle-timeout", "-5s", "cannot be negative"),
+            ("--turn-timeout", "99999999999999999999", "too long"),
+        ] {
+            let error = crate::cli::Cli::try_parse_from(["reprise", &format!("{flag}={value}")])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(flag), "{flag}: {error}");
+            assert!(error.contains(words), "{flag}: {error}");
+        }
+    }
+
+    #[test]
     fn durations_read_as_people_write_them() {
         assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("45s"), Ok(Duration::from_secs(45)));
@@ -799,8 +894,8 @@ mod tests {
         };
         let settings = resolve(&args, &env_of(&[])).unwrap();
         assert_eq!(settings.generation.max_tokens, Some(300));
-        assert_eq!(settings.idle_timeout, Duration::from_secs(120));
-        assert_eq!(settings.request_timeout, Duration::from_secs(20));
+        assert_eq!(settings.idle_timeout, Some(Duration::from_secs(120)));
+        assert_eq!(settings.request_timeout, Some(Duration::from_secs(20)));
         assert_eq!(settings.turn_timeout, Some(Duration::from_secs(300)));
         assert_eq!(settings.max_turns, 7);
         let args = ChatArgs {
@@ -830,7 +925,7 @@ mod tests {
         );
         assert_eq!(
             settings.request_timeout,
-            reprise_provider::DEFAULT_REQUEST_TIMEOUT
+            Some(reprise_provider::DEFAULT_REQUEST_TIMEOUT)
         );
     }
 
@@ -926,7 +1021,7 @@ mod tests {
             (
                 "[agents.s]\ndescription = \"x\"\nmax_turns = \"many\"\n",
                 3,
-                "expected u32",
+                "expected a whole number from 0 to 4294967295",
             ),
         ];
         for (text, line, words) in cases {

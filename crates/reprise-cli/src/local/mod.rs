@@ -56,11 +56,13 @@ pub fn point_at(settings: &mut Settings, args: &ChatArgs, base_url: &str) {
     if args.max_tokens.is_none() {
         settings.generation.max_tokens = Some(server::REPLY_TOKENS);
     }
+    // `None` is no limit, which stays.
+    let at_least = |limit: Option<Duration>| limit.map(|limit| limit.max(LOCAL_TIMEOUT));
     if args.request_timeout.is_none() {
-        settings.request_timeout = settings.request_timeout.max(LOCAL_TIMEOUT);
+        settings.request_timeout = at_least(settings.request_timeout);
     }
     if args.idle_timeout.is_none() {
-        settings.idle_timeout = settings.idle_timeout.max(LOCAL_TIMEOUT);
+        settings.idle_timeout = at_least(settings.idle_timeout);
     }
 }
 

@@ -586,3 +586,27 @@ async fn ctrl_c_at_the_gate_on_a_terminal_ends_the_turn_and_the_chat_goes_on() {
     );
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn a_timeout_of_zero_is_no_limit_in_the_config_and_on_the_command_line() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.path().join("config.toml");
+    std::fs::write(&config, "request_timeout = \"0\"\nidle_timeout = 0\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("No hurry."), Reply::text("Still none.")]);
+    let config = config.to_str().unwrap();
+    let out = sandbox
+        .chat(&server.base_url(), &["--config", config, "hello"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "No hurry.");
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--request-timeout", "0ms", "--idle-timeout", "0", "again"],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "Still none.");
+}

@@ -213,6 +213,26 @@ async fn generation_settings_are_sent_and_extra_body_is_passed_as_is() {
 }
 
 #[tokio::test]
+async fn extra_body_never_replaces_the_conversation_the_model_or_the_tools() {
+    let server = ScriptedServer::start_with([Reply::text("a")]).await;
+    let provider = provider(
+        config(&server.base_url())
+            .body_field("messages", json!([]))
+            .body_field("model", json!("other-model"))
+            .body_field("tools", json!([]))
+            .body_field("stream", json!(false))
+            .body_field("top_k", json!(20)),
+    );
+    run(&provider).await.0.unwrap();
+    let body = &server.request_bodies()[0];
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["messages"].as_array().unwrap().len(), 2, "{body}");
+    assert_eq!(body["tools"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["top_k"], 20);
+}
+
+#[tokio::test]
 async fn no_max_tokens_sends_none() {
     let server = ScriptedServer::start_with([Reply::text("a")]).await;
     let provider = provider(config(&server.base_url()).max_tokens(None));

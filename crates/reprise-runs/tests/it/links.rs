@@ -223,9 +223,12 @@ fn session_log_and_transcript_links_are_refused() {
     let error = SessionLog::open(&folder.dir).unwrap_err();
     assert_refuses(&error, &log);
 
+    // A link found at open is refused there; one swapped in later, at the next record.
+    let transcript = Transcript::open(&folder.dir, Redactor::new()).unwrap();
     let transcript_path = folder.dir.join("transcript.jsonl");
     setup.link_at(&transcript_path);
-    let transcript = Transcript::open(&folder.dir, Redactor::new()).unwrap();
+    let error = Transcript::open(&folder.dir, Redactor::new()).unwrap_err();
+    assert_refuses(&error, &transcript_path);
     let error = transcript
         .record(&TranscriptRecord::tool_call("main", "c1", "bash", "{}"))
         .unwrap_err();

@@ -6,7 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use reprise_runs::{
-    RunFolder, create_run_folder, create_run_store, list_runs, remove_unused_run_folder,
+    RunFolder, UNUSED_GRACE, create_run_folder, create_run_store, list_runs,
+    remove_unused_run_folder, unused_run_folders,
 };
 use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
 
@@ -184,6 +185,69 @@ async fn only_an_unused_run_folder_is_removed() {
     let used = run_with_messages(runs.path(), 1).await;
     assert!(!remove_unused_run_folder(&RunFolder::open(&used).unwrap()).unwrap());
     assert!(used.join("conversation.jsonl").exists());
+}
+
+/// Sets the modification time of `dir` and of everything in it to `age` ago.
+fn age(dir: &Path, age: std::time::Duration) {
+    let when = std::time::SystemTime::now() - age;
+    for entry in fs::read_dir(dir).unwrap() {
+        fs::File::open(entry.unwrap().path())
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    fs::File::open(dir).unwrap().set_modified(when).unwrap();
+}
+
+fn names(folders: &[RunFolder]) -> Vec<String> {
+    folders.iter().map(|f| f.name().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn folders_with_nothing_written_are_offered_once_old_and_removed_unless_held() {
+    let runs = tempfile::tempdir().unwrap();
+    let old = UNUSED_GRACE + std::time::Duration::from_secs(60);
+    // What a fork killed after taking its target's lock left.
+    let killed_fork = create_run_folder(runs.path()).unwrap();
+    fs::write(killed_fork.dir.join(".lock"), "4242      \n").unwrap();
+    // What a start that resumed another run left.
+    let resumed = create_run_folder(runs.path()).unwrap();
+    fs::write(
+        resumed.dir.join("session.log"),
+        "(resumed run 2026-01-01T00-00-00-000Z)\n",
+    )
+    .unwrap();
+    let written = create_run_folder(runs.path()).unwrap();
+    fs::write(written.dir.join("session.log"), "› hello\n").unwrap();
+    let used = run_with_messages(runs.path(), 1).await;
+    for dir in [&killed_fork.dir, &resumed.dir, &written.dir, &used] {
+        age(dir, old);
+    }
+    let starting = create_run_folder(runs.path()).unwrap();
+    let offered = unused_run_folders(runs.path(), std::time::SystemTime::now()).unwrap();
+    assert_eq!(
+        names(&offered),
+        [killed_fork.name(), resumed.name()],
+        "a folder written to, a run and one made a moment ago are not offered"
+    );
+    assert!(starting.dir.exists());
+
+    // A chat holding the folder keeps it.
+    let held = reprise_session::parts::acquire(runs.path(), &resumed.dir.join(".lock"), "resumed")
+        .unwrap();
+    let other_process = std::thread::spawn({
+        let folder = resumed.clone();
+        move || remove_unused_run_folder(&folder).unwrap()
+    });
+    // The lock is per open file: from this process it is held too.
+    assert!(!other_process.join().unwrap());
+    drop(held);
+    assert!(resumed.dir.exists());
+    for folder in &offered {
+        assert!(remove_unused_run_folder(folder).unwrap());
+        assert!(!folder.dir.exists());
+    }
+    assert!(written.dir.exists() && used.exists());
 }
 
 #[test]
