@@ -13,6 +13,7 @@
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
 //! reads the shared secret corpus and says what a redaction masked.
 //! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with.
+//! [`failing_sync::FailingSync`] makes a real binary's syncs fail as a failing disk's do.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
 //! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
@@ -38,6 +39,7 @@
 
 mod assert;
 mod entries;
+pub mod failing_sync;
 mod frames;
 mod invariant;
 pub mod llama;

@@ -9,6 +9,7 @@ mod compaction;
 mod damaged_runs;
 mod database;
 mod export;
+mod failing_disk;
 mod fs_errors;
 mod full_screen;
 mod history;

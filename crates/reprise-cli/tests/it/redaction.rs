@@ -234,21 +234,11 @@ async fn chat_with_env(
     env: &[(&str, &str)],
     input: &str,
 ) -> Output {
-    use tokio::io::AsyncWriteExt;
     let mut command = sandbox.command(args);
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().await.unwrap();
-    Output {
-        status: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    crate::support::run_command(command, input).await
 }
 
 fn files_of(run: &Path) -> Vec<(String, String)> {

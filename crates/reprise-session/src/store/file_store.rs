@@ -274,6 +274,7 @@ impl BlockingStore for Inner {
                     create_private_dir_all(&self.subagents_dir(id), DirSync::when(sync_dirs))?;
                     let writer = writers.subagents.entry(name.to_owned()).or_insert_with(|| {
                         JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                            .part_of(&self.main_path(id))
                     });
                     report = writer.append(entries)?;
                 }
@@ -312,6 +313,7 @@ impl BlockingStore for Inner {
             None => &mut writers.main,
             Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
                 JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                    .part_of(&self.main_path(id))
             }),
         };
         if as_writer {
