@@ -16,6 +16,7 @@ mod history;
 mod import;
 mod limits;
 mod mcp_chat;
+mod not_files;
 mod plain_mode;
 mod real_llama;
 mod redaction;
