@@ -13,6 +13,7 @@
 //! feature adds `pty::Pty`, a program driven in a pseudo-terminal. [`secret_corpus`]
 //! reads the shared secret corpus and says what a redaction masked.
 //! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with.
+//! [`ends_within_a_minute`] turns a hang into a failure.
 //! [`failing_sync::FailingSync`] makes a real binary's syncs fail as a failing disk's do.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
@@ -38,6 +39,7 @@
 //! ```
 
 mod assert;
+mod deadline;
 mod entries;
 pub mod failing_sync;
 mod frames;
@@ -53,6 +55,7 @@ mod request;
 pub mod secret_corpus;
 mod server;
 
+pub use deadline::{A_MINUTE, ends_within_a_minute};
 pub use entries::coding_agent_entry;
 pub use invariant::check_tool_call_pairing;
 pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};
