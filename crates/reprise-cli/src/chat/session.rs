@@ -149,7 +149,9 @@ impl Opener {
                 return Err(error);
             }
         };
-        let window = crate::chat::context_window::window_for(&self.settings, &folder.dir).await;
+        let window =
+            crate::chat::context_window::window_for(&self.settings, &self.redactor, &folder.dir)
+                .await;
         let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools);

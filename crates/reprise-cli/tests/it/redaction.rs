@@ -315,3 +315,32 @@ async fn the_api_key_and_token_variables_are_masked_by_value_everywhere() {
     let conversation = std::fs::read_to_string(run.join("conversation.jsonl")).unwrap();
     assert!(conversation.contains(api_key) && conversation.contains(token));
 }
+
+#[tokio::test]
+async fn the_context_window_cache_is_private_and_keeps_no_password_of_the_url() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([Reply::text("hello")]).await;
+    server.report_context_window(8_192);
+    let base_url = format!("http://bob:hunter2-in-the-url@{}/v1", server.addr());
+    let args = [
+        "--plain",
+        "--base-url",
+        base_url.as_str(),
+        "--model",
+        "scripted-model",
+    ];
+    let out = sandbox.run(&args, "hi\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let run = sandbox.conversations().remove(0);
+    let path = run.join("context-window.json");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let cached: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(cached["tokens"], 8_192, "{cached}");
+    assert_eq!(
+        cached["base_url"],
+        format!("http://bob:{MASK}@{}/v1", server.addr()),
+        "{cached}"
+    );
+}
