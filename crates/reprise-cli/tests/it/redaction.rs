@@ -344,3 +344,32 @@ async fn the_context_window_cache_is_private_and_keeps_no_password_of_the_url() 
         "{cached}"
     );
 }
+
+#[tokio::test]
+async fn an_aws_secret_key_typed_after_its_key_id_stays_out_of_every_file() {
+    let key = "Zk3/9xQvR2mT+8bLw4NcY7pH1sJd6fGa0eUoKiVn";
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([Reply::text("noted")]).await;
+    let prompt = format!("deploy with AKIAJ3X7QW2ZK5N8RT4Y {key} please\n");
+    let out = sandbox.chat(&server.base_url(), &[], &prompt).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // Files changed less than a second before a listing are not cached.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let runs = sandbox.run(&["runs"], "").await;
+    assert_eq!(runs.status, 0, "{}", runs.stderr);
+    let run = sandbox.conversations().remove(0);
+    let mut files = files_of(&run);
+    for shared in ["history.jsonl", ".list-cache.json"] {
+        let text = std::fs::read_to_string(sandbox.runs_dir().join(shared)).unwrap();
+        files.push((shared.to_owned(), text));
+    }
+    files.push(("reprise runs".into(), runs.stdout));
+    for (file, text) in &files {
+        assert!(!text.contains(key), "the secret key in {file}: {text}");
+    }
+    let summary = &files[1].1;
+    assert!(
+        summary.contains(&format!("deploy with {MASK} {MASK} please")),
+        "{summary}"
+    );
+}
