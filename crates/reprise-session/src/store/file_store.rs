@@ -602,6 +602,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stopped_session_takes_no_append_from_any_writer_or_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileSessionStore::new(dir.path());
+        let main = SessionKey::session("s").unwrap();
+        let helper = SessionKey::subagent("s", "helper").unwrap();
+        store
+            .append(&helper, &[Entry::message(Message::user("task"))])
+            .await
+            .unwrap();
+        // What a failed sync of the subagent's transcript does.
+        let cause = IoError::new(
+            "sync",
+            store.transcript_path(&helper),
+            std::io::Error::from_raw_os_error(5),
+        );
+        crate::store::stopped_writes::stop(
+            &crate::store::stopped_writes::session_key(&store.transcript_path(&main)),
+            cause,
+        );
+        let again = FileSessionStore::new(dir.path());
+        for (store, key) in [(&store, &main), (&store, &helper), (&again, &main)] {
+            let error = store
+                .append(key, &[Entry::message(Message::user("more"))])
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&error, StoreError::WritesStopped { session, .. } if session == "s"),
+                "{error:?}"
+            );
+        }
+        let loaded = again.load(&main).await.unwrap().unwrap();
+        assert!(loaded.entries.is_empty());
+        // Other sessions are not stopped.
+        store
+            .append(
+                &SessionKey::session("t").unwrap(),
+                &[Entry::message(Message::user("hi"))],
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
     async fn closing_the_store_waits_for_its_fork_syncs() {
         let dir = tempfile::tempdir().unwrap();
         let store = forked_store(dir.path()).await;
