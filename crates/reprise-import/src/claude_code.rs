@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::builder::{Builder, image_part, parse_ts, text_part};
 use crate::error::ImportError;
 use crate::report::Report;
-use crate::{Converted, SourceTool, read_file, split_lines};
+use crate::{Converted, SourceTool, read_bounded, read_file, split_lines};
 
 #[derive(Deserialize)]
 struct Record {
@@ -650,8 +650,11 @@ fn subagent_files(folder: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// The longest subagent metadata file read: it holds a type and a description.
+const MAX_META_BYTES: u64 = 1 << 20;
+
 fn subagent_meta(file: &Path) -> Option<String> {
-    let meta = std::fs::read(file.with_extension("meta.json")).ok()?;
+    let meta = read_bounded(&file.with_extension("meta.json"), MAX_META_BYTES).ok()?;
     let meta: Value = serde_json::from_slice(&meta).ok()?;
     let kind = meta["agentType"].as_str().unwrap_or("subagent");
     let description = meta["description"].as_str().unwrap_or_default();

@@ -14,6 +14,17 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
+    /// The path named is neither a regular file nor a folder (a FIFO, a device).
+    #[error(
+        "{path}: {what}, not a regular file or a folder (import reads transcript files, \
+         or folders of them)"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
     /// The file is not a transcript of any tool this crate knows.
     #[error("{path}: not a Claude Code, Codex or opencode transcript")]
     Unrecognized {

@@ -85,10 +85,21 @@ pub(crate) fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|line| line.iter().any(|b| !b.is_ascii_whitespace()))
 }
 
+/// The longest transcript read, in bytes: a file is read whole, so a bigger one (or a
+/// device that never ends) is refused rather than filling the memory.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
+
+/// Reads a transcript whole: a regular file of at most [`MAX_TRANSCRIPT_BYTES`];
+/// anything else (a FIFO, a device) is refused without waiting on it.
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, ImportError> {
-    std::fs::read(path).map_err(|source| ImportError::Read {
+    read_bounded(path, MAX_TRANSCRIPT_BYTES)
+}
+
+/// Reads the regular file `path` whole, if it holds at most `limit` bytes.
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ImportError> {
+    reprise_session::fs::read_regular_file(path, limit).map_err(|error| ImportError::Read {
         path: path.to_path_buf(),
-        source,
+        source: error.source,
     })
 }
 

@@ -6,14 +6,23 @@ use crate::error::ImportError;
 
 /// The files under `path` that may be transcripts (`*.jsonl`, `*.json`), sorted; or
 /// `path` itself when it is a file. Subagent transcripts (in a `subagents` folder)
-/// are left out: they come with their session. Links are not followed.
+/// are left out: they come with their session. Links are not followed below `path`;
+/// only regular files are taken, and a `path` that is neither a file nor a folder (a
+/// FIFO, a device) is refused.
 pub fn find_transcripts(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
     let meta = std::fs::metadata(path).map_err(|source| ImportError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
+    match reprise_session::fs::not_regular(meta.file_type()) {
+        None => return Ok(vec![path.to_path_buf()]),
+        Some(_) if meta.is_dir() => {}
+        Some(what) => {
+            return Err(ImportError::NotAFile {
+                path: path.to_path_buf(),
+                what,
+            });
+        }
     }
     let mut files = Vec::new();
     for item in walkdir::WalkDir::new(path).follow_links(false) {

@@ -116,6 +116,11 @@ pub(crate) fn pattern_spans(pattern: &CompiledPattern, text: &str, out: &mut Vec
             Check::NotLowerHex => !secret
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()),
+            Check::RandomLooking => {
+                secret.bytes().any(|b| b.is_ascii_uppercase())
+                    && secret.bytes().any(|b| b.is_ascii_lowercase())
+                    && secret.bytes().any(|b| b.is_ascii_digit())
+            }
             Check::Assignment => {
                 let key = pattern
                     .key_group

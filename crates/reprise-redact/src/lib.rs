@@ -252,6 +252,46 @@ mod tests {
         assert!(out.ends_with("-----END OPENSSH PRIVATE KEY-----\ndone"));
     }
 
+    #[test]
+    fn an_aws_secret_key_after_its_key_id_on_the_line_is_masked() {
+        let key = "Zk3/9xQvR2mT+8bLw4NcY7pH1sJd6fGa0eUoKiVn";
+        assert_eq!(key.len(), 40);
+        for (text, shown) in [
+            (
+                format!("creds: AKIAJ3X7QW2ZK5N8RT4Y {key}"),
+                format!("creds: {MASK} {MASK}"),
+            ),
+            (
+                format!("AKIAJ3X7QW2ZK5N8RT4Y:{key}\nnext line"),
+                format!("{MASK}:{MASK}\nnext line"),
+            ),
+            (
+                format!("id AKIAJ3X7QW2ZK5N8RT4Y and the secret is \"{key}\"."),
+                format!("id {MASK} and the secret is \"{MASK}\"."),
+            ),
+        ] {
+            assert_eq!(r_redact(&text), shown);
+        }
+        // Not a secret key: a commit hash, a longer string, one on the next line
+        // with no name (only the id is masked).
+        for (text, shown) in [
+            (
+                "AKIAJ3X7QW2ZK5N8RT4Y at 0123456789abcdef0123456789abcdef01234567".to_owned(),
+                format!("{MASK} at 0123456789abcdef0123456789abcdef01234567"),
+            ),
+            (
+                format!("AKIAJ3X7QW2ZK5N8RT4Y {key}Zk3"),
+                format!("{MASK} {key}Zk3"),
+            ),
+            (
+                format!("AKIAJ3X7QW2ZK5N8RT4Y\n{key}"),
+                format!("{MASK}\n{key}"),
+            ),
+        ] {
+            assert_eq!(r_redact(&text), shown);
+        }
+    }
+
     fn r_redact(text: &str) -> String {
         Redactor::new().redact(text).into_owned()
     }

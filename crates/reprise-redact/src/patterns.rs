@@ -24,6 +24,10 @@ pub(crate) enum Check {
     NotUpperWord,
     /// The secret is not made only of lowercase letters and digits (a hash, a word).
     NotLowerHex,
+    /// The secret holds a capital, a lowercase letter and a digit, as a random
+    /// base64 string of its length nearly always does, and a word or a path
+    /// seldom does.
+    RandomLooking,
     /// A value assigned to a secret-looking name: rules depend on the name's class.
     Assignment,
     /// A command-line flag value: not a placeholder, not the next flag.
@@ -62,7 +66,9 @@ const fn p(
     }
 }
 
-use Check::{Always, Assignment, Flag, HasDigit, NotLowerHex, NotPlaceholder, NotUpperWord};
+use Check::{
+    Always, Assignment, Flag, HasDigit, NotLowerHex, NotPlaceholder, NotUpperWord, RandomLooking,
+};
 
 /// Every pattern the redactor applies.
 pub(crate) const PATTERNS: &[Pattern] = &[
@@ -117,6 +123,16 @@ pub(crate) const PATTERNS: &[Pattern] = &[
         Always,
         "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
         "AKIAIOSFODNN7EXAMPLE",
+    ),
+    p(
+        "aws_secret_after_access_key_id",
+        // The 40-character secret access key written after its key id on the same
+        // line, with no name of its own (`AKIA… wJalr…`, `AKIA…:wJalr…`), as people
+        // paste the pair. Base64 characters on neither side: exactly 40.
+        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b[^\n]{0,100}?[^A-Za-z0-9/+=\n](?P<s>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|\z)",
+        RandomLooking,
+        "use AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for the bucket",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
     p(
         "aws_mws_token",

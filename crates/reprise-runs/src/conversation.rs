@@ -10,6 +10,7 @@
 //! person typed that starts with `/` is kept: it is what they wrote.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -149,14 +150,52 @@ pub fn conversation_of(loaded: Loaded) -> Conversation {
     }
 }
 
+/// Each entry's uuid with how many messages came up to it, to say how many a
+/// compaction took in.
+enum Counted {
+    /// Before the first compaction: a list, as nothing searches it yet, and one map
+    /// insert per entry was a good part of `reprise show` on a long conversation.
+    List(Vec<(Uuid, usize)>),
+    /// From the first compaction on: a map, so that each compaction is one lookup,
+    /// however far back its `through` is, or when it names no entry at all (a
+    /// damaged file with many such compactions would otherwise scan the history
+    /// back to its start for each).
+    Map(HashMap<Uuid, usize, foldhash::fast::RandomState>),
+}
+
+impl Default for Counted {
+    fn default() -> Self {
+        Counted::List(Vec::new())
+    }
+}
+
+impl Counted {
+    fn push(&mut self, uuid: Uuid, seen: usize) {
+        match self {
+            Counted::List(list) => list.push((uuid, seen)),
+            Counted::Map(map) => {
+                map.insert(uuid, seen);
+            }
+        }
+    }
+
+    /// How many messages came up to the entry `uuid`, if it came before.
+    fn lookup(&mut self, uuid: Uuid) -> Option<usize> {
+        if let Counted::List(list) = self {
+            let map = std::mem::take(list).into_iter().collect();
+            *self = Counted::Map(map);
+        }
+        match self {
+            Counted::Map(map) => map.get(&uuid).copied(),
+            Counted::List(_) => None,
+        }
+    }
+}
+
 /// Picks, from a transcript's entries in order, what a conversation shows.
 #[derive(Default)]
 struct Shown {
-    /// Each entry's uuid with how many messages came up to it, to say how many a
-    /// compaction took in. A list, not a map: it is only searched at a compaction,
-    /// and one map insert per entry was a good part of `reprise show` on a long
-    /// conversation.
-    counted: Vec<(Uuid, usize)>,
+    counted: Counted,
     /// Messages so far.
     seen: usize,
     /// Messages the compactions so far took in.
@@ -175,11 +214,7 @@ impl Shown {
                 shown = shown_message(message);
             }
         } else if let Some(compaction) = Compaction::from_entry(&entry)
-            && let Some(&(_, through)) = self
-                .counted
-                .iter()
-                .rev()
-                .find(|(uuid, _)| *uuid == compaction.through)
+            && let Some(through) = self.counted.lookup(compaction.through)
         {
             shown = Some(ConversationMessage {
                 role: Role::System,
@@ -191,7 +226,7 @@ impl Shown {
             });
             self.compacted_up_to = self.compacted_up_to.max(through);
         }
-        self.counted.push((entry.uuid, self.seen));
+        self.counted.push(entry.uuid, self.seen);
         shown
     }
 }

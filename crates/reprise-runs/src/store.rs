@@ -408,6 +408,7 @@ impl Inner {
         let new = || {
             JsonlWriter::new(self.transcript_path(key), id, self.durability)
                 .beneath(self.root())
+                .part_of(&self.dir.join(CONVERSATION_JSONL))
                 .keeping_file_open()
         };
         match key.subagent_name() {
@@ -443,6 +444,8 @@ impl BlockingStore for Inner {
         self.locks
             .with_writer(id, self.root(), &self.dir.join(RUN_LOCK), || {
                 let state = &mut *state;
+                // A session whose writes stopped gets nothing, session.json included.
+                self.writer(state, key).check_writable()?;
                 if !known {
                     // session.json first: a conversation.jsonl is never without one.
                     let meta = SessionJson {

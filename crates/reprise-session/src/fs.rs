@@ -283,6 +283,71 @@ pub fn open_read_beneath(root: &Path, path: &Path) -> Result<Option<File>, IoErr
     }
 }
 
+/// What a file of type `kind` is, as an error names it, when it is not a regular file
+/// (`a FIFO (named pipe)`, `a character device`, `a folder`, …); `None` for a regular
+/// file.
+pub fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a folder")
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// Reads the whole regular file `path` (a link named is followed), for files a person
+/// names (a config, a transcript to import). Anything else is refused before a byte
+/// is read, so that a FIFO cannot block the reader and a device such as `/dev/zero`
+/// cannot make it read forever: opened non-blocking, then checked; and a file longer
+/// than `limit` bytes is refused rather than read whole.
+pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, IoError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |source| IoError::new("read", path, source);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // Opening a FIFO for reading waits for a writer unless non-blocking; on a
+        // regular file the flag changes nothing.
+        .custom_flags(OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(refuse)?;
+    let meta = file.metadata().map_err(refuse)?;
+    if let Some(what) = not_regular(meta.file_type()) {
+        return Err(refuse(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        )));
+    }
+    let too_long = || {
+        refuse(std::io::Error::new(
+            ErrorKind::FileTooLarge,
+            format!("longer than {limit} bytes, the most that is read of it"),
+        ))
+    };
+    if meta.len() > limit {
+        return Err(too_long());
+    }
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file that grew while it was read.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(refuse)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long());
+    }
+    Ok(bytes)
+}
+
 /// A name for a temporary sibling of `path`, unique within this process and across
 /// processes (pid), hidden (leading dot) so listings skip it.
 pub fn temp_sibling(path: &Path, what: &str) -> PathBuf {

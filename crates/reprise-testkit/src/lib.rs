@@ -14,6 +14,8 @@
 //! reads the shared secret corpus and says what a redaction masked.
 //! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with, and
 //! [`chat_corpus`] sessions that the chat itself wrote.
+//! [`ends_within_a_minute`] turns a hang into a failure.
+//! [`failing_sync::FailingSync`] makes a real binary's syncs fail as a failing disk's do.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
 //! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
@@ -39,7 +41,9 @@
 
 mod assert;
 pub mod chat_corpus;
+mod deadline;
 mod entries;
+pub mod failing_sync;
 mod frames;
 mod invariant;
 pub mod llama;
@@ -53,6 +57,7 @@ mod request;
 pub mod secret_corpus;
 mod server;
 
+pub use deadline::{A_MINUTE, ends_within_a_minute};
 pub use entries::coding_agent_entry;
 pub use invariant::check_tool_call_pairing;
 pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};

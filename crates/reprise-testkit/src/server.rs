@@ -48,6 +48,9 @@ impl RecordedRequest {
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// The context window `GET /v1/models` reports (`max_model_len`, as vLLM
+    /// does), when set.
+    context_window: Mutex<Option<u32>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,6 +149,12 @@ impl ScriptedServer {
         lock(&self.shared.replies).extend(replies);
     }
 
+    /// Makes `GET /v1/models` report `tokens` as the model's context window
+    /// (`max_model_len`, as vLLM does); by default it reports none.
+    pub fn report_context_window(&self, tokens: u32) {
+        *lock(&self.shared.context_window) = Some(tokens);
+    }
+
     /// How many queued replies have not been used yet.
     pub fn remaining(&self) -> usize {
         lock(&self.shared.replies).len()
@@ -217,12 +226,12 @@ pub fn unreachable_base_url() -> String {
     format!("http://127.0.0.1:{port}/v1")
 }
 
-async fn models() -> Response {
-    axum::Json(json!({
-        "object": "list",
-        "data": [{"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "reprise-testkit"}],
-    }))
-    .into_response()
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let mut model = json!({"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "reprise-testkit"});
+    if let Some(tokens) = *lock(&shared.context_window) {
+        model["max_model_len"] = json!(tokens);
+    }
+    axum::Json(json!({"object": "list", "data": [model]})).into_response()
 }
 
 async fn chat_completions(

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use reprise_runs::{CatalogFork, RunCatalog, RunFolder, append_history_with};
 
+use crate::chat::events::UiEvent;
 use crate::chat::session::{ChatSession, Opener};
 
 /// The slash commands, for `/help`.
@@ -32,14 +33,17 @@ async fn rename_run(runs: &dyn RunCatalog, folder: &RunFolder, title: &str) -> R
     })
 }
 
-/// Remembers a submitted line in `history.jsonl`, redacted (failures are only logged:
-/// the history is a convenience).
+/// Remembers a submitted line in `history.jsonl`, redacted. A failure is a warning
+/// on the screen, not an error: the history is a convenience, and the line itself
+/// goes on to the conversation.
 fn remember(opener: &Opener, text: &str, run: &str) {
-    if let Err(error) = append_history_with(&opener.history_path(), text, run, &opener.redactor) {
-        tracing::warn!(
-            "history.jsonl: {}",
+    let path = opener.history_path();
+    if let Err(error) = append_history_with(&path, text, run, &opener.redactor) {
+        let _ = opener.ui.send(UiEvent::Warning(format!(
+            "{}: this line may not be kept for up/down: {}",
+            path.display(),
             crate::display::error_text::with_causes(&error)
-        );
+        )));
     }
 }
 

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use reprise_redact::Redactor;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
@@ -17,6 +18,8 @@ pub const LOOKUP_TIMEOUT: Duration = Duration::from_millis(1_500);
 /// What `context-window.json` holds.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct Cached {
+    /// Redacted, as every file of a run folder but the conversation: a password
+    /// in the URL (`http://user:password@host`) is masked. Compared redacted too.
     base_url: String,
     model: String,
     tokens: u32,
@@ -25,16 +28,22 @@ struct Cached {
 
 /// The window to compact for: `context_window` / `--context-window`; else the
 /// answer cached in the run folder for this server and model; else the server's
-/// answer (then cached); else [`reprise_agent::FALLBACK_CONTEXT_WINDOW`].
-pub async fn window_for(settings: &Settings, run_dir: &Path) -> u32 {
+/// answer (then cached, its URL passed through `redactor`); else
+/// [`reprise_agent::FALLBACK_CONTEXT_WINDOW`].
+pub async fn window_for(settings: &Settings, redactor: &Redactor, run_dir: &Path) -> u32 {
     if let Some(tokens) = settings.context_window {
         return tokens;
     }
     let path = run_dir.join(CONTEXT_WINDOW_JSON);
-    if let Some(cached) = std::fs::read(&path)
+    // The runs folder: below it no link is followed, for reading as for writing.
+    let root = reprise_session::fs::parent_of(run_dir);
+    let base_url = redactor.redact(&settings.base_url).into_owned();
+    let cached = reprise_session::fs::open_read_beneath(root, &path)
         .ok()
-        .and_then(|bytes| serde_json::from_slice::<Cached>(&bytes).ok())
-        .filter(|cached| cached.base_url == settings.base_url && cached.model == settings.model)
+        .flatten()
+        .and_then(|file| serde_json::from_reader::<_, Cached>(std::io::BufReader::new(file)).ok());
+    if let Some(cached) =
+        cached.filter(|cached| cached.base_url == base_url && cached.model == settings.model)
     {
         return cached.tokens;
     }
@@ -53,14 +62,15 @@ pub async fn window_for(settings: &Settings, run_dir: &Path) -> u32 {
         return reprise_agent::FALLBACK_CONTEXT_WINDOW;
     };
     let cached = Cached {
-        base_url: settings.base_url.clone(),
+        base_url,
         model: settings.model.clone(),
         tokens: found.tokens,
         source: found.source.to_owned(),
     };
-    // Only a cache: a run folder that cannot take it asks again next time.
+    // Only a cache: a run folder that cannot take it asks again next time. Made
+    // 0600 at creation, as every file of a run folder.
     if let Ok(text) = serde_json::to_vec_pretty(&cached)
-        && let Err(error) = std::fs::write(&path, text)
+        && let Err(error) = reprise_session::fs::write_file_atomic(root, &path, &text, false)
     {
         tracing::warn!("{}: {error}", path.display());
     }

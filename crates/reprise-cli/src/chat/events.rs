@@ -13,6 +13,22 @@ pub enum UiEvent {
     Ask(Ask),
     /// Something happened to an MCP server (started, failed, restarted).
     Mcp(reprise_mcp::McpNotice),
+    /// A file the chat keeps beside the conversation (the prompt history, the
+    /// run's transcript) could not be written or synced: the chat goes on, and the
+    /// person is told what may be missing.
+    Warning(String),
+}
+
+impl UiEvent {
+    /// The line a screen shows for an event that is neither the agent's nor a
+    /// question, and may come at any time (between turns too).
+    pub fn notice_text(&self) -> Option<String> {
+        match self {
+            UiEvent::Mcp(notice) => Some(notice.to_string()),
+            UiEvent::Warning(text) => Some(format!("! {text}")),
+            UiEvent::Agent(_) | UiEvent::Ask(_) => None,
+        }
+    }
 }
 
 /// The person's answer to "may this tool call run?".

@@ -160,7 +160,9 @@ impl Opener {
                 return Err(error);
             }
         };
-        let window = crate::chat::context_window::window_for(&self.settings, &folder.dir).await;
+        let window =
+            crate::chat::context_window::window_for(&self.settings, &self.redactor, &folder.dir)
+                .await;
         let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools);
@@ -306,6 +308,17 @@ impl ChatSession {
         self.agent.context_used()
     }
 
+    /// What to show when a turn or a compaction failed.
+    fn describe(&self, error: &AgentError) -> String {
+        if let AgentError::Store(stopped @ reprise_session::StoreError::WritesStopped { .. }) =
+            error
+        {
+            return writes_stopped_text(stopped, self.run_name());
+        }
+        let (base_url, model) = &self.settings_summary;
+        describe_agent_error(error, base_url, model)
+    }
+
     /// `/compact [what to keep]`: summarises the older part of the conversation
     /// now. The marker line reaches the screen as an event, like a compaction
     /// during a turn.
@@ -330,8 +343,7 @@ impl ChatSession {
             }
             Err(AgentError::Cancelled) => TurnEnd::Cancelled,
             Err(error) => {
-                let (base_url, model) = &self.settings_summary;
-                let message = describe_agent_error(&error, base_url, model);
+                let message = self.describe(&error);
                 self.log_line(&format!("✗ {}", self.redactor.redact(&message)));
                 TurnEnd::Failed(message)
             }
@@ -371,10 +383,7 @@ impl ChatSession {
                  complete, so none ran"
                     .to_owned(),
             ),
-            Err(error) => {
-                let (base_url, model) = &self.settings_summary;
-                TurnEnd::Failed(describe_agent_error(&error, base_url, model))
-            }
+            Err(error) => TurnEnd::Failed(self.describe(&error)),
         };
         match &end {
             TurnEnd::Answered => {}
@@ -411,6 +420,7 @@ async fn forward_events(
             transcript,
             decisions,
             redactor,
+            ui,
             &event,
             &mut at_line_start,
         );
@@ -424,9 +434,25 @@ fn record_event(
     transcript: &Transcript,
     decisions: &Decisions,
     redactor: &Redactor,
+    ui: &UnboundedSender<UiEvent>,
     event: &AgentEvent,
     at_line_start: &mut bool,
 ) {
+    // The transcript is the run's record of its tool calls: a record that may be
+    // missing from it is said, not only logged.
+    let record = |record: &TranscriptRecord| {
+        if let Err(error) = transcript.record(record) {
+            let _ = ui.send(UiEvent::Warning(format!(
+                "{}: this tool {} may not be kept: {}",
+                transcript.path().display(),
+                match record.event {
+                    reprise_runs::TranscriptEvent::ToolCall { .. } => "call",
+                    reprise_runs::TranscriptEvent::ToolResult { .. } => "result",
+                },
+                with_causes(&error)
+            )));
+        }
+    };
     let write = |log: &mut SessionLog, text: &str| warn_on_error(log.write(text));
     match event {
         AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
@@ -454,15 +480,12 @@ fn record_event(
                 ),
             );
             warn_on_error(log.flush());
-            let record = TranscriptRecord::tool_call(
+            record(&TranscriptRecord::tool_call(
                 agent.clone(),
                 id.clone(),
                 name.clone(),
                 arguments.clone(),
-            );
-            if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
-            }
+            ));
         }
         AgentEvent::ToolCallFinished {
             agent,
@@ -481,7 +504,7 @@ fn record_event(
                 ),
             );
             warn_on_error(log.flush());
-            let mut record = TranscriptRecord::tool_result(
+            let mut result = TranscriptRecord::tool_result(
                 agent.clone(),
                 id.clone(),
                 name.clone(),
@@ -489,13 +512,11 @@ fn record_event(
                 output.is_error,
             );
             if let Some((decision, reason)) = decisions.take(id) {
-                record = record
+                result = result
                     .with_decision(decision)
                     .with_field("reason", serde_json::Value::String(reason));
             }
-            if let Err(error) = transcript.record(&record) {
-                tracing::warn!("transcript.jsonl: {}", with_causes(&error));
-            }
+            record(&result);
         }
         // A subagent's replies, whole, under the call that started it.
         AgentEvent::MessageRecorded { agent, message, .. }
@@ -550,6 +571,17 @@ fn warn_on_error(result: Result<(), reprise_runs::RunError>) {
     if let Err(error) = result {
         tracing::warn!("session.log: {}", with_causes(&error));
     }
+}
+
+/// What the chat says once the conversation of run `run` takes no more writes.
+fn writes_stopped_text(error: &reprise_session::StoreError, run: &str) -> String {
+    format!(
+        "{}.\nThis chat writes nothing more to run {run}: what the last write left may or \
+         may not be on disk, so this chat's view of the conversation and the run's may \
+         differ. To go on, leave (/exit) and start `reprise --resume {run}` (or `reprise \
+         --continue` if it is the latest run): it reads back what is on disk.",
+        with_causes(error)
+    )
 }
 
 /// What `/compact` says when the conversation is too short to compact.

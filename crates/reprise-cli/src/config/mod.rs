@@ -342,10 +342,20 @@ pub fn config_path(
     Some((base.join("reprise").join("config.toml"), false))
 }
 
+/// The longest config file read, in bytes.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
 /// Reads and parses a config file. A parse error names the file, line and column.
+/// Only a regular file of at most [`MAX_CONFIG_BYTES`] is read: a FIFO or a device
+/// named as the config is refused, never waited on.
 pub fn read_config(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let cannot_read = || format!("cannot read the config file {}", path.display());
+    let bytes = reprise_session::fs::read_regular_file(path, MAX_CONFIG_BYTES)
+        .map_err(|error| error.source)
+        .with_context(cannot_read)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|error| error.utf8_error())
+        .with_context(cannot_read)?;
     parse_config(path, &text)
 }
 

@@ -279,8 +279,10 @@ pub async fn run(
         }
     }
     warn_load(&session, &mut printer);
-    while let Ok(UiEvent::Mcp(notice)) = ui.try_recv() {
-        eprint_line(&notice.to_string());
+    while let Ok(event) = ui.try_recv() {
+        if let Some(text) = event.notice_text() {
+            eprint_line(&text);
+        }
     }
 
     let mut first = args.prompt.clone();
@@ -301,12 +303,14 @@ pub async fn run(
                     tokio::select! {
                         line = lines.next() => break line,
                         _ = interrupts.next() => break None,
-                        Some(UiEvent::Mcp(notice)) = ui.recv() => {
-                            if interactive {
-                                printer.print("\n");
+                        Some(event) = ui.recv() => {
+                            if let Some(text) = event.notice_text() {
+                                if interactive {
+                                    printer.print("\n");
+                                }
+                                eprint_line(&text);
+                                printer.prompt();
                             }
-                            eprint_line(&notice.to_string());
-                            printer.prompt();
                         }
                     }
                 };
@@ -467,7 +471,11 @@ impl ShownSession {
     ) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
-            UiEvent::Mcp(notice) => eprint_line(&notice.to_string()),
+            UiEvent::Mcp(_) | UiEvent::Warning(_) => {
+                if let Some(text) = event.notice_text() {
+                    eprint_line(&text);
+                }
+            }
             UiEvent::Ask(ask) if !printer.interactive => {
                 // The lines on stdin are prompts, not answers: never take one as
                 // a yes or a no.

@@ -234,21 +234,11 @@ async fn chat_with_env(
     env: &[(&str, &str)],
     input: &str,
 ) -> Output {
-    use tokio::io::AsyncWriteExt;
     let mut command = sandbox.command(args);
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().await.unwrap();
-    Output {
-        status: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    crate::support::run_command(command, input).await
 }
 
 fn files_of(run: &Path) -> Vec<(String, String)> {
@@ -324,4 +314,62 @@ async fn the_api_key_and_token_variables_are_masked_by_value_everywhere() {
     // Only the model's history keeps them: a resumed chat sends what the model saw.
     let conversation = std::fs::read_to_string(run.join("conversation.jsonl")).unwrap();
     assert!(conversation.contains(api_key) && conversation.contains(token));
+}
+
+#[tokio::test]
+async fn the_context_window_cache_is_private_and_keeps_no_password_of_the_url() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([Reply::text("hello")]).await;
+    server.report_context_window(8_192);
+    let base_url = format!("http://bob:hunter2-in-the-url@{}/v1", server.addr());
+    let args = [
+        "--plain",
+        "--base-url",
+        base_url.as_str(),
+        "--model",
+        "scripted-model",
+    ];
+    let out = sandbox.run(&args, "hi\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let run = sandbox.conversations().remove(0);
+    let path = run.join("context-window.json");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let cached: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(cached["tokens"], 8_192, "{cached}");
+    assert_eq!(
+        cached["base_url"],
+        format!("http://bob:{MASK}@{}/v1", server.addr()),
+        "{cached}"
+    );
+}
+
+#[tokio::test]
+async fn an_aws_secret_key_typed_after_its_key_id_stays_out_of_every_file() {
+    let key = "Zk3/9xQvR2mT+8bLw4NcY7pH1sJd6fGa0eUoKiVn";
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([Reply::text("noted")]).await;
+    let prompt = format!("deploy with AKIAJ3X7QW2ZK5N8RT4Y {key} please\n");
+    let out = sandbox.chat(&server.base_url(), &[], &prompt).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // Files changed less than a second before a listing are not cached.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let runs = sandbox.run(&["runs"], "").await;
+    assert_eq!(runs.status, 0, "{}", runs.stderr);
+    let run = sandbox.conversations().remove(0);
+    let mut files = files_of(&run);
+    for shared in ["history.jsonl", ".list-cache.json"] {
+        let text = std::fs::read_to_string(sandbox.runs_dir().join(shared)).unwrap();
+        files.push((shared.to_owned(), text));
+    }
+    files.push(("reprise runs".into(), runs.stdout));
+    for (file, text) in &files {
+        assert!(!text.contains(key), "the secret key in {file}: {text}");
+    }
+    let summary = &files[1].1;
+    assert!(
+        summary.contains(&format!("deploy with {MASK} {MASK} please")),
+        "{summary}"
+    );
 }

@@ -120,16 +120,7 @@ impl Sandbox {
 
     /// [`Sandbox::run`] with the binary run by `wrapper` (see [`Sandbox::command_through`]).
     pub async fn run_through(&self, wrapper: &[&str], args: &[&str], input: &str) -> Output {
-        let mut child = self.command_through(wrapper, args).spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(input.as_bytes()).await.unwrap();
-        drop(stdin);
-        let output = child.wait_with_output().await.unwrap();
-        Output {
-            status: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        run_command(self.command_through(wrapper, args), input).await
     }
 
     /// A chat in plain mode against `base_url`.
@@ -137,6 +128,20 @@ impl Sandbox {
         let mut args = vec!["--plain", "--base-url", base_url, "--model", "test-model"];
         args.extend_from_slice(extra);
         self.run(&args, input).await
+    }
+}
+
+/// Runs `command`, feeding `input` on stdin (then closing it).
+pub async fn run_command(mut command: tokio::process::Command, input: &str) -> Output {
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    Output {
+        status: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 

@@ -257,3 +257,35 @@ fn a_long_conversation_streams_as_it_reads() {
     );
     assert_eq!(read.warnings.len(), 2, "{:?}", read.warnings);
 }
+
+/// A damaged conversation: many compactions that each name an entry it does not
+/// hold, after many messages, then one that names the tenth message. One pass over
+/// it takes a fraction of a second; a scan to the start per compaction, billions of
+/// comparisons.
+#[test]
+fn many_compactions_naming_no_entry_cost_one_pass() {
+    let compaction = |through| {
+        reprise_session::Compaction {
+            summary: "they talked".into(),
+            through,
+            tokens_before: 7_100,
+            tokens_after: 900,
+        }
+        .to_entry()
+    };
+    let mut entries: Vec<Entry> = (0..200_000)
+        .map(|_| Entry::message(Message::user("m")))
+        .collect();
+    entries.extend((0..100_000).map(|_| compaction(uuid::Uuid::now_v7())));
+    entries.push(compaction(entries[9].uuid));
+    let loaded = reprise_session::Loaded {
+        entries,
+        warnings: Vec::new(),
+    };
+    let conversation =
+        reprise_testkit::ends_within_a_minute(move || reprise_runs::conversation_of(loaded));
+    let last = conversation.messages.last().unwrap();
+    assert_eq!(last.role, Role::System);
+    assert_eq!(last.text, "(compacted 10 messages: 7.1k → 0.9k tokens)");
+    assert_eq!(conversation.messages.len(), 200_001);
+}

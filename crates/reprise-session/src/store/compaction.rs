@@ -10,6 +10,8 @@
 //! [`compacted_tail`] finds the latest compaction by reading the entries from the
 //! end, so building the model view of a long history costs what its tail costs.
 
+use std::collections::HashMap;
+
 use reprise_message::Entry;
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -68,24 +70,38 @@ impl Compaction {
 /// compaction, or none whose `through` entry comes before it.
 ///
 /// Reads from the end and stops at the compaction found, so the cost is that of the
-/// tail after the latest compaction's `through`, not of the whole history.
+/// tail after the latest compaction's `through`, not of the whole history. When the
+/// latest compaction names no earlier entry (a damaged file), the entries before it
+/// are indexed by uuid once, so that however many such compactions there are, each
+/// earlier one costs a lookup, not another scan to the start.
 pub fn compacted_tail(entries: &[Entry]) -> Option<(Compaction, usize)> {
-    let mut search_end = entries.len();
-    loop {
-        let at = entries[..search_end]
+    let is_compaction = |entry: &Entry| entry.kind.as_deref() == Some(COMPACTION_KIND);
+    let latest = entries.iter().rposition(is_compaction)?;
+    if let Some(compaction) = Compaction::from_entry(&entries[latest])
+        && let Some(through) = entries[..latest]
             .iter()
-            .rposition(|entry| entry.kind.as_deref() == Some(COMPACTION_KIND))?;
-        if let Some(compaction) = Compaction::from_entry(&entries[at])
-            && let Some(through) = entries[..at]
-                .iter()
-                .rposition(|entry| entry.uuid == compaction.through)
-        {
-            return Some((compaction, through + 1));
-        }
-        // A compaction that names no earlier entry cannot say what it replaced: the
-        // one before it (or the whole history) is used instead.
-        search_end = at;
+            .rposition(|entry| entry.uuid == compaction.through)
+    {
+        return Some((compaction, through + 1));
     }
+    // A compaction that names no earlier entry cannot say what it replaced: the one
+    // before it (or the whole history) is used instead. A loaded history holds each
+    // uuid once (a repeated one is skipped on reading).
+    let positions: HashMap<Uuid, usize, foldhash::fast::RandomState> = entries[..latest]
+        .iter()
+        .enumerate()
+        .map(|(at, entry)| (entry.uuid, at))
+        .collect();
+    entries[..latest]
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, entry)| is_compaction(entry))
+        .find_map(|(at, entry)| {
+            let compaction = Compaction::from_entry(entry)?;
+            let through = *positions.get(&compaction.through)?;
+            (through < at).then_some((compaction, through + 1))
+        })
 }
 
 /// `7.1k`, `0.9k`, `42`: a token count as the chat shows it.
@@ -114,6 +130,7 @@ pub fn compaction_marker(messages: usize, tokens_before: u64, tokens_after: u64)
 mod tests {
     use super::*;
     use reprise_message::Message;
+    use reprise_testkit::ends_within_a_minute;
 
     fn compaction_of(through: Uuid) -> Compaction {
         Compaction {
@@ -155,6 +172,28 @@ mod tests {
         // One that names an entry it does not follow is passed over.
         entries.push(compaction_of(Uuid::now_v7()).to_entry());
         assert_eq!(compacted_tail(&entries).unwrap().1, 5);
+    }
+
+    /// A damaged history: `messages` messages, then `compactions` compactions that
+    /// each name an entry the history does not hold.
+    fn damaged_history(messages: usize, compactions: usize) -> Vec<Entry> {
+        let mut entries: Vec<Entry> = (0..messages)
+            .map(|_| Entry::message(Message::user("m")))
+            .collect();
+        entries.extend((0..compactions).map(|_| compaction_of(Uuid::now_v7()).to_entry()));
+        entries
+    }
+
+    /// One pass over this history takes a fraction of a second; a scan to its start
+    /// per compaction, billions of comparisons.
+    #[test]
+    fn many_compactions_naming_no_entry_cost_one_pass() {
+        let entries = damaged_history(200_000, 100_000);
+        let (none, mut entries) = ends_within_a_minute(move || (compacted_tail(&entries), entries));
+        assert_eq!(none, None);
+        entries.insert(100_000, compaction_of(entries[10].uuid).to_entry());
+        let found = ends_within_a_minute(move || compacted_tail(&entries).map(|(_, start)| start));
+        assert_eq!(found, Some(11));
     }
 
     #[test]

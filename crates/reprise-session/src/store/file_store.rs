@@ -274,6 +274,7 @@ impl BlockingStore for Inner {
                     create_private_dir_all(&self.subagents_dir(id), DirSync::when(sync_dirs))?;
                     let writer = writers.subagents.entry(name.to_owned()).or_insert_with(|| {
                         JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                            .part_of(&self.main_path(id))
                     });
                     report = writer.append(entries)?;
                 }
@@ -312,6 +313,7 @@ impl BlockingStore for Inner {
             None => &mut writers.main,
             Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
                 JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                    .part_of(&self.main_path(id))
             }),
         };
         if as_writer {
@@ -597,6 +599,49 @@ mod tests {
         let pending = store.inner.fork_syncs.pending_counter();
         drop(store);
         assert_eq!(pending.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_session_takes_no_append_from_any_writer_or_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileSessionStore::new(dir.path());
+        let main = SessionKey::session("s").unwrap();
+        let helper = SessionKey::subagent("s", "helper").unwrap();
+        store
+            .append(&helper, &[Entry::message(Message::user("task"))])
+            .await
+            .unwrap();
+        // What a failed sync of the subagent's transcript does.
+        let cause = IoError::new(
+            "sync",
+            store.transcript_path(&helper),
+            std::io::Error::from_raw_os_error(5),
+        );
+        crate::store::stopped_writes::stop(
+            &crate::store::stopped_writes::session_key(&store.transcript_path(&main)),
+            cause,
+        );
+        let again = FileSessionStore::new(dir.path());
+        for (store, key) in [(&store, &main), (&store, &helper), (&again, &main)] {
+            let error = store
+                .append(key, &[Entry::message(Message::user("more"))])
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&error, StoreError::WritesStopped { session, .. } if session == "s"),
+                "{error:?}"
+            );
+        }
+        let loaded = again.load(&main).await.unwrap().unwrap();
+        assert!(loaded.entries.is_empty());
+        // Other sessions are not stopped.
+        store
+            .append(
+                &SessionKey::session("t").unwrap(),
+                &[Entry::message(Message::user("hi"))],
+            )
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -1,5 +1,7 @@
 //! The one writer of a transcript file: appends with one `write` per batch, then
 //! `fdatasync` (as [`Durability`] says), skipping uuids the file already holds.
+//! After a sync fails, the session takes no more appends in this process (see
+//! `stopped_writes`).
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -16,6 +18,7 @@ use crate::store::jsonl::{
     Durability, LineReader, UuidSet, push_expected, read_from, torn_warning,
 };
 use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
+use crate::store::stopped_writes;
 
 /// What a writer knows about its file, so that an append does not re-read it.
 #[derive(Debug)]
@@ -76,6 +79,36 @@ fn read_tail(file: &File, path: &Path, len: u64) -> Result<Vec<u8>, StoreError> 
     Ok(buf)
 }
 
+/// Stops the writes of the session keyed `key` in this process because of `cause`
+/// (a failed sync), and returns the error saying so.
+fn stop(key: &Path, session: &str, cause: IoError) -> StoreError {
+    StoreError::WritesStopped {
+        session: session.to_owned(),
+        source: stopped_writes::stop(key, cause),
+    }
+}
+
+/// Syncs the data of `file` (at `path`) when `durability` asks for it; when the sync
+/// fails, the writes of the session keyed `key` stop.
+fn sync_or_stop(
+    file: &File,
+    path: &Path,
+    durability: Durability,
+    key: &Path,
+    session: &str,
+) -> Result<(), StoreError> {
+    if !durability.syncs_data() {
+        return Ok(());
+    }
+    file.sync_data().map_err(|source| {
+        stop(
+            key,
+            session,
+            IoError::new("sync", path.to_path_buf(), source),
+        )
+    })
+}
+
 /// The one writer of a transcript file.
 ///
 /// Keeps the file's uuids in memory after the first read, and reads only what other
@@ -87,6 +120,9 @@ pub struct JsonlWriter {
     /// Below this directory no symbolic link is followed to reach the file.
     root: PathBuf,
     session_id: String,
+    /// The session's key among the stopped ones: the absolute path of its main
+    /// transcript (this file, unless [`JsonlWriter::part_of`] says otherwise).
+    session_key: PathBuf,
     durability: Durability,
     index: Option<FileIndex>,
     /// Kept open between appends when asked to ([`JsonlWriter::keeping_file_open`]);
@@ -102,6 +138,7 @@ impl JsonlWriter {
         let path = path.into();
         JsonlWriter {
             root: parent_of(&path).to_path_buf(),
+            session_key: stopped_writes::session_key(&path),
             path,
             session_id: session_id.to_owned(),
             durability,
@@ -117,6 +154,26 @@ impl JsonlWriter {
     pub fn beneath(mut self, root: impl Into<PathBuf>) -> Self {
         self.root = root.into();
         self
+    }
+
+    /// Writes a transcript that belongs to the session whose main transcript is
+    /// `main` (a subagent's): a failed sync of either stops the whole session.
+    pub fn part_of(mut self, main: &Path) -> Self {
+        self.session_key = stopped_writes::session_key(main);
+        self
+    }
+
+    /// Fails with [`StoreError::WritesStopped`] once a sync of the session failed in
+    /// this process (in this writer or any other of the session): nothing more is
+    /// appended to it then.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        match stopped_writes::stopped(&self.session_key) {
+            None => Ok(()),
+            Some(source) => Err(StoreError::WritesStopped {
+                session: self.session_id.clone(),
+                source,
+            }),
+        }
     }
 
     /// Keeps the file open between appends (one descriptor for the writer's life),
@@ -218,9 +275,13 @@ impl JsonlWriter {
         } else if end.torn_len > 0 {
             file.set_len(end.complete_len)
                 .map_err(io_err("truncate", &self.path))?;
-            if self.durability.syncs_data() {
-                file.sync_data().map_err(io_err("sync", &self.path))?;
-            }
+            sync_or_stop(
+                file,
+                &self.path,
+                self.durability,
+                &self.session_key,
+                &self.session_id,
+            )?;
             warnings.push(torn_warning(
                 &self.path,
                 lines + 1,
@@ -302,6 +363,7 @@ impl JsonlWriter {
         entries: &[Entry],
         while_syncing: impl FnOnce(&[usize]),
     ) -> Result<(Vec<usize>, AppendReport, Vec<LoadWarning>), StoreError> {
+        self.check_writable()?;
         // lstat: a link swapped in for the file never matches the stamp, so the file
         // is opened again, which refuses the link.
         let at_path = match std::fs::symlink_metadata(&self.path) {
@@ -363,18 +425,22 @@ impl JsonlWriter {
         // Until the write is done and stamped, the file is not as the stamp says.
         index.stamp = None;
         if let Err(source) = file.write_all(&buf) {
-            // Leave no partial line behind for the next reader.
-            let _ = file.set_len(index.len);
-            return Err(StoreError::Io(IoError::new(
-                "write",
-                self.path.clone(),
-                source,
-            )));
+            let error = IoError::new("write", self.path.clone(), source);
+            // Leave no partial line behind for the next reader. When even that
+            // fails, part of the batch may be in the file, and stays unknown.
+            if file.set_len(index.len).is_err() {
+                return Err(stop(&self.session_key, &self.session_id, error));
+            }
+            return Err(StoreError::Io(error));
         }
         while_syncing(&written);
-        if self.durability.syncs_data() {
-            file.sync_data().map_err(io_err("sync", &self.path))?;
-        }
+        sync_or_stop(
+            &file,
+            &self.path,
+            self.durability,
+            &self.session_key,
+            &self.session_id,
+        )?;
         index.len += buf.len() as u64;
         index.lines += report.written;
         let keep = buf.len().min(TAIL_CHECK as usize);

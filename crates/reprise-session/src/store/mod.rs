@@ -15,6 +15,7 @@ pub(crate) mod jsonl_writer;
 pub(crate) mod memory;
 pub(crate) mod repair;
 pub(crate) mod session_store;
+pub(crate) mod stopped_writes;
 pub(crate) mod writer_lock;
 
 pub use compaction::{

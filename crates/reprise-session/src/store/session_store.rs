@@ -1,6 +1,7 @@
 //! The `SessionStore` trait: where an agent's transcript is appended and read back.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
@@ -85,6 +86,21 @@ pub enum StoreError {
     /// The store cannot do this (for example two sessions in one run folder).
     #[error("{0}")]
     Unsupported(String),
+    /// A write to the session may or may not have reached the disk (its sync
+    /// failed), so nothing more is written to the session in this process, by any
+    /// store: going on would make what this process holds and what the file holds
+    /// differ. A new process that opens the session reads back what is on disk.
+    #[error(
+        "session {session}: a write may or may not have reached the disk, so nothing \
+         more is written to this session in this process"
+    )]
+    WritesStopped {
+        /// The session.
+        session: String,
+        /// The failure that stopped it.
+        #[source]
+        source: Arc<IoError>,
+    },
     /// The store's backend (a database server) failed or could not be reached.
     #[error("{context}")]
     Backend {

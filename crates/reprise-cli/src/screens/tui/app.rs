@@ -498,6 +498,7 @@ impl App {
                     _ => Item::Warning(text),
                 });
             }
+            UiEvent::Warning(text) => self.view.items.push(Item::Warning(text)),
         }
     }
 
