@@ -641,14 +641,22 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
         report.absorb(sub_report);
         subagents.push((name, entries));
     }
-    // The newer layout: <session>/subagents/agent-*.jsonl beside the transcript.
+    // The newer layout: <session>/subagents/agent-*.jsonl beside the transcript;
+    // the 2.0 one: agent-*.jsonl in the transcript's own folder, naming the session.
     let folder = path.with_file_name(&stem).join("subagents");
-    for file in subagent_files(&folder) {
+    let mut files = subagent_files(&folder);
+    if !stem.starts_with("agent-") {
+        files.extend(sibling_subagent_files(path, &session_id));
+    }
+    for file in files {
         let Some(name) = file.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
             continue;
         };
         if reprise_session::validate_id("subagent", &name).is_err() {
             report.skip("subagent files with a name reprise cannot use", 1);
+            continue;
+        }
+        if subagents.iter().any(|(taken, _)| *taken == name) {
             continue;
         }
         let bytes = read_file(&file)?;
@@ -668,6 +676,16 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
         let (entries, sub_report) = builder.finish();
         report.absorb(sub_report);
         subagents.push((name, entries));
+    }
+    let only_sidechains = !records.is_empty()
+        && records
+            .iter()
+            .all(|record| record.sidechain || record.uuid.is_none());
+    if stem.starts_with("agent-") && only_sidechains {
+        return Err(ImportError::Subagent {
+            path: path.to_path_buf(),
+            session_id,
+        });
     }
     Ok(Converted {
         tool: SourceTool::ClaudeCode,
@@ -735,6 +753,55 @@ fn subagent_files(folder: &Path) -> Vec<std::path::PathBuf> {
         .filter_map(Result::ok)
         .map(|item| item.path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The first line of what a Claude Code 2.0 subagent file says of its session.
+#[derive(Deserialize)]
+struct SessionProbe {
+    #[serde(rename = "sessionId", default)]
+    session_id: Option<String>,
+}
+
+/// The `agent-*.jsonl` files beside `path` (Claude Code 2.0) whose first line names
+/// `session_id`, sorted.
+fn sibling_subagent_files(path: &Path, session_id: &str) -> Vec<std::path::PathBuf> {
+    use std::io::BufRead;
+    let Some(folder) = path.parent() else {
+        return Vec::new();
+    };
+    let folder = if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    };
+    let Ok(read) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = read
+        .filter_map(Result::ok)
+        .filter(|item| item.file_type().is_ok_and(|kind| kind.is_file()))
+        .map(|item| item.path())
+        .filter(|file| {
+            file.extension().is_some_and(|ext| ext == "jsonl")
+                && file
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with("agent-"))
+        })
+        .filter(|file| {
+            let Ok(handle) = std::fs::File::open(file) else {
+                return false;
+            };
+            let mut line = Vec::new();
+            std::io::BufReader::new(handle)
+                .read_until(b'\n', &mut line)
+                .is_ok()
+                && serde_json::from_slice::<SessionProbe>(&line)
+                    .is_ok_and(|probe| probe.session_id.as_deref() == Some(session_id))
+        })
         .collect();
     files.sort();
     files

@@ -18,6 +18,7 @@ struct Totals {
     messages: u64,
     not_transcripts: usize,
     empty: usize,
+    subagents: usize,
     failed: usize,
 }
 
@@ -100,21 +101,38 @@ pub async fn import(
                     }
                     out.write_all(visible(&describe(&imported)).as_bytes())?;
                 }
-                Err(error) => match error.downcast_ref::<ImportError>() {
-                    Some(ImportError::Unrecognized { .. }) if walking => {
-                        totals.not_transcripts += 1
-                    }
-                    Some(ImportError::Empty { .. }) if walking => totals.empty += 1,
-                    // An import error's text says all; a catalog's has its causes.
-                    Some(error) => {
-                        totals.failed += 1;
-                        eprint_line(&format!("reprise: {error}"));
-                    }
-                    None => {
-                        totals.failed += 1;
-                        eprint_line(&format!("reprise: {error:#}"));
-                    }
-                },
+                Err(error) => {
+                    let skipped = match error.downcast_ref::<ImportError>() {
+                        Some(ImportError::Unrecognized { .. }) if walking => {
+                            totals.not_transcripts += 1;
+                            Some("not a transcript")
+                        }
+                        Some(ImportError::Empty { .. }) if walking => {
+                            totals.empty += 1;
+                            Some("no conversation in it")
+                        }
+                        Some(ImportError::Subagent { .. }) => {
+                            totals.subagents += 1;
+                            None
+                        }
+                        // An import error's text says all; a catalog's has its causes.
+                        Some(error) => {
+                            totals.failed += 1;
+                            eprint_line(&format!("reprise: {error}"));
+                            continue;
+                        }
+                        None => {
+                            totals.failed += 1;
+                            eprint_line(&format!("reprise: {error:#}"));
+                            continue;
+                        }
+                    };
+                    let line = match skipped {
+                        Some(why) => format!("skipped {}: {why}\n", file.display()),
+                        None => format!("skipped {error}\n"),
+                    };
+                    out.write_all(visible(&line).as_bytes())?;
+                }
             }
         }
     }
@@ -142,6 +160,12 @@ pub async fn import(
         summary.push_str(&format!(
             "; {} transcripts hold no conversation",
             totals.empty
+        ));
+    }
+    if totals.subagents > 0 {
+        summary.push_str(&format!(
+            "; {} subagent transcripts imported with their sessions",
+            totals.subagents
         ));
     }
     if totals.failed > 0 {
