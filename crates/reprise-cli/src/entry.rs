@@ -39,11 +39,23 @@ pub fn main() -> i32 {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
+        // The reader went away (`reprise export … | head -1`): what it wanted it
+        // has, as with grep and rg.
+        Err(error) if is_broken_pipe(&error) => 0,
         Err(error) => {
             crate::display::terminal::eprint_line(&format!("reprise: {error:#}"));
             1
         }
     }
+}
+
+/// Whether `error` comes from writing to a pipe whose reader is gone.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 async fn run(cli: Cli) -> Result<i32> {
@@ -90,14 +102,17 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
             format,
             output,
             no_redact,
-        }) => done(crate::commands::export::export(
-            catalog,
-            &run,
-            format,
-            output.as_deref(),
-            !no_redact,
-            &mut stdout,
-        )),
+        }) => done(
+            crate::commands::export::export(
+                catalog,
+                &run,
+                format,
+                output.as_deref(),
+                !no_redact,
+                &mut stdout,
+            )
+            .await,
+        ),
         Some(Command::History(command)) => {
             let mut input = std::io::stdin().lock();
             let mut redactor = Redactor::new().with_env_secrets();
