@@ -14,6 +14,7 @@ use crate::display::terminal::{eprint_line, visible};
 struct Totals {
     created: usize,
     would_create: usize,
+    appended: usize,
     already: usize,
     messages: u64,
     not_transcripts: usize,
@@ -27,6 +28,16 @@ fn describe(file: &ImportedFile) -> String {
         Outcome::Created { run } => format!("created run {}", name_of(run)),
         Outcome::WouldCreate { name } => format!("would create run {name}"),
         Outcome::AlreadyImported { run } => format!("already imported as run {}", name_of(run)),
+        Outcome::Appended {
+            run,
+            entries,
+            dry_run: false,
+        } => format!("appended {entries} new entries to run {}", name_of(run)),
+        Outcome::Appended {
+            run,
+            entries,
+            dry_run: true,
+        } => format!("would append {entries} new entries to run {}", name_of(run)),
     };
     let mut text = format!(
         "{what} from {} ({} session {}",
@@ -42,6 +53,11 @@ fn describe(file: &ImportedFile) -> String {
         text.push_str(&format!("  {}\n", file.report));
         for remark in &file.report.remarks {
             text.push_str(&format!("  note: {remark}\n"));
+        }
+        if let Some(why) = &file.not_appended {
+            text.push_str(&format!(
+                "  note: imported before, but not appended to that run: {why}\n"
+            ));
         }
     }
     text
@@ -95,6 +111,7 @@ pub async fn import(
                         Outcome::Created { .. } => totals.created += 1,
                         Outcome::WouldCreate { .. } => totals.would_create += 1,
                         Outcome::AlreadyImported { .. } => totals.already += 1,
+                        Outcome::Appended { .. } => totals.appended += 1,
                     }
                     if !matches!(imported.outcome, Outcome::AlreadyImported { .. }) {
                         totals.messages += imported.report.messages;
@@ -147,6 +164,17 @@ pub async fn import(
             totals.created, totals.messages
         )
     };
+    if totals.appended > 0 {
+        summary.push_str(&format!(
+            "; {} grown sessions {} to their runs",
+            totals.appended,
+            if dry_run {
+                "would be appended"
+            } else {
+                "appended"
+            }
+        ));
+    }
     if totals.already > 0 {
         summary.push_str(&format!("; {} already imported", totals.already));
     }
