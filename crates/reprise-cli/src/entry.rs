@@ -126,7 +126,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 redactor,
             };
-            done(crate::commands::history::run(catalog, command, io).await)
+            crate::commands::history::run(catalog, command, io).await
         }
         Some(Command::Mcp {
             action: McpAction::List,

@@ -46,6 +46,7 @@ mod meta;
 mod record;
 mod recover;
 mod search;
+mod search_text;
 mod session_log;
 mod store;
 mod summary;
@@ -74,7 +75,8 @@ pub use labels::{
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
-pub use search::{SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
+pub use search::{MATCH_CHARS, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
+pub use search_text::{Algorithm, MAX_REGEX_BYTES};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
