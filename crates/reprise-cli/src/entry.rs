@@ -80,11 +80,18 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
         Some(Command::Show {
             run,
             json,
+            tools,
+            no_tools,
             subagents,
         }) => done(crate::commands::runs::show(
             catalog,
             &run,
-            crate::commands::runs::ShowOptions { json, subagents },
+            crate::commands::runs::ShowOptions {
+                json,
+                // The text shows the calls unless told not to; JSON when told to.
+                tools: if json { tools } else { !no_tools },
+                subagents,
+            },
             &mut stdout,
         )),
         Some(Command::Fork { run, at }) => {

@@ -54,7 +54,7 @@ mod transcript;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use conversation::{
-    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
+    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, ConversationPicker, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
     read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
 };
