@@ -246,14 +246,7 @@ impl Importer {
                     let entries = growth.count();
                     if !dry_run {
                         self.append(&run, path, &converted, &growth, &hash).await?;
-                        self.known.insert(key, run.clone());
-                        self.sessions.insert(
-                            session,
-                            Earlier {
-                                run: run.clone(),
-                                entries: Some(converted.main.len()),
-                            },
-                        );
+                        self.remember(key, &run, converted.main.len());
                     }
                     Outcome::Appended {
                         run,
@@ -266,14 +259,7 @@ impl Importer {
                 },
                 None => {
                     let run = self.write_run(path, &converted, &hash, start).await?;
-                    self.known.insert(key, run.clone());
-                    self.sessions.insert(
-                        session,
-                        Earlier {
-                            run: run.clone(),
-                            entries: Some(converted.main.len()),
-                        },
-                    );
+                    self.remember(key, &run, converted.main.len());
                     Outcome::Created { run }
                 }
             }
@@ -292,6 +278,19 @@ impl Importer {
             report: converted.report,
             not_appended,
         })
+    }
+
+    /// Records that `run` now holds the import of `key`, `entries` entries long.
+    fn remember(&mut self, key: Key, run: &Path, entries: usize) {
+        let session = (key.0.clone(), key.1.clone());
+        self.known.insert(key, run.to_path_buf());
+        self.sessions.insert(
+            session,
+            Earlier {
+                run: run.to_path_buf(),
+                entries: Some(entries),
+            },
+        );
     }
 
     /// Appends what `converted` holds beyond what run `dir` has (`growth`), then
