@@ -11,8 +11,8 @@
 //! against the decoded text, which decides (see [`crate::search_text`]: a literal
 //! in time linear in the text, whatever its length). A regular expression cannot be
 //! rewritten into its escaped spelling, so in regex mode every line is decoded and
-//! matched; so is every line for a query ignoring case whose letters have non-ASCII
-//! equivalents. Files are searched by several threads.
+//! matched. A query ignoring case is looked for by its longest run that ASCII case
+//! folding matches as Unicode folding does. Files are searched by several threads.
 //!
 //! What is searched: the messages of the person, the model (its text and its tool
 //! calls) and the tools, and the notes and compaction summaries a run holds (an

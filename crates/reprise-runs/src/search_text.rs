@@ -176,15 +176,31 @@ fn representative(c: char) -> char {
         .map_or(c, |range| range.start().min(c))
 }
 
-/// Whether Aho-Corasick's ASCII case folding finds every spelling of `spellings`
-/// wherever a Unicode simple case folding would: no letter of theirs has a non-ASCII
-/// equivalent (`k` has the Kelvin sign, `s` the long s), and they are ASCII.
-fn ascii_folding_suffices(spellings: &[String]) -> bool {
-    spellings.iter().all(|spelling| {
-        spelling
-            .chars()
-            .all(|c| c.is_ascii() && !matches!(c, 'k' | 'K' | 's' | 'S'))
-    })
+/// Whether Unicode simple case folding makes `c` equal to a character outside ASCII
+/// (`k` the Kelvin sign, `s` the long s), or `c` is outside ASCII itself: where
+/// Aho-Corasick's ASCII case folding falls short.
+fn folds_beyond_ascii(c: char) -> bool {
+    !c.is_ascii() || matches!(c, 'k' | 'K' | 's' | 'S')
+}
+
+/// Fragments shorter than this make a filter that lets most lines through.
+const MIN_FRAGMENT: usize = 3;
+
+/// What a query ignoring case is filtered by: for each spelling, its longest run of
+/// characters that ASCII case folding matches exactly as Unicode folding does. A
+/// line that holds the spelling holds that run. `None` when a spelling has no run
+/// long enough.
+fn ascii_fragments(spellings: &[String]) -> Option<Vec<String>> {
+    spellings
+        .iter()
+        .map(|spelling| {
+            spelling
+                .split(folds_beyond_ascii)
+                .max_by_key(|fragment| fragment.len())
+                .filter(|fragment| fragment.len() >= MIN_FRAGMENT)
+                .map(str::to_owned)
+        })
+        .collect()
 }
 
 /// The filter of stored JSON lines for a literal query: a line that holds none of
@@ -195,19 +211,22 @@ pub(crate) struct LinePrefilter {
 }
 
 impl LinePrefilter {
-    /// The filter of `spellings`; `None` when ignoring case needs more than ASCII
-    /// folding (then every line is decoded and matched).
+    /// The filter of `spellings`; ignoring case, of their [`ascii_fragments`].
+    /// `None` when there is nothing to filter by (then every line is decoded and
+    /// matched).
     pub fn new(spellings: &[String], ignore_case: bool) -> Option<Self> {
         if spellings.is_empty() || spellings.iter().any(String::is_empty) {
             return None;
         }
-        if ignore_case && !ascii_folding_suffices(spellings) {
-            return None;
-        }
+        let needles = if ignore_case {
+            ascii_fragments(spellings)?
+        } else {
+            spellings.to_vec()
+        };
         AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostFirst)
             .ascii_case_insensitive(ignore_case)
-            .build(spellings)
+            .build(needles)
             .ok()
             .map(|automaton| LinePrefilter { automaton })
     }
@@ -288,11 +307,15 @@ mod tests {
     }
 
     #[test]
-    fn the_line_prefilter_finds_every_spelling_and_falls_back_where_ascii_folding_falls_short() {
+    fn the_line_prefilter_finds_every_spelling_and_what_unicode_folding_makes_equal() {
         let spellings = vec!["plan".to_owned(), "pl\\\"an".to_owned()];
         let filter = LinePrefilter::new(&spellings, true).unwrap();
         assert!(filter.holds(b"{\"t\":\"a PLAN\"}"));
         assert!(!filter.holds(b"{\"t\":\"a pla n\"}"));
+        // Ignoring case, "plans" is filtered by "plan": its s may be a long s.
+        let filter = LinePrefilter::new(&["plans".to_owned()], true).unwrap();
+        assert!(filter.holds("{\"t\":\"PLAN\u{17f}\"}".as_bytes()));
+        assert!(!filter.holds(b"{\"t\":\"pla\"}"));
         assert!(LinePrefilter::new(&["kit".to_owned()], true).is_none());
         assert!(LinePrefilter::new(&["kit".to_owned()], false).is_some());
         assert!(LinePrefilter::new(&["été".to_owned()], true).is_none());
