@@ -220,13 +220,21 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Print a run's conversation (the person's messages and the agent's replies).
+    /// Print a run's conversation: the person's messages, the agent's replies, and
+    /// its tool calls with their results (⚙ a call, ↳ its result, ✗ a failed one).
     Show {
-        /// A run folder name, a unique prefix of one, or `last`.
+        /// A run folder name, a unique prefix of one, `last`, or a run's title.
         run: String,
-        /// Print the conversation as JSON.
+        /// Print the conversation as JSON (the person's messages and the replies;
+        /// with --tools, the calls and results too).
         #[arg(long)]
         json: bool,
+        /// With --json: add the tool calls and their results.
+        #[arg(long, conflicts_with = "no_tools")]
+        tools: bool,
+        /// Only the person's messages and the replies, without the tool calls.
+        #[arg(long)]
+        no_tools: bool,
         /// Also print what each subagent did, under the call that started it.
         #[arg(long)]
         subagents: bool,

@@ -39,11 +39,23 @@ pub fn main() -> i32 {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
+        // The reader went away (`reprise export … | head -1`): what it wanted it
+        // has, as with grep and rg.
+        Err(error) if is_broken_pipe(&error) => 0,
         Err(error) => {
             crate::display::terminal::eprint_line(&format!("reprise: {error:#}"));
             1
         }
     }
+}
+
+/// Whether `error` comes from writing to a pipe whose reader is gone.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 async fn run(cli: Cli) -> Result<i32> {
@@ -68,11 +80,18 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
         Some(Command::Show {
             run,
             json,
+            tools,
+            no_tools,
             subagents,
         }) => done(crate::commands::runs::show(
             catalog,
             &run,
-            crate::commands::runs::ShowOptions { json, subagents },
+            crate::commands::runs::ShowOptions {
+                json,
+                // The text shows the calls unless told not to; JSON when told to.
+                tools: if json { tools } else { !no_tools },
+                subagents,
+            },
             &mut stdout,
         )),
         Some(Command::Fork { run, at }) => {
@@ -90,14 +109,17 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
             format,
             output,
             no_redact,
-        }) => done(crate::commands::export::export(
-            catalog,
-            &run,
-            format,
-            output.as_deref(),
-            !no_redact,
-            &mut stdout,
-        )),
+        }) => done(
+            crate::commands::export::export(
+                catalog,
+                &run,
+                format,
+                output.as_deref(),
+                !no_redact,
+                &mut stdout,
+            )
+            .await,
+        ),
         Some(Command::History(command)) => {
             let mut input = std::io::stdin().lock();
             let mut redactor = Redactor::new().with_env_secrets();
@@ -111,7 +133,7 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 redactor,
             };
-            done(crate::commands::history::run(catalog, command, io).await)
+            crate::commands::history::run(catalog, command, io).await
         }
         Some(Command::Mcp {
             action: McpAction::List,

@@ -228,6 +228,7 @@ impl Builder {
         if parts.is_empty() {
             return;
         }
+        self.report.images += parts.iter().filter(|p| p.kind == "image_url").count() as u64;
         let content = match parts.as_slice() {
             [only] if only.kind == "text" && only.extra.is_empty() => {
                 Content::Text(only.text.clone().unwrap_or_default())
@@ -308,21 +309,25 @@ impl Builder {
     }
 
     /// The entries, every call paired with one result, and the report.
+    ///
+    /// A result is paired with its call by id wherever it stands: a source may write
+    /// a result before its call (Claude Code orders lines by their parent, not by
+    /// time). A call takes the first free result after it, else the nearest free one
+    /// before it.
     pub fn finish(mut self) -> (Vec<Entry>, Report) {
         self.flush();
         let entries = std::mem::take(&mut self.entries);
-        let mut results: HashMap<String, VecDeque<usize>> = HashMap::default();
-        for (index, entry) in entries.iter().enumerate() {
-            if let Some(message) = entry.as_message()
-                && message.role == Role::Tool
-                && let Some(id) = &message.tool_call_id
-            {
-                results.entry(id.clone()).or_default().push_back(index);
-            }
+        let answers = pair_results(&entries);
+        let mut taken = vec![false; entries.len()];
+        for &result in answers.values().flatten().flatten() {
+            taken[result] = true;
         }
         let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
         let mut out = Vec::with_capacity(slots.len());
         for index in 0..slots.len() {
+            if taken[index] {
+                continue;
+            }
             let Some(entry) = slots[index].take() else {
                 continue;
             };
@@ -332,7 +337,6 @@ impl Builder {
             };
             match message.role {
                 Role::Tool => {
-                    // Still here: no call before it took it.
                     let from = "tool results without their call";
                     let text = message.text();
                     self.report.note(from);
@@ -350,17 +354,12 @@ impl Builder {
                     let ts = entry.ts;
                     self.report.tool_calls += calls.len() as u64;
                     out.push(entry);
-                    for call in &calls {
-                        let found = results.get_mut(&call.id).and_then(|queue| {
-                            while queue
-                                .front()
-                                .is_some_and(|&j| j < index || slots[j].is_none())
-                            {
-                                queue.pop_front();
-                            }
-                            queue.pop_front()
-                        });
-                        match found.and_then(|j| slots[j].take()) {
+                    let found = answers.get(&index);
+                    for (n, call) in calls.iter().enumerate() {
+                        let result = found
+                            .and_then(|list| list.get(n).copied().flatten())
+                            .and_then(|j| slots[j].take());
+                        match result {
                             Some(result) => out.push(result),
                             None => {
                                 self.report.interrupted += 1;
@@ -386,6 +385,51 @@ impl Builder {
     }
 }
 
+/// For each assistant entry with calls (by index), the index of the result of each
+/// call, `None` for a call no result answers. Calls are served in order; each takes
+/// the first free result with its id after it, else the last free one before it.
+fn pair_results(entries: &[Entry]) -> HashMap<usize, Vec<Option<usize>>> {
+    let mut results: HashMap<&str, Vec<usize>> = HashMap::default();
+    for (index, entry) in entries.iter().enumerate() {
+        if let Some(message) = entry.as_message()
+            && message.role == Role::Tool
+            && let Some(id) = &message.tool_call_id
+        {
+            results.entry(id.as_str()).or_default().push(index);
+        }
+    }
+    let mut free: HashMap<&str, VecDeque<usize>> = results
+        .into_iter()
+        .map(|(id, list)| (id, list.into()))
+        .collect();
+    let mut answers = HashMap::default();
+    for (index, entry) in entries.iter().enumerate() {
+        let Some(message) = entry.as_message() else {
+            continue;
+        };
+        if message.role != Role::Assistant || message.calls().is_empty() {
+            continue;
+        }
+        let found = message
+            .calls()
+            .iter()
+            .map(|call| {
+                let queue = free.get_mut(call.id.as_str())?;
+                // The queue is in file order: the first after `index`, else the last
+                // before it.
+                let after = queue.partition_point(|&j| j < index);
+                if after < queue.len() {
+                    queue.remove(after)
+                } else {
+                    queue.pop_back()
+                }
+            })
+            .collect();
+        answers.insert(index, found);
+    }
+    answers
+}
+
 /// A text part.
 pub(crate) fn text_part(text: impl Into<String>) -> ContentPart {
     ContentPart {
@@ -403,6 +447,26 @@ pub(crate) fn image_part(url: String) -> ContentPart {
         kind: "image_url".to_owned(),
         text: None,
         extra,
+    }
+}
+
+/// What stands for an image where only text can go (a tool result): its type and
+/// size, so the reader knows what was there.
+pub(crate) fn image_description(url: &str) -> String {
+    match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(','))
+    {
+        Some((header, data)) => {
+            let media = header.split(';').next().unwrap_or_default();
+            let media = if media.is_empty() { "image" } else { media };
+            // Base64 holds three bytes in four characters, less its padding.
+            let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+            let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+            format!("[image not converted: {media}, {bytes} bytes]")
+        }
+        None if url.is_empty() => "[image not converted]".to_owned(),
+        None => format!("[image not converted: {url}]"),
     }
 }
 

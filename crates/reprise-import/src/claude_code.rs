@@ -12,9 +12,10 @@ use std::path::Path;
 use jiff::Timestamp;
 use reprise_session::ContentPart;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use crate::builder::{Builder, image_part, parse_ts, text_part};
+use crate::builder::{Builder, image_description, image_part, parse_ts, text_part};
 use crate::error::ImportError;
 use crate::report::Report;
 use crate::{Converted, SourceTool, read_bounded, read_file, split_lines};
@@ -53,6 +54,57 @@ struct Record {
     attachment: Option<Value>,
     #[serde(rename = "compactMetadata", default)]
     compact_metadata: Option<Value>,
+    /// The line itself, kept for a `system` line without `content`: what it holds
+    /// is in fields of its own (a hook's summary, an API error).
+    #[serde(skip)]
+    line: Option<Box<[u8]>>,
+}
+
+/// Fields every Claude Code line carries: not what a system line is about.
+const ENVELOPE_FIELDS: &[&str] = &[
+    "parentUuid",
+    "logicalParentUuid",
+    "isSidechain",
+    "type",
+    "subtype",
+    "timestamp",
+    "uuid",
+    "userType",
+    "entrypoint",
+    "cwd",
+    "sessionId",
+    "version",
+    "gitBranch",
+    "slug",
+    "level",
+    "isMeta",
+];
+
+/// What a `system` line says: its `content`, else its own fields as JSON.
+fn system_text(record: &Record) -> String {
+    if let Some(content) = &record.content {
+        let text = content_text(content);
+        if !text.is_empty() {
+            return text;
+        }
+    }
+    let Some(line) = &record.line else {
+        return String::new();
+    };
+    match serde_json::from_slice::<serde_json::Map<String, Value>>(line) {
+        Ok(mut fields) => {
+            for name in ENVELOPE_FIELDS {
+                fields.remove(*name);
+            }
+            fields.remove("content");
+            if fields.is_empty() {
+                String::new()
+            } else {
+                Value::Object(fields).to_string()
+            }
+        }
+        Err(_) => String::new(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -81,15 +133,29 @@ struct ClaudeUsage {
     output_tokens: u64,
 }
 
+/// What the sniffer reads of a line: a long line is checked without building it.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(rename = "sessionId", default)]
+    session_id: Option<IgnoredAny>,
+    #[serde(default)]
+    uuid: Option<IgnoredAny>,
+    #[serde(rename = "leafUuid", default)]
+    leaf: Option<IgnoredAny>,
+}
+
 /// Whether the first lines of a file look like a Claude Code transcript.
 pub(crate) fn sniff(head: &[u8]) -> bool {
     split_lines(head).take(50).any(|line| {
-        serde_json::from_slice::<Value>(line).is_ok_and(|value| {
-            let kind = value["type"].as_str().unwrap_or_default();
-            (matches!(kind, "user" | "assistant" | "system" | "attachment")
-                && value.get("sessionId").is_some()
-                && value.get("uuid").is_some())
-                || (kind == "summary" && value.get("leafUuid").is_some())
+        serde_json::from_slice::<Probe>(line).is_ok_and(|probe| {
+            (matches!(
+                probe.kind.as_str(),
+                "user" | "assistant" | "system" | "attachment"
+            ) && probe.session_id.is_some()
+                && probe.uuid.is_some())
+                || (probe.kind == "summary" && probe.leaf.is_some())
         })
     })
 }
@@ -100,7 +166,17 @@ fn parse_lines(lines: &[&[u8]]) -> (Vec<Record>, u64) {
     let mut bad = 0;
     for line in lines {
         match serde_json::from_slice::<Record>(line) {
-            Ok(record) => records.push(record),
+            Ok(mut record) => {
+                if record.kind == "system"
+                    && record
+                        .content
+                        .as_ref()
+                        .is_none_or(|c| content_text(c).is_empty())
+                {
+                    record.line = Some(Box::from(*line));
+                }
+                records.push(record)
+            }
             Err(_) => bad += 1,
         }
     }
@@ -205,54 +281,69 @@ fn answers_only(record: &Record, calls: &HashSet<String>) -> bool {
 /// that hang off it without being a rewind. Claude Code writes parallel tool calls
 /// as a chain of assistant lines (one message id) whose results each hang off their
 /// own call, so only one result lies on the parent chain; the others, and the
-/// attachments after them, are part of the same turn.
+/// attachments after them, are part of the same turn. A line may stand before its
+/// parent in the file, so what hangs off the branch is found by walking from
+/// parents to children, not in file order.
 fn live_records(records: &[Record], members: &[usize]) -> Vec<usize> {
-    let chain: HashSet<usize> = live_branch(records, members).into_iter().collect();
+    let chain = live_branch(records, members);
     let message_ids: HashSet<&str> = chain
         .iter()
         .filter(|&&i| records[i].kind == "assistant")
         .filter_map(|&i| records[i].message.as_ref()?.id.as_deref())
         .collect();
-    let mut included: HashSet<&str> = HashSet::default();
-    let mut calls: HashSet<String> = HashSet::default();
-    let mut live = Vec::new();
+    let mut kept: HashSet<usize> = chain.iter().copied().collect();
+    let mut children: HashMap<&str, Vec<usize>> = HashMap::default();
     for &index in members {
         let record = &records[index];
-        let Some(uuid) = record.uuid.as_deref() else {
+        if record.uuid.is_none() {
+            continue;
+        }
+        if let Some(parent) = record.parent.as_deref() {
+            children.entry(parent).or_default().push(index);
+        }
+        let same_message = record.kind == "assistant"
+            && record
+                .message
+                .as_ref()
+                .and_then(|m| m.id.as_deref())
+                .is_some_and(|id| message_ids.contains(id));
+        if same_message {
+            kept.insert(index);
+        }
+    }
+    let calls: HashSet<String> = kept
+        .iter()
+        .filter(|&&i| records[i].kind == "assistant")
+        .filter_map(|&i| match records[i].message.as_ref().map(|m| &m.content) {
+            Some(Value::Array(blocks)) => Some(blocks),
+            _ => None,
+        })
+        .flatten()
+        .filter(|block| block["type"] == "tool_use")
+        .filter_map(|block| block["id"].as_str().map(str::to_owned))
+        .collect();
+    let mut pending: Vec<usize> = kept.iter().copied().collect();
+    while let Some(index) = pending.pop() {
+        let Some(uuid) = records[index].uuid.as_deref() else {
             continue;
         };
-        let parent_included = record
-            .parent
-            .as_deref()
-            .is_some_and(|parent| included.contains(parent));
-        let keep = chain.contains(&index)
-            || match record.kind.as_str() {
-                "assistant" => record
-                    .message
-                    .as_ref()
-                    .and_then(|m| m.id.as_deref())
-                    .is_some_and(|id| message_ids.contains(id)),
-                "user" => parent_included && answers_only(record, &calls),
-                "attachment" | "system" | "progress" => parent_included,
+        for &child in children.get(uuid).map(Vec::as_slice).unwrap_or_default() {
+            let record = &records[child];
+            let hangs_off = match record.kind.as_str() {
+                "user" => answers_only(record, &calls),
+                "attachment" | "system" | "progress" => true,
                 _ => false,
             };
-        if !keep {
-            continue;
+            if hangs_off && kept.insert(child) {
+                pending.push(child);
+            }
         }
-        included.insert(uuid);
-        if record.kind == "assistant"
-            && let Some(Value::Array(blocks)) = record.message.as_ref().map(|m| &m.content)
-        {
-            calls.extend(
-                blocks
-                    .iter()
-                    .filter(|block| block["type"] == "tool_use")
-                    .filter_map(|block| block["id"].as_str().map(str::to_owned)),
-            );
-        }
-        live.push(index);
     }
-    live
+    members
+        .iter()
+        .copied()
+        .filter(|index| records[*index].uuid.is_some() && kept.contains(index))
+        .collect()
 }
 
 /// Converts the records of one conversation (its live branch) into `builder`;
@@ -328,12 +419,7 @@ fn convert_branch(records: &[Record], members: &[usize], builder: &mut Builder) 
                     Some(subtype) => format!("system lines ({subtype})"),
                     None => "system lines".to_owned(),
                 };
-                let text = record
-                    .content
-                    .as_ref()
-                    .map(content_text)
-                    .unwrap_or_default();
-                builder.note(ts, &from, text);
+                builder.note(ts, &from, system_text(record));
             }
             "attachment" => {
                 let attachment = record.attachment.clone().unwrap_or(Value::Null);
@@ -391,6 +477,10 @@ fn tool_result_text(block: &Value, report: &mut Report) -> String {
                 match part["type"].as_str() {
                     Some("text") => {
                         texts.push(part["text"].as_str().unwrap_or_default().to_owned())
+                    }
+                    Some("image") => {
+                        report.skip("images in tool results (described in their text)", 1);
+                        texts.push(image_description(&image_of(part).unwrap_or_default()));
                     }
                     Some(other) => {
                         report.skip(format!("{other} blocks in tool results"), 1);
@@ -551,14 +641,22 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
         report.absorb(sub_report);
         subagents.push((name, entries));
     }
-    // The newer layout: <session>/subagents/agent-*.jsonl beside the transcript.
+    // The newer layout: <session>/subagents/agent-*.jsonl beside the transcript;
+    // the 2.0 one: agent-*.jsonl in the transcript's own folder, naming the session.
     let folder = path.with_file_name(&stem).join("subagents");
-    for file in subagent_files(&folder) {
+    let mut files = subagent_files(&folder);
+    if !stem.starts_with("agent-") {
+        files.extend(sibling_subagent_files(path, &session_id));
+    }
+    for file in files {
         let Some(name) = file.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
             continue;
         };
         if reprise_session::validate_id("subagent", &name).is_err() {
             report.skip("subagent files with a name reprise cannot use", 1);
+            continue;
+        }
+        if subagents.iter().any(|(taken, _)| *taken == name) {
             continue;
         }
         let bytes = read_file(&file)?;
@@ -578,6 +676,16 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
         let (entries, sub_report) = builder.finish();
         report.absorb(sub_report);
         subagents.push((name, entries));
+    }
+    let only_sidechains = !records.is_empty()
+        && records
+            .iter()
+            .all(|record| record.sidechain || record.uuid.is_none());
+    if stem.starts_with("agent-") && only_sidechains {
+        return Err(ImportError::Subagent {
+            path: path.to_path_buf(),
+            session_id,
+        });
     }
     Ok(Converted {
         tool: SourceTool::ClaudeCode,
@@ -652,6 +760,58 @@ fn subagent_files(folder: &Path) -> Vec<std::path::PathBuf> {
 
 /// The longest subagent metadata file read: it holds a type and a description.
 const MAX_META_BYTES: u64 = 1 << 20;
+
+/// The most of a Claude Code 2.0 subagent file's first line read to find its session.
+const MAX_PROBE_BYTES: u64 = 16 << 20;
+
+/// The first line of what a Claude Code 2.0 subagent file says of its session.
+#[derive(Deserialize)]
+struct SessionProbe {
+    #[serde(rename = "sessionId", default)]
+    session_id: Option<String>,
+}
+
+/// The `agent-*.jsonl` files beside `path` (Claude Code 2.0) whose first line names
+/// `session_id`, sorted.
+fn sibling_subagent_files(path: &Path, session_id: &str) -> Vec<std::path::PathBuf> {
+    use std::io::BufRead;
+    let Some(folder) = path.parent() else {
+        return Vec::new();
+    };
+    let folder = if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    };
+    let Ok(read) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = read
+        .filter_map(Result::ok)
+        .filter(|item| item.file_type().is_ok_and(|kind| kind.is_file()))
+        .map(|item| item.path())
+        .filter(|file| {
+            file.extension().is_some_and(|ext| ext == "jsonl")
+                && file
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with("agent-"))
+        })
+        .filter(|file| {
+            let Ok(handle) = std::fs::File::open(file) else {
+                return false;
+            };
+            let mut line = Vec::new();
+            std::io::BufReader::new(std::io::Read::take(handle, MAX_PROBE_BYTES))
+                .read_until(b'\n', &mut line)
+                .is_ok()
+                && serde_json::from_slice::<SessionProbe>(&line)
+                    .is_ok_and(|probe| probe.session_id.as_deref() == Some(session_id))
+        })
+        .collect();
+    files.sort();
+    files
+}
 
 fn subagent_meta(file: &Path) -> Option<String> {
     let meta = read_bounded(&file.with_extension("meta.json"), MAX_META_BYTES).ok()?;

@@ -12,7 +12,7 @@ use reprise_session::ContentPart;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::builder::{Builder, image_part, parse_ts, text_part};
+use crate::builder::{Builder, image_description, image_part, parse_ts, text_part};
 use crate::error::ImportError;
 use crate::report::Report;
 use crate::{Converted, SourceTool, split_lines};
@@ -27,14 +27,48 @@ struct Envelope {
     payload: Value,
 }
 
+/// A JSON object whose contents are not kept: a long line is checked without
+/// building it.
+struct AnObject;
+
+impl<'de> Deserialize<'de> for AnObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Skip;
+        impl<'de> serde::de::Visitor<'de> for Skip {
+            type Value = AnObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<AnObject, A::Error> {
+                use serde::de::IgnoredAny;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(AnObject)
+            }
+        }
+        deserializer.deserialize_map(Skip)
+    }
+}
+
+/// What the sniffer reads of a line.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    payload: Option<AnObject>,
+}
+
 /// Whether the first lines of a file look like a Codex rollout.
 pub(crate) fn sniff(head: &[u8]) -> bool {
     split_lines(head).take(20).any(|line| {
-        serde_json::from_slice::<Envelope>(line).is_ok_and(|envelope| {
+        serde_json::from_slice::<Probe>(line).is_ok_and(|probe| {
             matches!(
-                envelope.kind.as_str(),
+                probe.kind.as_str(),
                 "session_meta" | "response_item" | "turn_context"
-            ) && envelope.payload.is_object()
+            ) && probe.payload.is_some()
         })
     })
 }
@@ -49,16 +83,34 @@ fn is_program_text(text: &str) -> bool {
         || text.starts_with("<turn_aborted>")
 }
 
-fn output_text(output: &Value) -> String {
+/// The text of a call's output. Its parts are joined as the model read them, one
+/// after the other (a line break only between parts that do not end in one); an
+/// image, which a tool result cannot hold, is described in its place and counted.
+fn output_text(output: &Value, report: &mut Report) -> String {
     match output {
         Value::String(text) => text.clone(),
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|item| item["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Value::Array(items) => {
+            let mut text = String::new();
+            for item in items {
+                let part = match item["type"].as_str() {
+                    Some("input_image" | "output_image" | "image") => {
+                        report.skip("images in tool results (described in their text)", 1);
+                        image_description(item["image_url"].as_str().unwrap_or_default())
+                    }
+                    _ => match item["text"].as_str() {
+                        Some(part) => part.to_owned(),
+                        None => continue,
+                    },
+                };
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&part);
+            }
+            text
+        }
         Value::Object(object) => match object.get("content") {
-            Some(content) => output_text(content),
+            Some(content) => output_text(content, report),
             None => output.to_string(),
         },
         Value::Null => String::new(),
@@ -179,11 +231,8 @@ fn response_item(payload: &Value, ts: Option<Timestamp>, builder: &mut Builder) 
             &payload["action"].to_string(),
         ),
         "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-            builder.tool_result(
-                ts,
-                payload["call_id"].as_str().unwrap_or_default(),
-                output_text(&payload["output"]),
-            );
+            let text = output_text(&payload["output"], &mut builder.report);
+            builder.tool_result(ts, payload["call_id"].as_str().unwrap_or_default(), text);
         }
         "web_search_call" => {
             let query = payload["action"]["query"].as_str().unwrap_or_default();

@@ -45,6 +45,15 @@ pub enum ImportError {
         /// The file.
         path: PathBuf,
     },
+    /// The file is a subagent's transcript (Claude Code 2.0 writes them beside the
+    /// session's): it is imported with the session it names.
+    #[error("{path}: a subagent's transcript, imported with its session {session_id}")]
+    Subagent {
+        /// The file.
+        path: PathBuf,
+        /// The session it belongs to.
+        session_id: String,
+    },
     /// The run folder could not be created or written.
     #[error("cannot write the imported run: {0}")]
     Run(#[from] reprise_runs::RunError),

@@ -10,7 +10,9 @@
 //! `importedFrom` is written last, once every entry is on disk, so an import cut
 //! short leaves a run without it, and the next import of the file makes a whole one.
 //! A file whose tool, session id and content hash an earlier import recorded creates
-//! nothing new.
+//! nothing new. A session that grew since its import (the source tool went on with
+//! it) has its new part appended to the run imported before, when that run holds
+//! exactly what the earlier import wrote and the new conversion starts with it.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -51,6 +53,16 @@ pub enum Outcome {
         /// The run folder.
         run: PathBuf,
     },
+    /// The session grew since an earlier import made this run: its new entries were
+    /// appended to it (with `dry_run`, would be).
+    Appended {
+        /// The run folder.
+        run: PathBuf,
+        /// How many entries were appended, subagents' included.
+        entries: usize,
+        /// Whether this was a dry run, so that nothing was written.
+        dry_run: bool,
+    },
 }
 
 /// One imported file.
@@ -70,15 +82,28 @@ pub struct ImportedFile {
     pub outcome: Outcome,
     /// What was converted and what was not.
     pub report: Report,
+    /// Why a session imported before was imported as a new run rather than
+    /// appended to the earlier one.
+    pub not_appended: Option<String>,
 }
 
 type Key = (String, String, String);
+
+/// An earlier import of a session: its run and how many entries of the main
+/// conversation it wrote.
+#[derive(Clone, Debug)]
+struct Earlier {
+    run: PathBuf,
+    entries: Option<usize>,
+}
 
 /// Imports files into one runs directory, remembering what is there already.
 #[derive(Debug)]
 pub struct Importer {
     runs_dir: PathBuf,
     known: HashMap<Key, PathBuf>,
+    /// The latest import of each (tool, session id).
+    sessions: HashMap<(String, String), Earlier>,
     durability: Durability,
 }
 
@@ -113,6 +138,7 @@ impl Importer {
     /// `session.json` of every run there to know what was imported before.
     pub fn new(runs_dir: &Path) -> Result<Importer, ImportError> {
         let mut known = HashMap::new();
+        let mut sessions: HashMap<(String, String), Earlier> = HashMap::new();
         let read = match std::fs::read_dir(runs_dir) {
             Ok(read) => Some(read),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
@@ -137,17 +163,33 @@ impl Importer {
             let Some(bytes) = is_file.then(|| std::fs::read(&meta_path).ok()).flatten() else {
                 continue;
             };
-            if let Some(key) = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .as_ref()
-                .and_then(key_of)
-            {
+            let Some(value) = serde_json::from_slice::<Value>(&bytes).ok() else {
+                continue;
+            };
+            if let Some(key) = key_of(&value) {
+                let entries = value[IMPORTED_FROM]["entries"]
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok());
+                let earlier = Earlier {
+                    run: item.path(),
+                    entries,
+                };
+                // Of several runs of one session, the one that imported most of it
+                // is the one that grows.
+                let session = (key.0.clone(), key.1.clone());
+                if sessions
+                    .get(&session)
+                    .is_none_or(|known| known.entries < earlier.entries)
+                {
+                    sessions.insert(session, earlier);
+                }
                 known.insert(key, item.path());
             }
         }
         Ok(Importer {
             runs_dir: runs_dir.to_path_buf(),
             known,
+            sessions,
             durability: Durability::Full,
         })
     }
@@ -184,16 +226,43 @@ impl Importer {
             hash.clone(),
         );
         let start = converted.started.unwrap_or_else(Timestamp::now);
+        let session = (key.0.clone(), key.1.clone());
+        let mut not_appended = None;
         let outcome = if let Some(run) = self.known.get(&key) {
             Outcome::AlreadyImported { run: run.clone() }
-        } else if dry_run {
-            Outcome::WouldCreate {
-                name: run_folder_name(start),
-            }
         } else {
-            let run = self.write_run(path, &converted, &hash, start).await?;
-            self.known.insert(key, run.clone());
-            Outcome::Created { run }
+            let growth = match self.sessions.get(&session) {
+                Some(earlier) => match growth_of(earlier, &converted) {
+                    Ok(growth) => Some((earlier.run.clone(), growth)),
+                    Err(why) => {
+                        not_appended = Some(why);
+                        None
+                    }
+                },
+                None => None,
+            };
+            match growth {
+                Some((run, growth)) => {
+                    let entries = growth.count();
+                    if !dry_run {
+                        self.append(&run, path, &converted, &growth, &hash).await?;
+                        self.remember(key, &run, converted.main.len());
+                    }
+                    Outcome::Appended {
+                        run,
+                        entries,
+                        dry_run,
+                    }
+                }
+                None if dry_run => Outcome::WouldCreate {
+                    name: run_folder_name(start),
+                },
+                None => {
+                    let run = self.write_run(path, &converted, &hash, start).await?;
+                    self.remember(key, &run, converted.main.len());
+                    Outcome::Created { run }
+                }
+            }
         };
         Ok(ImportedFile {
             path: path.to_path_buf(),
@@ -207,7 +276,71 @@ impl Importer {
                 .collect(),
             outcome,
             report: converted.report,
+            not_appended,
         })
+    }
+
+    /// Records that `run` now holds the import of `key`, `entries` entries long.
+    fn remember(&mut self, key: Key, run: &Path, entries: usize) {
+        let session = (key.0.clone(), key.1.clone());
+        self.known.insert(key, run.to_path_buf());
+        self.sessions.insert(
+            session,
+            Earlier {
+                run: run.to_path_buf(),
+                entries: Some(entries),
+            },
+        );
+    }
+
+    /// Appends what `converted` holds beyond what run `dir` has (`growth`), then
+    /// records the new content hash.
+    async fn append(
+        &self,
+        dir: &Path,
+        path: &Path,
+        converted: &Converted,
+        growth: &Growth,
+        hash: &str,
+    ) -> Result<(), ImportError> {
+        let store = RunStore::with_durability(dir, self.write_durability());
+        let main =
+            SessionKey::session(&growth.session_id).map_err(reprise_session::StoreError::from)?;
+        store
+            .append(&main, &converted.main[growth.main_from..])
+            .await?;
+        let mut written = vec![dir.join(CONVERSATION_JSONL)];
+        for ((name, entries), from) in converted.subagents.iter().zip(&growth.subagents_from) {
+            if *from == entries.len() {
+                continue;
+            }
+            let key = SessionKey::subagent(&growth.session_id, name)
+                .map_err(reprise_session::StoreError::from)?;
+            store.append(&key, &entries[*from..]).await?;
+            written.push(dir.join(SUBAGENTS_DIR).join(format!("{name}.jsonl")));
+        }
+        drop(store);
+        self.sync(&written)?;
+        self.write_imported_from(dir, path, converted, hash)
+    }
+
+    /// The durability entries are written with: synced once at the end instead of
+    /// after every append.
+    fn write_durability(&self) -> Durability {
+        match self.durability {
+            Durability::Full => Durability::Flush,
+            other => other,
+        }
+    }
+
+    fn sync(&self, files: &[PathBuf]) -> Result<(), ImportError> {
+        if self.durability == Durability::Full {
+            for file in files {
+                let handle = std::fs::File::open(file).map_err(write_error(file))?;
+                handle.sync_data().map_err(write_error(file))?;
+            }
+        }
+        Ok(())
     }
 
     async fn write_run(
@@ -221,12 +354,7 @@ impl Importer {
         let dir = folder.dir.clone();
         // The run's own session: the source's id stays in importedFrom.
         let session_id = Uuid::now_v7().to_string();
-        let durability = match self.durability {
-            // Synced once at the end instead of after every append.
-            Durability::Full => Durability::Flush,
-            other => other,
-        };
-        let store = RunStore::with_durability(&dir, durability);
+        let store = RunStore::with_durability(&dir, self.write_durability());
         let main = SessionKey::session(&session_id).map_err(reprise_session::StoreError::from)?;
         store.append(&main, &converted.main).await?;
         for (name, entries) in &converted.subagents {
@@ -239,13 +367,20 @@ impl Importer {
         for (name, _) in &converted.subagents {
             written.push(dir.join(SUBAGENTS_DIR).join(format!("{name}.jsonl")));
         }
-        if self.durability == Durability::Full {
-            for file in &written {
-                let handle = std::fs::File::open(file).map_err(write_error(file))?;
-                handle.sync_data().map_err(write_error(file))?;
-            }
-        }
-        // Last: the mark that this import is complete.
+        self.sync(&written)?;
+        self.write_imported_from(&dir, path, converted, hash)?;
+        Ok(dir)
+    }
+
+    /// Last: the mark that this import is complete, `importedFrom` in the run's
+    /// `session.json`.
+    fn write_imported_from(
+        &self,
+        dir: &Path,
+        path: &Path,
+        converted: &Converted,
+        hash: &str,
+    ) -> Result<(), ImportError> {
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let meta_path = dir.join(SESSION_JSON);
         let bytes = std::fs::read(&meta_path).map_err(write_error(&meta_path))?;
@@ -259,6 +394,7 @@ impl Importer {
             "path": absolute.to_string_lossy(),
             "sessionId": converted.session_id,
             "contentHash": hash,
+            "entries": converted.main.len(),
         });
         if let Some(title) = &converted.title {
             from["title"] = Value::String(title.clone());
@@ -282,11 +418,95 @@ impl Importer {
         drop(file);
         std::fs::rename(&temp, &meta_path).map_err(write_error(&meta_path))?;
         if self.durability == Durability::Full {
-            let handle = std::fs::File::open(&dir).map_err(write_error(&dir))?;
-            handle.sync_all().map_err(write_error(&dir))?;
+            let handle = std::fs::File::open(dir).map_err(write_error(dir))?;
+            handle.sync_all().map_err(write_error(dir))?;
         }
-        Ok(dir)
+        Ok(())
     }
+}
+
+/// What a grown session adds to the run an earlier import made of it.
+#[derive(Debug)]
+struct Growth {
+    /// The run's session id.
+    session_id: String,
+    /// The first entry of the main conversation not in the run.
+    main_from: usize,
+    /// The same for each subagent of the conversion, in its order.
+    subagents_from: Vec<usize>,
+    /// Entries to append in all.
+    total: usize,
+}
+
+impl Growth {
+    fn count(&self) -> usize {
+        self.total
+    }
+}
+
+/// Whether `converted` is what the earlier import wrote into its run, and more;
+/// else why its new part cannot be appended there.
+fn growth_of(earlier: &Earlier, converted: &Converted) -> Result<Growth, String> {
+    let dir = &earlier.run;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let meta: Value = std::fs::read(dir.join(SESSION_JSON))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| format!("run {name} has no readable session.json"))?;
+    let session_id = meta["sessionId"]
+        .as_str()
+        .ok_or_else(|| format!("run {name} names no session"))?
+        .to_owned();
+    let load = |path: &Path| -> Result<Vec<Value>, String> {
+        let loaded = reprise_session::load_file(path, &session_id)
+            .map_err(|error| format!("run {name} cannot be read: {error}"))?;
+        Ok(loaded
+            .map(|loaded| loaded.entries)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|entry| serde_json::to_value(entry).ok())
+            .collect())
+    };
+    let starts_with = |entries: &[reprise_session::Entry], have: &[Value]| {
+        have.len() <= entries.len()
+            && entries
+                .iter()
+                .zip(have)
+                .all(|(entry, had)| serde_json::to_value(entry).ok().as_ref() == Some(had))
+    };
+    let main = load(&dir.join(CONVERSATION_JSONL))?;
+    if earlier.entries.is_some_and(|n| n != main.len()) {
+        return Err(format!(
+            "run {name} went on in reprise after it was imported"
+        ));
+    }
+    if !starts_with(&converted.main, &main) {
+        return Err(format!(
+            "the part imported before into run {name} changed in the source (a rewind, a \
+             compaction, or a call that was unanswered then)"
+        ));
+    }
+    let mut total = converted.main.len() - main.len();
+    let mut subagents_from = Vec::with_capacity(converted.subagents.len());
+    for (sub, entries) in &converted.subagents {
+        let have = load(&dir.join(SUBAGENTS_DIR).join(format!("{sub}.jsonl")))?;
+        if !starts_with(entries, &have) {
+            return Err(format!(
+                "subagent {sub} imported before into run {name} changed in the source"
+            ));
+        }
+        total += entries.len() - have.len();
+        subagents_from.push(have.len());
+    }
+    Ok(Growth {
+        session_id,
+        main_from: main.len(),
+        subagents_from,
+        total,
+    })
 }
 
 /// Creates files readable by their owner only, as every file of a run folder is.

@@ -103,12 +103,20 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ImportErr
     })
 }
 
-/// Which tool wrote this file, from its first bytes; `None` when it is none of them.
+/// How much of a file the sniffers read; the line that crosses it is read whole.
+const SNIFF_BYTES: usize = 256 * 1024;
+
+/// Which tool wrote this file, from its first lines (read whole, however long);
+/// `None` when it is none of them.
 pub fn detect(bytes: &[u8]) -> Option<SourceTool> {
-    let head = &bytes[..bytes.len().min(256 * 1024)];
-    if codex::sniff(head) {
+    let head = &bytes[..bytes.len().min(SNIFF_BYTES)];
+    let lines = match bytes[head.len()..].iter().position(|&b| b == b'\n') {
+        Some(end) => &bytes[..head.len() + end],
+        None => bytes,
+    };
+    if codex::sniff(lines) {
         Some(SourceTool::Codex)
-    } else if claude_code::sniff(head) {
+    } else if claude_code::sniff(lines) {
         Some(SourceTool::ClaudeCode)
     } else if opencode::sniff(head) {
         Some(SourceTool::Opencode)

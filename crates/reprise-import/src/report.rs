@@ -13,6 +13,8 @@ pub struct Report {
     pub tool_calls: u64,
     /// Calls that had no result in the source and were answered "interrupted".
     pub interrupted: u64,
+    /// Images kept as image parts of messages.
+    pub images: u64,
     /// Source lines kept as notes: entries shown in the run but never sent to a model
     /// (system lines, attachments, developer instructions), by what they were.
     pub notes: BTreeMap<String, u64>,
@@ -51,6 +53,7 @@ impl Report {
         self.messages += other.messages;
         self.tool_calls += other.tool_calls;
         self.interrupted += other.interrupted;
+        self.images += other.images;
         for (what, n) in other.notes {
             *self.notes.entry(what).or_default() += n;
         }
@@ -78,6 +81,9 @@ impl fmt::Display for Report {
             "{} messages, {} tool calls ({} answered \"interrupted\")",
             self.messages, self.tool_calls, self.interrupted
         )?;
+        if self.images > 0 {
+            write!(f, ", {} images", self.images)?;
+        }
         if !self.notes.is_empty() {
             f.write_str("; kept as notes: ")?;
             counts(f, &self.notes)?;

@@ -192,6 +192,19 @@ impl Counted {
     }
 }
 
+/// Picks, from a transcript's entries handed over in order, what
+/// [`read_conversation`] shows of each: for a reader that shows more of an entry
+/// (its tool calls) beside it.
+#[derive(Default)]
+pub struct ConversationPicker(Shown);
+
+impl ConversationPicker {
+    /// What `entry` shows, if anything (its text is moved, not copied).
+    pub fn take(&mut self, entry: Entry) -> Option<ConversationMessage> {
+        self.0.take(entry)
+    }
+}
+
 /// Picks, from a transcript's entries in order, what a conversation shows.
 #[derive(Default)]
 struct Shown {

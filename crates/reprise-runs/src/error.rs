@@ -17,7 +17,7 @@ pub enum RunError {
     #[error(transparent)]
     InvalidId(#[from] IdError),
     /// No run matches what was asked for.
-    #[error("no run matches {spec:?} in {runs_dir}")]
+    #[error("no run matches {:?} in {runs_dir}", excerpt(spec))]
     NoSuchRun {
         /// What was asked for.
         spec: String,
@@ -31,7 +31,7 @@ pub enum RunError {
         runs_dir: PathBuf,
     },
     /// A prefix that names more than one run.
-    #[error("{spec:?} matches {} runs: {}", .candidates.len(), .candidates.join(", "))]
+    #[error("{:?} matches {} runs: {}", excerpt(spec), .candidates.len(), .candidates.join(", "))]
     AmbiguousRun {
         /// What was asked for.
         spec: String,
@@ -40,7 +40,8 @@ pub enum RunError {
     },
     /// A title that more than one run has.
     #[error(
-        "{spec:?} is the title of {} runs: {}; name one by its run folder",
+        "{:?} is the title of {} runs: {}; name one by its run folder",
+        excerpt(spec),
         .candidates.len(),
         .candidates.join(", ")
     )]
@@ -77,4 +78,14 @@ pub enum RunError {
         /// The encoder's error.
         source: serde_json::Error,
     },
+}
+
+/// What an error shows of a run asked for: its start, when it is long (input
+/// from the command line may be any size).
+fn excerpt(spec: &str) -> String {
+    const SHOWN: usize = reprise_session::MAX_ID_LEN;
+    match spec.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}… ({} bytes)", &spec[..end], spec.len()),
+        None => spec.to_owned(),
+    }
 }

@@ -46,6 +46,7 @@ mod meta;
 mod record;
 mod recover;
 mod search;
+mod search_text;
 mod session_log;
 mod store;
 mod summary;
@@ -54,7 +55,7 @@ mod unused;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use conversation::{
-    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, conversation_of,
+    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, ConversationPicker, conversation_of,
     is_command_expansion, mark_command_expansion, read_conversation,
     read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
 };
@@ -75,7 +76,8 @@ pub use labels::{
 pub use list_cache::LIST_CACHE;
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
-pub use search::{SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
+pub use search::{MATCH_CHARS, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
+pub use search_text::{Algorithm, MAX_REGEX_BYTES};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
     CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,

@@ -6,11 +6,18 @@
 //! call's arguments (a JSON text inside a JSON string) are escaped twice. A literal
 //! query is therefore looked for, in the raw bytes, in each of those spellings at once
 //! (and with non-ASCII characters as `\uXXXX`, how other writers spell them) by
-//! ripgrep's line searcher (`grep-searcher` with a `grep-regex` matcher of literals,
-//! which finds candidates with `memchr` and SIMD); only the lines it finds are parsed,
-//! and the query is then matched against the decoded text, which decides. A regular
-//! expression cannot be rewritten into its escaped spelling, so in regex mode every
-//! line is decoded and matched. Files are searched by several threads.
+//! ripgrep's line searcher (`grep-searcher`, with an Aho-Corasick matcher of the
+//! spellings); only the lines it finds are parsed, and the query is then matched
+//! against the decoded text, which decides (see [`crate::search_text`]: a literal
+//! in time linear in the text, whatever its length). A regular expression cannot be
+//! rewritten into its escaped spelling, so in regex mode every line is decoded and
+//! matched. A query ignoring case is looked for by its longest run that ASCII case
+//! folding matches as Unicode folding does. Files are searched by several threads.
+//!
+//! What is searched: the messages of the person, the model (its text and its tool
+//! calls) and the tools, and the notes and compaction summaries a run holds (an
+//! import's notes, a compaction's summary); never system messages. A snippet shows
+//! at most [`MATCH_CHARS`] characters of a long match.
 //!
 //! Snippets pass the redactor before they are returned (the whole message is
 //! redacted, then the match looked for again), so a search never prints a secret
@@ -20,15 +27,14 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use jiff::Timestamp;
-use regex::{Regex, RegexBuilder};
 use reprise_redact::Redactor;
 use uuid::Uuid;
 
 use crate::error::RunError;
 use crate::folder::RunSummary;
+use crate::search_text::{Algorithm, LinePrefilter, TextMatcher};
 use crate::store::{CONVERSATION_JSONL, SUBAGENTS_DIR};
 use reprise_session::Entry;
 use reprise_session::parts::jsonl_stems;
@@ -38,6 +44,8 @@ use reprise_session::{Message, Role};
 const BEFORE_CHARS: usize = 50;
 /// Characters shown from the start of a match on.
 const AFTER_CHARS: usize = 100;
+/// The most characters of one match a snippet shows.
+pub const MATCH_CHARS: usize = 300;
 
 /// Which messages a search looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,37 +135,30 @@ struct SearchFile {
 /// [`SearchMatcher::hit`].
 pub struct SearchMatcher<'q> {
     query: &'q SearchQuery,
-    decided: Regex,
-    prefilter: Option<RegexMatcher>,
+    decided: TextMatcher,
+    prefilter: Option<LinePrefilter>,
 }
 
 impl<'q> SearchMatcher<'q> {
     /// The matchers of `query`; a pattern that is not a valid regular expression is
     /// [`RunError::Pattern`].
     pub fn new(query: &'q SearchQuery) -> Result<Self, RunError> {
-        let decided = decider(query)?;
+        let decided = TextMatcher::new(&query.pattern, query.regex, query.ignore_case)?;
         let prefilter = if query.regex {
             None
         } else {
-            let escaped: Vec<String> = spellings(&query.pattern)
-                .iter()
-                .map(|spelling| regex::escape(spelling))
-                .collect();
-            Some(
-                RegexMatcherBuilder::new()
-                    .case_insensitive(query.ignore_case)
-                    .build_many(&escaped)
-                    .map_err(|error| RunError::Pattern {
-                        pattern: query.pattern.clone(),
-                        message: error.to_string(),
-                    })?,
-            )
+            LinePrefilter::new(&spellings(&query.pattern), query.ignore_case)
         };
         Ok(SearchMatcher {
             query,
             decided,
             prefilter,
         })
+    }
+
+    /// How the decoded text is matched.
+    pub fn algorithm(&self) -> Algorithm {
+        self.decided.algorithm()
     }
 
     /// The query matched.
@@ -178,9 +179,8 @@ impl<'q> SearchMatcher<'q> {
     /// [`spellings`](Self::spellings) of a literal query, and the message's decoded
     /// text matches, exactly as [`search_runs`] decides for a line of a file.
     pub fn hit(&self, line: &[u8], run: usize, agent: Option<&str>) -> Option<SearchHit> {
-        use grep_matcher::Matcher;
         if let Some(prefilter) = &self.prefilter
-            && !prefilter.is_match(line).unwrap_or(false)
+            && !prefilter.holds(line)
         {
             return None;
         }
@@ -300,22 +300,6 @@ impl<F: FnMut(&[u8]) -> bool> Sink for LineSink<'_, F> {
     }
 }
 
-/// The regular expression that decides, on decoded text, whether a message matches.
-fn decider(query: &SearchQuery) -> Result<Regex, RunError> {
-    let pattern = if query.regex {
-        query.pattern.clone()
-    } else {
-        regex::escape(&query.pattern)
-    };
-    RegexBuilder::new(&pattern)
-        .case_insensitive(query.ignore_case)
-        .build()
-        .map_err(|error| RunError::Pattern {
-            pattern: query.pattern.clone(),
-            message: error.to_string(),
-        })
-}
-
 /// The ways `text` can be spelled inside a JSON line: as a JSON string's content,
 /// with non-ASCII as `\uXXXX`, and escaped twice (inside a tool call's arguments).
 fn spellings(text: &str) -> Vec<String> {
@@ -346,37 +330,63 @@ fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
-/// The hit in one JSON line, if its message matches.
+/// The hit in one JSON line, if its message (or note, or compaction summary)
+/// matches.
 fn match_line(
     line: &[u8],
     run: usize,
     agent: Option<&str>,
-    decided: &Regex,
+    decided: &TextMatcher,
     query: &SearchQuery,
 ) -> Option<SearchHit> {
     let entry: Entry = serde_json::from_slice(trim_line(line)).ok()?;
-    let message = entry.as_message()?;
-    if message.role == Role::System || !query.role.is_none_or(|role| role.admits(&message.role)) {
-        return None;
+    let (role, fields) = match entry.as_message() {
+        Some(message) => {
+            if message.role == Role::System
+                || !query.role.is_none_or(|role| role.admits(&message.role))
+            {
+                return None;
+            }
+            (message.role.as_str(), searchable(message))
+        }
+        // Notes and summaries are no one's message: a search of one role leaves
+        // them out.
+        None if query.role.is_some() => return None,
+        None => {
+            let (role, field) = match entry.kind.as_deref()? {
+                NOTE => ("note", "text"),
+                COMPACTION => ("compaction", "summary"),
+                _ => return None,
+            };
+            let text = entry.extra.get(field)?.as_str()?.to_owned();
+            (role, vec![text])
+        }
+    };
+    let mut matches = 0;
+    let mut first = None;
+    for field in &fields {
+        let found = decided.find_all(field);
+        if first.is_none() && !found.is_empty() {
+            first = Some(field);
+        }
+        matches += found.len();
     }
-    let fields = searchable(message);
-    let matches: usize = fields
-        .iter()
-        .map(|field| decided.find_iter(field).count())
-        .sum();
-    let first = fields.iter().find(|field| decided.is_match(field))?;
-    let (snippet, highlights) = snippet(first, decided, &query.redactor);
+    let (snippet, highlights) = snippet(first?, decided, &query.redactor);
     Some(SearchHit {
         run,
         agent: agent.map(str::to_owned),
         entry: entry.uuid,
         ts: entry.ts,
-        role: message.role.as_str().to_owned(),
+        role: role.to_owned(),
         snippet,
         highlights,
         matches,
     })
 }
+
+/// The `kind` of a note entry (kept by an import) and of a compaction marker.
+const NOTE: &str = "note";
+const COMPACTION: &str = "compaction";
 
 fn trim_line(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -418,11 +428,15 @@ fn push_leaves(value: &serde_json::Value, out: &mut String) {
 }
 
 /// The redacted snippet around the first match in `text`, and where the matches are
-/// in it.
-fn snippet(text: &str, decided: &Regex, redactor: &Redactor) -> (String, Vec<(usize, usize)>) {
-    let original = decided.find(text).map_or(0, |m| m.start());
+/// in it. A match longer than [`MATCH_CHARS`] is cut.
+fn snippet(
+    text: &str,
+    decided: &TextMatcher,
+    redactor: &Redactor,
+) -> (String, Vec<(usize, usize)>) {
+    let original = decided.find(text).map_or(0, |(start, _)| start);
     let redacted = redactor.redact(text);
-    let found = decided.find(&redacted).map(|m| (m.start(), m.end()));
+    let found = decided.find(&redacted);
     // Where the window starts: before the first match in the redacted text, or near
     // where the match was when redaction hid it.
     let anchor = found.map_or(original.min(redacted.len()), |(start, _)| start);
@@ -436,11 +450,16 @@ fn snippet(text: &str, decided: &Regex, redactor: &Redactor) -> (String, Vec<(us
         .char_indices()
         .nth(AFTER_CHARS)
         .map_or(redacted.len(), |(at, _)| anchor + at);
+    // A long match is shown whole, up to a bound.
+    let longest = redacted[anchor..]
+        .char_indices()
+        .nth(MATCH_CHARS)
+        .map_or(redacted.len(), |(at, _)| anchor + at);
     let end = match found {
-        // A long match is shown whole.
-        Some((_, match_end)) if match_end > end => match_end,
+        Some((_, match_end)) if match_end > end => match_end.min(longest),
         _ => end,
     };
+    let end = floor_char(&redacted, end);
     let mut out = String::with_capacity(end - start + 8);
     let mut highlights = Vec::new();
     if start > 0 {
@@ -449,10 +468,21 @@ fn snippet(text: &str, decided: &Regex, redactor: &Redactor) -> (String, Vec<(us
     let base = out.len();
     let window = &redacted[start..end];
     if found.is_some() {
-        for m in decided.find_iter(window) {
-            if m.start() < m.end() {
-                highlights.push((base + m.start(), base + m.end()));
+        for (from, to) in decided.find_all(window) {
+            if from < to {
+                highlights.push((base + from, base + to));
             }
+        }
+        // The cut match, highlighted as far as it is shown.
+        if let Some((match_start, match_end)) = found
+            && match_end > end
+            && match_start >= start
+            && !highlights
+                .iter()
+                .any(|&(from, _)| from == base + match_start - start)
+        {
+            highlights.push((base + match_start - start, base + window.len()));
+            highlights.sort_unstable();
         }
     }
     // Whitespace is shown as spaces byte for byte, so the highlights stay in place.
@@ -479,31 +509,63 @@ mod tests {
 
     #[test]
     fn escaped_spellings_cover_quotes_newlines_backslashes_and_non_ascii() {
-        let spellings: Vec<String> = spellings("say \"hé\"\n\\")
-            .iter()
-            .map(|s| regex::escape(s))
-            .collect();
+        let filter = LinePrefilter::new(&spellings("say \"hé\"\n\\"), false).unwrap();
         let line = serde_json::json!({"t": "say \"hé\"\n\\"}).to_string();
-        let matcher = RegexMatcherBuilder::new().build_many(&spellings).unwrap();
-        use grep_matcher::Matcher;
-        assert!(matcher.is_match(line.as_bytes()).unwrap());
+        assert!(filter.holds(line.as_bytes()));
         let twice =
             serde_json::json!({"t": serde_json::json!({"a": "say \"hé\"\n\\"}).to_string()})
                 .to_string();
-        assert!(matcher.is_match(twice.as_bytes()).unwrap());
+        assert!(filter.holds(twice.as_bytes()));
         let ascii = "{\"t\":\"say \\\"h\\u00e9\\\"\\n\\\\\"}";
-        assert!(matcher.is_match(ascii.as_bytes()).unwrap());
+        assert!(filter.holds(ascii.as_bytes()));
     }
 
     #[test]
     fn a_snippet_is_cut_around_the_match_and_highlights_it() {
         let text = format!("{}needle here\nand more", "x".repeat(200));
-        let decided = Regex::new("needle").unwrap();
+        let decided = TextMatcher::new("needle", false, false).unwrap();
         let (snippet, highlights) = snippet(&text, &decided, &Redactor::new());
         assert!(snippet.starts_with('…'));
         assert_eq!(highlights.len(), 1);
         let (start, end) = highlights[0];
         assert_eq!(&snippet[start..end], "needle");
         assert!(snippet.contains("here and more"));
+    }
+
+    #[test]
+    fn a_snippet_shows_a_bounded_part_of_a_long_match() {
+        let line = "a".repeat(1 << 20);
+        let decided = TextMatcher::new("a+", true, false).unwrap();
+        let (snippet, highlights) = snippet(&line, &decided, &Redactor::new());
+        assert!(
+            snippet.chars().count() <= MATCH_CHARS + 2,
+            "{}",
+            snippet.len()
+        );
+        assert!(snippet.ends_with('…'));
+        assert_eq!(highlights, [(0, MATCH_CHARS)]);
+    }
+
+    #[test]
+    fn a_literal_query_is_matched_with_memmem_however_long() {
+        // Quadratic for a regex engine: a 3,000-character query over a line of
+        // "aaaa…b" that holds it only at its end.
+        let query = SearchQuery::literal(format!("{}b", "a".repeat(3_000)));
+        let matcher = SearchMatcher::new(&query).unwrap();
+        assert_eq!(matcher.algorithm(), Algorithm::Memmem);
+        let mut ignoring = query.clone();
+        ignoring.ignore_case = true;
+        assert_eq!(
+            SearchMatcher::new(&ignoring).unwrap().algorithm(),
+            Algorithm::FoldedMemmem
+        );
+        let text = format!("{}b", "a".repeat(1 << 20));
+        let line = serde_json::to_vec(&reprise_session::Entry::message(
+            reprise_session::Message::user(text),
+        ))
+        .unwrap();
+        let hit = matcher.hit(&line, 0, None).unwrap();
+        assert_eq!(hit.matches, 1);
+        assert!(hit.snippet.len() < 1_000, "{}", hit.snippet.len());
     }
 }

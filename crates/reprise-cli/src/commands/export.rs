@@ -13,6 +13,7 @@ use crate::export::{Masker, markdown, view_of};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     /// Markdown that reads well on GitHub.
+    #[value(alias = "md")]
     Markdown,
     /// One self-contained HTML file: no network, no scripts.
     Html,
@@ -27,7 +28,7 @@ pub fn json_export(run: &RunRecord, mask: &Masker) -> Result<String> {
         Ok(Value::Array(
             entries
                 .iter()
-                .map(|entry| serde_json::to_value(entry).map(|value| mask.value(value)))
+                .map(|entry| serde_json::to_value(entry).map(|value| mask.record_value(value)))
                 .collect::<Result<_, _>>()?,
         ))
     };
@@ -37,7 +38,7 @@ pub fn json_export(run: &RunRecord, mask: &Masker) -> Result<String> {
     }
     let value = json!({
         "run": run.name,
-        "session": mask.value(run.session.clone()),
+        "session": mask.record_value(run.session.clone()),
         "entries": entries(&run.main)?,
         "subagents": subagents,
     });
@@ -46,8 +47,9 @@ pub fn json_export(run: &RunRecord, mask: &Masker) -> Result<String> {
     Ok(text)
 }
 
-/// Renders the run named `spec` in `format`.
-pub fn render(
+/// Renders the run named `spec` (a name, a unique prefix, `last`, or its title) in
+/// `format`.
+pub async fn render(
     runs: &dyn RunCatalog,
     spec: &str,
     format: ExportFormat,
@@ -55,19 +57,20 @@ pub fn render(
 ) -> Result<String> {
     let folder = runs.find(spec)?;
     let run = runs.record(&folder)?;
+    let title = runs.labels(&folder).await?.and_then(|labels| labels.title);
     for warning in &run.warnings {
         crate::display::terminal::eprint_line(&format!("warning: {warning}"));
     }
     Ok(match format {
         ExportFormat::Json => json_export(&run, mask)?,
-        ExportFormat::Markdown => markdown::render(&view_of(&run, mask)),
-        ExportFormat::Html => crate::export::html::render(&view_of(&run, mask)),
+        ExportFormat::Markdown => markdown::render(&view_of(&run, title.as_deref(), mask)),
+        ExportFormat::Html => crate::export::html::render(&view_of(&run, title.as_deref(), mask)),
     })
 }
 
 /// `reprise export`: writes the run to `output` (created 0600: with `--no-redact`
 /// it holds secrets) or to `out`.
-pub fn export(
+pub async fn export(
     runs: &dyn RunCatalog,
     spec: &str,
     format: ExportFormat,
@@ -75,7 +78,7 @@ pub fn export(
     redact: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let text = render(runs, spec, format, &Masker::new(redact))?;
+    let text = render(runs, spec, format, &Masker::new(redact)).await?;
     match output {
         Some(path) => {
             let mut options = std::fs::OpenOptions::new();

@@ -121,11 +121,17 @@ pub struct Io<'a> {
     pub redactor: Redactor,
 }
 
-/// Runs one history command.
-pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> Result<()> {
+/// Runs one history command; returns the exit code (a search that finds nothing
+/// exits with 1, as grep and rg do).
+pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> Result<i32> {
+    let done = |result: Result<()>| result.map(|()| 0);
     match command {
-        HistoryCommand::Rename { run, title } => rename(runs, &run, &title.join(" "), io.out).await,
-        HistoryCommand::Tag { run, tags, untag } => tag(runs, &run, &tags, untag, io.out).await,
+        HistoryCommand::Rename { run, title } => {
+            done(rename(runs, &run, &title.join(" "), io.out).await)
+        }
+        HistoryCommand::Tag { run, tags, untag } => {
+            done(tag(runs, &run, &tags, untag, io.out).await)
+        }
         HistoryCommand::Search {
             query,
             regex,
@@ -142,15 +148,16 @@ pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> 
                 first_per_run: false,
                 redactor: io.redactor,
             };
-            search(runs, &query, run.as_deref(), json, io.color, io.out)
+            let found = search(runs, &query, run.as_deref(), json, io.color, io.out)?;
+            Ok(if found { 0 } else { 1 })
         }
-        HistoryCommand::Du { json } => du(runs, json, io.out),
+        HistoryCommand::Du { json } => done(du(runs, json, io.out)),
         HistoryCommand::Prune {
             older_than,
             keep,
             dry_run,
             yes,
-        } => prune(runs, &PrunePlan { older_than, keep }, dry_run, yes, io).await,
+        } => done(prune(runs, &PrunePlan { older_than, keep }, dry_run, yes, io).await),
     }
 }
 
@@ -244,7 +251,8 @@ const PLAIN_MARKS: Marks = Marks {
     close: "»",
 };
 
-/// `reprise search QUERY …`: the hits grouped by run, newest runs first.
+/// `reprise search QUERY …`: the hits grouped by run, newest runs first. Returns
+/// whether anything matched.
 pub fn search(
     catalog: &dyn RunCatalog,
     query: &SearchQuery,
@@ -252,7 +260,7 @@ pub fn search(
     json: bool,
     color: bool,
     out: &mut dyn Write,
-) -> Result<()> {
+) -> Result<bool> {
     let list = catalog.list()?;
     for warning in &list.warnings {
         eprint_line(&format!("warning: {warning}"));
@@ -289,11 +297,12 @@ pub fn search(
                 })
             })
             .collect();
-        return write_json(out, &rows);
+        write_json(out, &rows)?;
+        return Ok(!hits.is_empty());
     }
     if hits.is_empty() {
         writeln!(out, "no matches")?;
-        return Ok(());
+        return Ok(false);
     }
     let marks = if color { &COLOR_MARKS } else { &PLAIN_MARKS };
     let tz = jiff::tz::TimeZone::system();
@@ -317,7 +326,7 @@ pub fn search(
         text.push_str(&hit_line(hit, marks));
     }
     out.write_all(text.as_bytes())?;
-    Ok(())
+    Ok(true)
 }
 
 /// One hit: `  role [agent]: snippet`, every piece from the run passed through

@@ -14,10 +14,12 @@ use crate::display::terminal::{eprint_line, visible};
 struct Totals {
     created: usize,
     would_create: usize,
+    appended: usize,
     already: usize,
     messages: u64,
     not_transcripts: usize,
     empty: usize,
+    subagents: usize,
     failed: usize,
 }
 
@@ -26,6 +28,16 @@ fn describe(file: &ImportedFile) -> String {
         Outcome::Created { run } => format!("created run {}", name_of(run)),
         Outcome::WouldCreate { name } => format!("would create run {name}"),
         Outcome::AlreadyImported { run } => format!("already imported as run {}", name_of(run)),
+        Outcome::Appended {
+            run,
+            entries,
+            dry_run: false,
+        } => format!("appended {entries} new entries to run {}", name_of(run)),
+        Outcome::Appended {
+            run,
+            entries,
+            dry_run: true,
+        } => format!("would append {entries} new entries to run {}", name_of(run)),
     };
     let mut text = format!(
         "{what} from {} ({} session {}",
@@ -41,6 +53,11 @@ fn describe(file: &ImportedFile) -> String {
         text.push_str(&format!("  {}\n", file.report));
         for remark in &file.report.remarks {
             text.push_str(&format!("  note: {remark}\n"));
+        }
+        if let Some(why) = &file.not_appended {
+            text.push_str(&format!(
+                "  note: imported before, but not appended to that run: {why}\n"
+            ));
         }
     }
     text
@@ -94,27 +111,45 @@ pub async fn import(
                         Outcome::Created { .. } => totals.created += 1,
                         Outcome::WouldCreate { .. } => totals.would_create += 1,
                         Outcome::AlreadyImported { .. } => totals.already += 1,
+                        Outcome::Appended { .. } => totals.appended += 1,
                     }
                     if !matches!(imported.outcome, Outcome::AlreadyImported { .. }) {
                         totals.messages += imported.report.messages;
                     }
                     out.write_all(visible(&describe(&imported)).as_bytes())?;
                 }
-                Err(error) => match error.downcast_ref::<ImportError>() {
-                    Some(ImportError::Unrecognized { .. }) if walking => {
-                        totals.not_transcripts += 1
-                    }
-                    Some(ImportError::Empty { .. }) if walking => totals.empty += 1,
-                    // An import error's text says all; a catalog's has its causes.
-                    Some(error) => {
-                        totals.failed += 1;
-                        eprint_line(&format!("reprise: {error}"));
-                    }
-                    None => {
-                        totals.failed += 1;
-                        eprint_line(&format!("reprise: {error:#}"));
-                    }
-                },
+                Err(error) => {
+                    let skipped = match error.downcast_ref::<ImportError>() {
+                        Some(ImportError::Unrecognized { .. }) if walking => {
+                            totals.not_transcripts += 1;
+                            Some("not a transcript")
+                        }
+                        Some(ImportError::Empty { .. }) if walking => {
+                            totals.empty += 1;
+                            Some("no conversation in it")
+                        }
+                        Some(ImportError::Subagent { .. }) => {
+                            totals.subagents += 1;
+                            None
+                        }
+                        // An import error's text says all; a catalog's has its causes.
+                        Some(error) => {
+                            totals.failed += 1;
+                            eprint_line(&format!("reprise: {error}"));
+                            continue;
+                        }
+                        None => {
+                            totals.failed += 1;
+                            eprint_line(&format!("reprise: {error:#}"));
+                            continue;
+                        }
+                    };
+                    let line = match skipped {
+                        Some(why) => format!("skipped {}: {why}\n", file.display()),
+                        None => format!("skipped {error}\n"),
+                    };
+                    out.write_all(visible(&line).as_bytes())?;
+                }
             }
         }
     }
@@ -129,6 +164,17 @@ pub async fn import(
             totals.created, totals.messages
         )
     };
+    if totals.appended > 0 {
+        summary.push_str(&format!(
+            "; {} grown sessions {} to their runs",
+            totals.appended,
+            if dry_run {
+                "would be appended"
+            } else {
+                "appended"
+            }
+        ));
+    }
     if totals.already > 0 {
         summary.push_str(&format!("; {} already imported", totals.already));
     }
@@ -142,6 +188,12 @@ pub async fn import(
         summary.push_str(&format!(
             "; {} transcripts hold no conversation",
             totals.empty
+        ));
+    }
+    if totals.subagents > 0 {
+        summary.push_str(&format!(
+            "; {} subagent transcripts imported with their sessions",
+            totals.subagents
         ));
     }
     if totals.failed > 0 {

@@ -93,6 +93,8 @@ pub fn runs(source: &dyn RunCatalog, json: bool, all: bool, out: &mut dyn Write)
 pub struct ShowOptions {
     /// As JSON.
     pub json: bool,
+    /// With the tool calls and their results.
+    pub tools: bool,
     /// With the subagents' work under the calls that started it.
     pub subagents: bool,
 }
@@ -144,6 +146,9 @@ pub fn show(
 ) -> Result<()> {
     let run = source.find(spec)?;
     print_repairs(&run);
+    if options.tools {
+        return show_with_tools(source, &run, options, out);
+    }
     let calls = if options.subagents {
         crate::runs::subagents::past_calls(source, &run)?
     } else {
@@ -194,6 +199,135 @@ pub fn show(
     Ok(())
 }
 
+/// `show` with the tool calls: the conversation read whole, each call after the
+/// reply that made it (`⚙ name arguments`), its result under it (`↳` the first line,
+/// `✗` for a failure), as the chat draws them; with `subagents`, a call to a subagent
+/// with all its work instead. Arguments and results pass the redactor.
+fn show_with_tools(
+    source: &dyn RunCatalog,
+    run: &RunFolder,
+    options: ShowOptions,
+    out: &mut dyn Write,
+) -> Result<()> {
+    use crate::runs::subagents::is_error_text;
+    let loaded = source.entries(run, None)?.unwrap_or_default();
+    let redactor = reprise_redact::Redactor::new().with_env_secrets();
+    let calls = if options.subagents {
+        crate::runs::subagents::past_calls_of(source, run, &loaded.entries)?
+    } else {
+        Vec::new()
+    };
+    let delegated: std::collections::HashMap<&str, crate::runs::subagents::PastCall> = calls
+        .iter()
+        .map(|call| (call.id.as_str(), call.redacted(&redactor)))
+        .collect();
+    let mut picker = reprise_runs::ConversationPicker::default();
+    let mut rows: Vec<ShownRow> = Vec::new();
+    for entry in loaded.entries {
+        let (made, answered) = match entry.as_message() {
+            Some(message) if message.role == Role::Assistant => (message.calls().to_vec(), None),
+            Some(message) if message.role == Role::Tool => {
+                let body = message.text();
+                let failed = is_error_text(&body)
+                    || entry.extra.get(reprise_session::INTERRUPTED)
+                        == Some(&serde_json::Value::Bool(true));
+                let id = message.tool_call_id.clone().unwrap_or_default();
+                (Vec::new(), Some((id, body, failed)))
+            }
+            _ => (Vec::new(), None),
+        };
+        if let Some(message) = picker.take(entry) {
+            rows.push(ShownRow::Message(message));
+        }
+        for call in made {
+            match delegated.get(call.id.as_str()) {
+                Some(past) => rows.push(ShownRow::Subagent(past.clone())),
+                None => rows.push(ShownRow::Call {
+                    id: call.id,
+                    name: call.function.name,
+                    arguments: redactor.redact(&call.function.arguments).into_owned(),
+                }),
+            }
+        }
+        if let Some((id, body, failed)) = answered
+            && !delegated.contains_key(id.as_str())
+        {
+            rows.push(ShownRow::Result {
+                id,
+                text: redactor.redact(&body).into_owned(),
+                failed,
+            });
+        }
+    }
+    if options.json {
+        let mut writer = ConversationJson::new(out);
+        for row in &rows {
+            match row {
+                ShownRow::Message(message) => writer.push(message),
+                ShownRow::Subagent(call) => writer.push_row(&past_call_json(call))?,
+                ShownRow::Call {
+                    id,
+                    name,
+                    arguments,
+                } => writer.push_row(
+                    &json!({"role": "tool_call", "id": id, "name": name, "arguments": arguments}),
+                )?,
+                ShownRow::Result { id, text, failed } => writer.push_row(
+                    &json!({"role": "tool", "id": id, "text": text, "isError": failed}),
+                )?,
+            }
+        }
+        writer.finish()?;
+    } else {
+        let mut writer = ConversationText::new(out);
+        for row in &rows {
+            match row {
+                ShownRow::Message(message) => writer.push(message),
+                ShownRow::Subagent(call) => writer.push_tool_line(&call.full_text()),
+                ShownRow::Call {
+                    name, arguments, ..
+                } => writer.push_tool_line(&format!("⚙ {name} {}\n", one_line(arguments))),
+                ShownRow::Result { text, failed, .. } => {
+                    let marker = if *failed { "✗" } else { "↳" };
+                    let first = text.lines().next().unwrap_or("");
+                    let more = text.lines().count().saturating_sub(1);
+                    let more = if more > 0 {
+                        format!(" (+{more} lines)")
+                    } else {
+                        String::new()
+                    };
+                    writer.push_tool_line(&format!("  {marker} {first}{more}\n"));
+                }
+            }
+        }
+        writer.finish()?;
+    }
+    for warning in &loaded.warnings {
+        eprint_line(&format!("warning: {warning}"));
+    }
+    Ok(())
+}
+
+/// One thing `show` with the tool calls prints, in order.
+enum ShownRow {
+    /// What the conversation shows without the calls.
+    Message(ConversationMessage),
+    /// A call to a subagent, with its work.
+    Subagent(crate::runs::subagents::PastCall),
+    /// A tool call.
+    Call {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// A call's result.
+    Result {
+        id: String,
+        text: String,
+        failed: bool,
+    },
+}
+
 /// Output is written a megabyte at a time.
 const FLUSH_AT: usize = 1 << 20;
 
@@ -230,6 +364,9 @@ impl<'o> ShowOut<'o> {
 struct ConversationText<'o> {
     out: ShowOut<'o>,
     text: String,
+    /// Whether tool lines were written since the last message: the next message
+    /// is set off from them by a blank line.
+    after_tools: bool,
 }
 
 impl<'o> ConversationText<'o> {
@@ -237,10 +374,21 @@ impl<'o> ConversationText<'o> {
         Self {
             out: ShowOut::new(out),
             text: String::with_capacity(FLUSH_AT + FLUSH_AT / 4),
+            after_tools: false,
         }
     }
 
+    /// Lines of a tool call or its result, as they are.
+    fn push_tool_line(&mut self, lines: &str) {
+        self.text.push_str(lines);
+        self.after_tools = true;
+        self.flush_full();
+    }
+
     fn push(&mut self, message: &ConversationMessage) {
+        if std::mem::take(&mut self.after_tools) {
+            self.text.push('\n');
+        }
         let text = &mut self.text;
         if message.role == Role::System {
             // A compaction marker: where the model's view was summarised.

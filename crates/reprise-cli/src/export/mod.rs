@@ -144,7 +144,62 @@ impl Masker {
             None => value,
         }
     }
+
+    /// A JSON value of the run (an entry, `session.json`) with every string masked
+    /// but its ids ([`ID_FIELDS`]): they are no secrets, and a reader matches calls
+    /// to results and entries to each other through them.
+    pub fn record_value(&self, value: Value) -> Value {
+        if self.redactor.is_none() {
+            return value;
+        }
+        match value {
+            Value::Object(object) => Value::Object(
+                object
+                    .into_iter()
+                    .map(|(key, item)| {
+                        let item = match item {
+                            Value::String(_) if ID_FIELDS.contains(&key.as_str()) => item,
+                            Value::Object(_) | Value::Array(_) => self.record_value(item),
+                            // Masked beside its key: the key may say it is a secret.
+                            scalar => {
+                                let mut one = serde_json::Map::new();
+                                one.insert(key.clone(), scalar);
+                                match self.value(Value::Object(one)) {
+                                    Value::Object(one) => {
+                                        one.into_iter().next().map_or(Value::Null, |(_, v)| v)
+                                    }
+                                    _ => Value::Null,
+                                }
+                            }
+                        };
+                        (key, item)
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|item| self.record_value(item))
+                    .collect(),
+            ),
+            other => self.value(other),
+        }
+    }
 }
+
+/// Fields of a run's records that hold ids: an entry's `uuid`, a call's `id` and
+/// its result's `tool_call_id`, the session's id, what a compaction or a repaired
+/// result points at, a subagent's parent call, a fork's source session.
+pub const ID_FIELDS: &[&str] = &[
+    "uuid",
+    "id",
+    "tool_call_id",
+    "sessionId",
+    "session",
+    "through",
+    reprise_session::ANSWERS_ENTRY,
+    reprise_agent::PARENT_CALL_FIELD,
+];
 
 fn pretty_arguments(arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
@@ -305,11 +360,13 @@ fn other_item(entry: &Entry, mask: &Masker) -> Item {
     }
 }
 
-/// The heading of a run: its title, the title it had where it was imported from,
-/// or its first prompt, cut.
-fn title_of(session: &Value, items: &[Item], run: &str) -> String {
-    let named = session["title"]
-        .as_str()
+/// The heading of a run: the title it was given (`reprise rename`), its title in
+/// `session.json`, the title it had where it was imported from, or its first
+/// prompt, cut.
+fn title_of(given: Option<&str>, session: &Value, items: &[Item], run: &str) -> String {
+    let named = given
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| session["title"].as_str())
         .or_else(|| session["importedFrom"]["title"].as_str())
         .filter(|t| !t.trim().is_empty());
     if let Some(title) = named {
@@ -335,8 +392,8 @@ fn title_of(session: &Value, items: &[Item], run: &str) -> String {
     }
 }
 
-/// What the renderers show of a loaded run.
-pub fn view_of(run: &RunRecord, mask: &Masker) -> RunView {
+/// What the renderers show of a loaded run; `title` is the one it was given.
+pub fn view_of(run: &RunRecord, title: Option<&str>, mask: &Masker) -> RunView {
     let items = items_of(&run.main, mask);
     let subagents: Vec<(String, Vec<Item>)> = run
         .subagents
@@ -344,7 +401,7 @@ pub fn view_of(run: &RunRecord, mask: &Masker) -> RunView {
         .map(|(name, entries)| (name.clone(), items_of(entries, mask)))
         .collect();
     let title = mask
-        .text(&title_of(&run.session, &items, &run.name))
+        .text(&title_of(title, &run.session, &items, &run.name))
         .into_owned();
     let mut facts = vec![("Run".to_owned(), run.name.clone())];
     if let Some(id) = run.session["sessionId"].as_str() {

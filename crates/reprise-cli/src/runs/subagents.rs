@@ -113,7 +113,7 @@ fn segments(entries: &[Entry]) -> Vec<Segment> {
                     })
                 {
                     *result = Some(PastResult {
-                        is_error: text.starts_with("error"),
+                        is_error: is_error_text(&text),
                         content: text,
                     });
                 }
@@ -184,7 +184,7 @@ pub fn past_calls_of(
                 {
                     let text = message.text();
                     call.result = Some(PastResult {
-                        is_error: text.starts_with("error") || text.starts_with("Error"),
+                        is_error: is_error_text(&text),
                         content: text,
                     });
                 }
@@ -214,6 +214,12 @@ pub fn past_calls_of(
         }
     }
     Ok(calls)
+}
+
+/// Whether a kept tool result reads as a failure: the chat writes a failed,
+/// denied or interrupted call's result starting with "error" (imports, "Error").
+pub fn is_error_text(text: &str) -> bool {
+    text.starts_with("error") || text.starts_with("Error")
 }
 
 /// The task text of a subagent call's arguments (the arguments themselves when they

@@ -357,3 +357,77 @@ async fn html_escapes_everything_and_a_headless_browser_shows_the_conversation()
     );
     assert!(dark > 1000, "only {dark} dark pixels: no text drawn");
 }
+
+#[tokio::test]
+async fn the_masked_json_keeps_ids_so_calls_still_match_their_results() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let out = sandbox
+        .run(&["export", &name(&run), "--format", "json"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains(TOKEN));
+    let value: Value = serde_json::from_str(&out.stdout).unwrap();
+    let conversation: Vec<Value> = std::fs::read_to_string(run.join("conversation.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let entries = value["entries"].as_array().unwrap();
+    for (exported, kept) in entries.iter().zip(&conversation) {
+        assert_eq!(exported["uuid"], kept["uuid"]);
+    }
+    assert_eq!(entries[1]["message"]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(entries[2]["message"]["tool_call_id"], "call_1");
+    assert_eq!(
+        entries[3]["through"],
+        "01930000-0000-7000-8000-000000000002"
+    );
+    assert_eq!(
+        value["session"]["sessionId"],
+        "0193c0de-7d1a-7c3e-9a51-2f4b8e0c1d2a"
+    );
+}
+
+#[tokio::test]
+async fn export_takes_a_title_heads_with_it_takes_md_and_stops_quietly_when_the_reader_goes() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let renamed = sandbox
+        .run(&["rename", &name(&run), "Where", "the", "key", "is"], "")
+        .await;
+    assert_eq!(renamed.status, 0, "{}", renamed.stderr);
+    let out = sandbox
+        .run(&["export", "where the key is", "--format", "md"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.lines().next(), Some("# Where the key is"));
+
+    // A reader that takes one line and leaves.
+    let mut command = sandbox.command(&["export", "last"]);
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    drop(child.stdout.take());
+    let done = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_huge_run_name_is_cut_in_the_error() {
+    let sandbox = Sandbox::new();
+    hostile_run(&sandbox.runs_dir()).await;
+    for spec in ["x".repeat(100_000), "x ".repeat(50_000)] {
+        let out = sandbox.run(&["show", &spec], "").await;
+        assert_eq!(out.status, 1);
+        assert!(out.stderr.len() < 1_000, "{} bytes", out.stderr.len());
+        assert!(
+            out.stderr.contains("x…") || out.stderr.contains("x … ("),
+            "{}",
+            out.stderr
+        );
+    }
+}

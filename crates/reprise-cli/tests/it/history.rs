@@ -415,6 +415,12 @@ async fn search_finds_what_the_person_typed_in_every_run_and_subagent_newest_fir
     assert_contains!(out.stdout, "«hello wörld again»");
     let out = sandbox.run(&["search", "HELLO WÖRLD AGAIN"], "").await;
     assert_eq!(out.stdout, "no matches\n");
+    // As with grep and rg, nothing found is status 1.
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let out = sandbox
+        .run(&["search", "HELLO WÖRLD AGAIN", "--json"], "")
+        .await;
+    assert_eq!((out.status, out.stdout.as_str()), (1, "[]\n"));
 
     let out = sandbox
         .run(

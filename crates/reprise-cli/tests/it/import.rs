@@ -133,3 +133,52 @@ async fn a_file_that_is_no_transcript_fails_with_its_name() {
     );
     assert!(sandbox.runs().is_empty());
 }
+
+#[tokio::test]
+async fn claude_code_2_0_subagents_beside_their_session_come_with_it_and_skipped_files_are_named() {
+    // Claude Code 2.0 keeps a subagent's transcript beside the session's, tied to
+    // it by `sessionId`; 2.1 moved them into `<session>/subagents/`.
+    let sandbox = Sandbox::new();
+    let project = sandbox.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        testdata("claude_code/cc-2.1.114_ef958aa1_main_with_subagents.jsonl"),
+        project.join("ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"),
+    )
+    .unwrap();
+    std::fs::copy(
+        testdata("claude_code/cc-2.1.114_ef958aa1_subagent_agent-a52886dc180afb356.jsonl"),
+        project.join("agent-a52886dc180afb356.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(project.join("settings.json"), "{\"model\":\"opus\"}\n").unwrap();
+    let out = sandbox
+        .run(&["import", project.to_str().unwrap()], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("1 subagents"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "agent-a52886dc180afb356.jsonl: a subagent's transcript, imported with its session \
+             ef958aa1-0e93-49f0-bb71-150f63befcd1"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("settings.json: not a transcript"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("1 subagent transcripts imported with their sessions"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("no conversation"), "{}", out.stdout);
+    let runs = sandbox.runs();
+    assert_eq!(runs.len(), 1);
+    let subagent = crate::support::jsonl(&runs[0].join("subagents/agent-a52886dc180afb356.jsonl"));
+    assert!(subagent.len() > 30, "{}", subagent.len());
+}

@@ -271,3 +271,76 @@ async fn runs_warns_about_a_linked_run_folder_and_shows_none_of_it() {
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "symbolic link");
 }
+
+#[tokio::test]
+async fn show_prints_tool_calls_and_results_unless_asked_for_the_replies_only() {
+    use reprise_session::ToolCall;
+    let sandbox = Sandbox::new();
+    let folder = create_run_folder(&sandbox.runs_dir()).unwrap();
+    let store = create_run_store(&folder.dir);
+    let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+    let entries = vec![
+        Entry::message(Message::user("fix the parser")),
+        Entry::message(Message::assistant_tool_calls(
+            Some("Reading it.".to_owned()),
+            vec![ToolCall::function(
+                "c1",
+                "read_file",
+                r#"{"path": "src/parse.rs"}"#,
+            )],
+        )),
+        Entry::message(Message::tool("c1", "fn parse() {\n    todo!()\n}")),
+        Entry::message(Message::assistant_tool_calls(
+            None,
+            vec![ToolCall::function(
+                "c2",
+                "shell",
+                r#"{"cmd": "cargo test"}"#,
+            )],
+        )),
+        Entry::message(Message::tool("c2", "error: the command failed")),
+        Entry::message(Message::assistant("Fixed.")),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    drop(store);
+
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "› fix the parser\n\nReading it.\n\n⚙ read_file {\"path\": \"src/parse.rs\"}\n  \
+         ↳ fn parse() { (+2 lines)\n⚙ shell {\"cmd\": \"cargo test\"}\n  ✗ error: the command \
+         failed\n\nFixed.\n\n"
+    );
+    let out = sandbox.run(&["show", "last", "--no-tools"], "").await;
+    assert_eq!(out.stdout, "› fix the parser\n\nReading it.\n\nFixed.\n\n");
+
+    // JSON keeps its shape: the person and the replies; --tools adds the calls.
+    let out = sandbox.run(&["show", "last", "--json"], "").await;
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 3, "{rows:#?}");
+    let out = sandbox
+        .run(&["show", "last", "--json", "--tools"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    let roles: Vec<&str> = rows.iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool_call",
+            "tool",
+            "tool_call",
+            "tool",
+            "assistant"
+        ]
+    );
+    assert_eq!(rows[2]["id"], "c1");
+    assert_eq!(rows[2]["name"], "read_file");
+    assert_eq!(rows[3]["id"], "c1");
+    assert_eq!(rows[3]["text"], "fn parse() {\n    todo!()\n}");
+    assert_eq!(rows[3]["isError"], false);
+    assert_eq!(rows[5]["isError"], true);
+}

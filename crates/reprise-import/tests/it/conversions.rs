@@ -487,8 +487,15 @@ fn claude_code_images_become_data_urls_and_what_a_tool_result_cannot_hold_is_cou
         .filter_map(|e| e.as_message())
         .find(|m| m.role == Role::Tool)
         .unwrap();
-    assert_eq!(result.text(), "captured\n[image not converted]");
-    assert_eq!(converted.report.skipped["image blocks in tool results"], 1);
+    assert_eq!(
+        result.text(),
+        "captured\n[image not converted: image/png, 8 bytes]"
+    );
+    assert_eq!(
+        converted.report.skipped["images in tool results (described in their text)"],
+        1
+    );
+    assert_eq!(converted.report.images, 1);
     assert_eq!(converted.report.notes["system lines"], 1);
     let roles: Vec<String> = messages(&converted.main)
         .into_iter()
@@ -560,4 +567,188 @@ fn claude_code_token_counts_are_kept_on_each_reply_once() {
         })
         .collect();
     assert_eq!(counted, [(110, 25, 135), (145, 7, 152)]);
+}
+
+fn claude_line(kind: &str, uuid: &str, parent: Option<&str>, message: Value) -> Value {
+    json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s-order", "isSidechain": false,
+           "timestamp": "2026-02-03T04:05:06.000Z", "message": message})
+}
+
+fn tool_use(message_id: &str, call: &str) -> Value {
+    json!({"id": message_id, "role": "assistant", "content": [
+        {"type": "tool_use", "id": call, "name": "Edit", "input": {"file": call}},
+    ]})
+}
+
+fn tool_result(call: &str, text: &str) -> Value {
+    json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call, "content": text},
+    ]})
+}
+
+#[test]
+fn claude_code_results_written_before_their_call_are_paired_with_it() {
+    // Claude Code orders lines by their parent: here both results stand before the
+    // calls they answer, the first one off the parent chain (a parallel call).
+    let bytes = lines(&[
+        claude_line(
+            "user",
+            "u1",
+            None,
+            json!({"role": "user", "content": "edit both"}),
+        ),
+        claude_line("user", "r1", Some("a1"), tool_result("t1", "edited t1")),
+        claude_line("user", "r2", Some("a1b"), tool_result("t2", "edited t2")),
+        claude_line("assistant", "a1", Some("u1"), tool_use("m1", "t1")),
+        claude_line("assistant", "a1b", Some("a1"), tool_use("m1", "t2")),
+        claude_line(
+            "assistant",
+            "a2",
+            Some("r2"),
+            json!({"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "Both done."}]}),
+        ),
+    ]);
+    let converted = convert(Path::new("s-order.jsonl"), &bytes).unwrap();
+    assert_eq!(
+        messages(&converted.main),
+        [
+            ("user".to_owned(), "edit both".to_owned()),
+            ("assistant".to_owned(), String::new()),
+            ("tool".to_owned(), "edited t1".to_owned()),
+            ("tool".to_owned(), "edited t2".to_owned()),
+            ("assistant".to_owned(), "Both done.".to_owned()),
+        ]
+    );
+    assert_eq!(converted.report.interrupted, 0, "{}", converted.report);
+    assert_eq!(converted.report.tool_calls, 2);
+    assert!(converted.report.notes.is_empty(), "{}", converted.report);
+    assert_eq!(converted.report.skipped_total(), 0, "{}", converted.report);
+}
+
+#[test]
+fn a_codex_result_before_its_call_is_paired_with_it() {
+    let converted = codex(&[
+        user("go"),
+        item(json!({"type": "function_call_output", "call_id": "c1", "output": "ran"})),
+        item(json!({"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"})),
+        assistant("done"),
+    ]);
+    assert_eq!(
+        messages(&converted.main),
+        [
+            ("user".to_owned(), "go".to_owned()),
+            ("assistant".to_owned(), String::new()),
+            ("tool".to_owned(), "ran".to_owned()),
+            ("assistant".to_owned(), "done".to_owned()),
+        ]
+    );
+    assert_eq!(converted.report.interrupted, 0);
+}
+
+#[test]
+fn claude_code_system_lines_without_content_keep_what_they_hold() {
+    let bytes = lines(&[
+        claude_line("user", "u1", None, json!({"role": "user", "content": "hi"})),
+        json!({"type": "system", "subtype": "stop_hook_summary", "uuid": "s1", "parentUuid": "u1",
+               "sessionId": "s-order", "isSidechain": false, "timestamp": "2026-02-03T04:05:07.000Z",
+               "hookCount": 1, "hookInfos": [{"command": "notify idle", "durationMs": 102}],
+               "hookErrors": [], "preventedContinuation": false, "stopReason": ""}),
+        json!({"type": "system", "subtype": "api_error", "uuid": "s2", "parentUuid": "s1",
+               "sessionId": "s-order", "isSidechain": false, "timestamp": "2026-02-03T04:05:08.000Z",
+               "error": {"status": 529, "error": {"type": "overloaded_error"}},
+               "retryInMs": 1000, "retryAttempt": 1, "maxRetries": 10}),
+    ]);
+    let converted = convert(Path::new("s-order.jsonl"), &bytes).unwrap();
+    let notes: Vec<(String, String)> = converted
+        .main
+        .iter()
+        .filter(|e| e.kind.as_deref() == Some(NOTE_KIND))
+        .map(|e| {
+            (
+                e.extra["from"].as_str().unwrap().to_owned(),
+                e.extra["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert_eq!(notes[0].0, "system lines (stop_hook_summary)");
+    let hook: Value = serde_json::from_str(&notes[0].1).unwrap();
+    assert_eq!(hook["hookInfos"][0]["command"], "notify idle");
+    assert!(hook.get("sessionId").is_none(), "{hook}");
+    assert_eq!(notes[1].0, "system lines (api_error)");
+    let error: Value = serde_json::from_str(&notes[1].1).unwrap();
+    assert_eq!(error["error"]["error"]["type"], "overloaded_error");
+    assert_eq!(error["retryAttempt"], 1);
+}
+
+#[test]
+fn a_claude_code_file_whose_first_line_is_long_is_recognised() {
+    for size in [128 * 1024, 256 * 1024, 1024 * 1024] {
+        let bytes = lines(&[
+            claude_line(
+                "user",
+                "u1",
+                None,
+                json!({"role": "user", "content": "x".repeat(size)}),
+            ),
+            claude_line(
+                "assistant",
+                "a1",
+                Some("u1"),
+                json!({"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}),
+            ),
+        ]);
+        assert_eq!(
+            reprise_import::detect(&bytes),
+            Some(reprise_import::SourceTool::ClaudeCode),
+            "first line of {size} bytes"
+        );
+        let converted = convert(Path::new("long.jsonl"), &bytes).unwrap();
+        assert_eq!(messages(&converted.main)[0].1.len(), size);
+    }
+}
+
+#[test]
+fn codex_output_parts_are_joined_as_written_and_images_are_described_and_counted() {
+    let png = "iVBORw0KGgo=";
+    let converted = codex(&[
+        json!({"timestamp": "2026-01-02T03:04:05.000Z", "type": "response_item", "payload": {
+        "type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "look"},
+            {"type": "input_image", "image_url": format!("data:image/png;base64,{png}")},
+        ]}}),
+        item(json!({"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"})),
+        item(
+            json!({"type": "function_call_output", "call_id": "c1", "output": [
+                {"type": "input_text", "text": "line one\n"},
+                {"type": "input_text", "text": "line two\n"},
+                {"type": "input_text", "text": "tail"},
+                {"type": "input_text", "text": "end"},
+            ]}),
+        ),
+        item(
+            json!({"type": "function_call", "call_id": "c2", "name": "view_image", "arguments": "{\"path\":\"a.png\"}"}),
+        ),
+        item(
+            json!({"type": "function_call_output", "call_id": "c2", "output": [
+                {"type": "input_image", "image_url": format!("data:image/png;base64,{png}")},
+            ]}),
+        ),
+        assistant("seen"),
+    ]);
+    let results: Vec<String> = converted
+        .main
+        .iter()
+        .filter_map(|e| e.as_message())
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(results[0], "line one\nline two\ntail\nend");
+    assert_eq!(results[1], "[image not converted: image/png, 8 bytes]");
+    assert_eq!(
+        converted.report.skipped["images in tool results (described in their text)"],
+        1
+    );
+    assert_eq!(converted.report.images, 1);
+    assert!(converted.report.to_string().contains("1 images"));
 }

@@ -205,3 +205,160 @@ async fn importing_the_same_files_twice_creates_nothing_new() {
     }
     assert_eq!(count(), before);
 }
+
+/// The entries of a run's conversation as JSON.
+fn run_entries(run: &Path, file: &str) -> Vec<Value> {
+    std::fs::read_to_string(run.join(file))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_session_that_grew_since_its_import_has_its_new_part_appended_to_the_same_run() {
+    let whole = std::fs::read(testdata(
+        "claude_code/cc-2.0.42_7acd37a8_thinking_queue-ops.jsonl",
+    ))
+    .unwrap();
+    let full = reprise_import::convert(Path::new("s.jsonl"), &whole).unwrap();
+    // The session as it was part way: cut where no call waits for its result.
+    let line_ends: Vec<usize> = whole
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i + 1)
+        .collect();
+    let cut = line_ends[line_ends.len() / 2..]
+        .iter()
+        .copied()
+        .find(|&end| {
+            reprise_import::convert(Path::new("s.jsonl"), &whole[..end]).is_ok_and(|part| {
+                part.report.interrupted == 0
+                    && part.main.len() < full.main.len()
+                    && part.main.iter().zip(&full.main).all(|(a, b)| {
+                        serde_json::to_value(a).unwrap() == serde_json::to_value(b).unwrap()
+                    })
+            })
+        })
+        .expect("a point where the session could have been imported");
+    let source = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let file = source
+        .path()
+        .join("7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl");
+    std::fs::write(&file, &whole[..cut]).unwrap();
+    let mut importer = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None);
+    let Outcome::Created { run } = importer.import_file(&file, false).await.unwrap().outcome else {
+        panic!("the first import creates a run");
+    };
+    let first_part = run_entries(&run, "conversation.jsonl");
+
+    std::fs::write(&file, &whole).unwrap();
+    // A new importer, as a later `reprise import` is.
+    let mut later = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None);
+    let dry = later.import_file(&file, true).await.unwrap().outcome;
+    assert!(
+        matches!(&dry, Outcome::Appended { run: r, dry_run: true, .. } if *r == run),
+        "{dry:?}"
+    );
+    assert_eq!(
+        run_entries(&run, "conversation.jsonl"),
+        first_part,
+        "a dry run wrote"
+    );
+    let imported = later.import_file(&file, false).await.unwrap();
+    let Outcome::Appended {
+        run: grown,
+        entries,
+        dry_run: false,
+    } = imported.outcome
+    else {
+        panic!("{:?}", imported.outcome);
+    };
+    assert_eq!(grown, run);
+    assert_eq!(entries, full.main.len() - first_part.len());
+    assert_eq!(std::fs::read_dir(runs.path()).unwrap().count(), 1);
+    let all = run_entries(&run, "conversation.jsonl");
+    let expected: Vec<Value> = full
+        .main
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    assert_eq!(all.len(), expected.len());
+    for (had, want) in all.iter().zip(&expected) {
+        assert_eq!(had["uuid"], want["uuid"]);
+    }
+    let meta = session_json(&run);
+    assert_eq!(meta["importedFrom"]["entries"], full.main.len());
+    // Once more: nothing new.
+    let again = Importer::new(runs.path())
+        .unwrap()
+        .import_file(&file, false)
+        .await
+        .unwrap()
+        .outcome;
+    assert!(
+        matches!(again, Outcome::AlreadyImported { .. }),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_grown_session_whose_run_went_on_in_reprise_is_imported_anew_and_says_why() {
+    let whole = std::fs::read(testdata(
+        "claude_code/cc-1.0.51_326189cf_summaries_system.jsonl",
+    ))
+    .unwrap();
+    let source = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let file = source
+        .path()
+        .join("326189cf-5676-4237-8cde-1ce80aae4a9f.jsonl");
+    let half = whole.len() / 2;
+    let cut = half + whole[half..].iter().position(|b| *b == b'\n').unwrap() + 1;
+    std::fs::write(&file, &whole[..cut]).unwrap();
+    let mut importer = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None);
+    let Outcome::Created { run } = importer.import_file(&file, false).await.unwrap().outcome else {
+        panic!("the first import creates a run");
+    };
+    // The person resumed the run in reprise and it went on.
+    let session = session_json(&run)["sessionId"].as_str().unwrap().to_owned();
+    let store = RunStore::with_durability(&run, Durability::None);
+    store
+        .append(
+            &SessionKey::session(&session).unwrap(),
+            &[reprise_session::Entry::message(
+                reprise_session::Message::user("and now?"),
+            )],
+        )
+        .await
+        .unwrap();
+    drop(store);
+    std::fs::write(&file, &whole).unwrap();
+    let imported = Importer::new(runs.path())
+        .unwrap()
+        .with_durability(Durability::None)
+        .import_file(&file, false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(imported.outcome, Outcome::Created { .. }),
+        "{:?}",
+        imported.outcome
+    );
+    assert!(
+        imported
+            .not_appended
+            .as_deref()
+            .is_some_and(|why| why.contains("went on in reprise")),
+        "{:?}",
+        imported.not_appended
+    );
+}

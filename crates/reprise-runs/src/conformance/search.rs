@@ -12,6 +12,7 @@ use crate::{RunCatalog, RunFolder, RunSummary, SearchQuery, SearchRole};
 
 pub(super) async fn run_all(make: Factory<'_>) {
     searches_find_the_same_messages_in_the_same_order(make()).await;
+    notes_summaries_and_long_literals_are_searched_alike(make()).await;
     the_runs_with_a_text_of_the_person_are_found_newest_first(make()).await;
 }
 
@@ -239,6 +240,81 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
     assert!(
         seen(&*catalog, &[], &query("key")).is_empty(),
         "{check}: no runs"
+    );
+    catalog.close().await;
+}
+
+async fn notes_summaries_and_long_literals_are_searched_alike(catalog: Arc<dyn RunCatalog>) {
+    let check = "notes, compaction summaries and long literals are searched alike";
+    let object = |value: serde_json::Value| value.as_object().cloned().unwrap_or_default();
+    let note = Entry::other(
+        "note",
+        object(serde_json::json!({"from": "system lines", "text": "The lantern was lit"})),
+    );
+    let summary = Entry::other(
+        "compaction",
+        object(
+            serde_json::json!({"summary": "They carried the lantern north",
+                                  "through": null, "tokens_before": 900, "tokens_after": 40}),
+        ),
+    );
+    let long = format!("{}b", "a".repeat(3_000));
+    let haystack = Entry::message(Message::user(format!("{}b", "a".repeat(100_000))));
+    let kelvin = Entry::message(Message::assistant("It is 300 \u{212a} outside"));
+    let run = start_run_with(
+        &*catalog,
+        &[
+            Entry::message(Message::user("light it")),
+            note.clone(),
+            summary.clone(),
+            haystack.clone(),
+            kelvin.clone(),
+        ],
+        &[],
+    )
+    .await;
+    let runs = catalog.list().unwrap().runs;
+    let hits = |query: &SearchQuery| -> Vec<(Uuid, String, usize)> {
+        seen(&*catalog, &runs, query)
+            .into_iter()
+            .map(|(_, _, entry, role, _, matches)| (entry, role, matches))
+            .collect()
+    };
+    assert_eq!(
+        hits(&query("lantern")),
+        [
+            (note.uuid, "note".to_owned(), 1),
+            (summary.uuid, "compaction".to_owned(), 1)
+        ],
+        "{check}: a note and a summary in {}",
+        run.name()
+    );
+    assert!(
+        hits(&SearchQuery {
+            role: Some(SearchRole::User),
+            ..query("lantern")
+        })
+        .is_empty(),
+        "{check}: a role leaves notes out"
+    );
+    assert_eq!(
+        hits(&query(&long)),
+        [(haystack.uuid, "user".to_owned(), 1)],
+        "{check}: a long literal"
+    );
+    let snippets = seen(&*catalog, &runs, &query(&long));
+    assert!(
+        // The context before the match, the bounded match, and the marks of cuts.
+        snippets[0].4.chars().count() <= 50 + crate::MATCH_CHARS + 2,
+        "{check}: a long match's snippet is bounded"
+    );
+    assert_eq!(
+        hits(&SearchQuery {
+            ignore_case: true,
+            ..query("300 k")
+        }),
+        [(kelvin.uuid, "assistant".to_owned(), 1)],
+        "{check}: the Kelvin sign is a k ignoring case"
     );
     catalog.close().await;
 }

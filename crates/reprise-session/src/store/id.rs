@@ -11,7 +11,8 @@ use std::fmt;
 pub struct IdError {
     /// What the id names (`session`, `run`, `subagent`).
     pub what: &'static str,
-    /// The id as given.
+    /// The id as given, cut after [`MAX_ID_LEN`] characters (an id refused for its
+    /// length may be any size).
     pub id: String,
     /// What is wrong with it.
     pub reason: &'static str,
@@ -24,7 +25,10 @@ pub const MAX_ID_LEN: usize = 128;
 pub fn validate_id(what: &'static str, id: &str) -> Result<(), IdError> {
     let refuse = |reason| IdError {
         what,
-        id: id.to_owned(),
+        id: match id.char_indices().nth(MAX_ID_LEN) {
+            Some((end, _)) => format!("{}…", &id[..end]),
+            None => id.to_owned(),
+        },
         reason,
     };
     let mut chars = id.chars();
