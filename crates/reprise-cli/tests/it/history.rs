@@ -294,7 +294,7 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
         reprise_cli::chat::start::picker_message_matches(&folders(&runs), "answer to").is_empty()
     );
 
-    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs)).unwrap();
+    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs), None).unwrap();
     assert_eq!(rows[0].title, "Workshop");
     assert_eq!(rows[1].title, "a Sourdough starter");
     let mut picker = reprise_cli::screens::tui::view::Picker {
