@@ -207,7 +207,7 @@ pub enum Command {
     },
     /// Print a run's conversation (the person's messages and the agent's replies).
     Show {
-        /// A run folder name, a unique prefix of one, or `last`.
+        /// A run folder name, a unique prefix of one, `last`, or a run's title.
         run: String,
         /// Print the conversation as JSON.
         #[arg(long)]

@@ -245,7 +245,7 @@ async fn rename_in_the_plain_chat_titles_the_run() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(this run is now called “My plain run”)");
+    assert_contains!(out.stderr, "(this run is now called “My plain run”)");
     let run = sandbox.conversations().remove(0);
     assert_eq!(
         read_labels(&run).unwrap().title.as_deref(),

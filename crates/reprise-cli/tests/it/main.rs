@@ -8,6 +8,7 @@
 mod compaction;
 mod damaged_runs;
 mod database;
+mod docs;
 mod export;
 mod fs_errors;
 mod full_screen;

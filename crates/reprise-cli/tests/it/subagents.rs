@@ -91,11 +91,11 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     // Plain mode: the subagent's work indented and marked with its name.
-    assert_contains!(out.stdout, "⚙ scout {\"task\":\"list the folder\"}");
-    assert_contains!(out.stdout, "  [scout] ⚙ list_dir {\"path\":\".\"}");
-    assert_contains!(out.stdout, "  [scout]   ↳ .run/ (+2 lines)");
-    assert_contains!(out.stdout, "  [scout] The folder holds notes.txt.");
-    assert_contains!(out.stdout, "  ↳ The folder holds notes.txt.");
+    assert_contains!(out.stderr, "⚙ scout {\"task\":\"list the folder\"}");
+    assert_contains!(out.stderr, "  [scout] ⚙ list_dir {\"path\":\".\"}");
+    assert_contains!(out.stderr, "  [scout]   ↳ .run/ (+2 lines)");
+    assert_contains!(out.stderr, "  [scout] The folder holds notes.txt.");
+    assert_contains!(out.stderr, "  ↳ The folder holds notes.txt.");
 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 4);
@@ -205,8 +205,8 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
         .chat(&server.base_url(), &["--yes", "--continue"], "again\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
-    let redraw = &out.stdout[..out.stdout.find("(resumed").unwrap()];
+    assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
+    let redraw = &out.stderr[..out.stderr.find("(resumed").unwrap()];
     assert!(!redraw.contains("[scout] ⚙ list_dir"), "{redraw}");
     let bodies = server.request_bodies();
     let child = request_messages(&bodies[5]);
@@ -410,7 +410,7 @@ async fn a_fork_takes_the_subagents_along_and_leaves_the_source_as_it_was() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
+    assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
     let fork = runs.into_iter().find(|run| *run != source).unwrap();
@@ -627,7 +627,7 @@ async fn slash_fork_brings_the_subagents_along() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(forked into run");
+    assert_contains!(out.stderr, "(forked into run");
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
     let child_roles = |run: &Path| {
