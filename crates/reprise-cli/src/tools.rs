@@ -126,7 +126,7 @@ mod tests {
                 })
                 .await;
             assert!(output.is_error, "{}", output.content);
-            let shown = output.content.trim_start_matches("error: ");
+            let (_, shown) = output.content.split_once(" failed: ").unwrap();
             assert!(shown.starts_with("gone/here: "), "{}", output.content);
             assert!(
                 !output.content.contains(&dir.path().display().to_string()),

@@ -65,8 +65,8 @@ pub fn cut_off_line(agent: &str, max_tokens: Option<u32>) -> String {
 /// What the person is told when a compaction's summary reached its limit.
 pub fn summary_cut_off_line(agent: &str, max_tokens: u32) -> String {
     format!(
-        "{}the summary of the older messages was cut off at its limit ({max_tokens} tokens) \
-         and is kept as it is; /compact writes a new one",
+        "{}the summary of the older messages was cut off at its limit ({max_tokens} tokens); \
+         it is kept as it is",
         subagent_prefix(agent)
     )
 }

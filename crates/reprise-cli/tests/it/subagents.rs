@@ -657,3 +657,23 @@ async fn slash_fork_brings_the_subagents_along() {
     assert_eq!(child[5]["content"], "anything else?");
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn a_subagent_s_cut_off_reply_is_reported_with_its_name() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, SCOUT);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        delegate("p1", "list the folder"),
+        Reply::text("The folder holds").with_finish_reason("length"),
+        Reply::text("The scout was cut short."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "what is here?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stderr, "! [scout] the reply was cut off at max_tokens");
+    let run = sandbox.conversations().remove(0);
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert_contains!(log, "! [scout] the reply was cut off at max_tokens");
+}
