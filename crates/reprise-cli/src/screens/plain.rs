@@ -146,13 +146,21 @@ impl Printer {
         }
     }
 
+    /// The prompt, when a person types the lines: beside the replies on a terminal,
+    /// on stderr when stdout carries the replies only.
     fn prompt(&mut self) {
         if self.interactive {
-            if !self.at_line_start {
+            if !self.replies_only && !self.at_line_start {
                 self.print("\n");
             }
-            self.print("› ");
-            self.at_line_start = true;
+            self.ask("› ");
+        }
+    }
+
+    /// Ends the prompt's line (something is said while it waits).
+    fn leave_prompt(&mut self) {
+        if self.interactive {
+            self.ask("\n");
         }
     }
 
@@ -370,9 +378,7 @@ pub async fn run(
                         line = lines.next() => break line,
                         _ = interrupts.next() => break None,
                         Some(UiEvent::Mcp(notice)) = ui.recv() => {
-                            if interactive {
-                                printer.print("\n");
-                            }
+                            printer.leave_prompt();
                             eprint_line(&notice.to_string());
                             printer.prompt();
                         }
