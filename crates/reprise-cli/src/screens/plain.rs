@@ -516,6 +516,9 @@ async fn print_while(
             .await;
     }
     printer.held.clear();
+    // The next turn's retries are said anew.
+    printer.last_retry = None;
+    printer.streamed = false;
     end
 }
 
