@@ -103,7 +103,14 @@ impl Budget {
 
     /// The room for the text of one summary request (instructions aside).
     fn piece_room(&self) -> u64 {
-        (self.window - self.reply_room).saturating_sub(self.window / 8)
+        (self.window - self.reply_room.max(self.summary_limit())).saturating_sub(self.window / 8)
+    }
+
+    /// The `max_tokens` of a summary request: a third of the limit (the size the
+    /// summary is asked for and cut to), at most a quarter of the window, whatever
+    /// the chat's own replies may take.
+    pub fn summary_limit(&self) -> u64 {
+        (self.limit / 3).min(self.window / 4).max(64)
     }
 }
 
@@ -242,6 +249,16 @@ fn instructions(focus: Option<&str>, words: u64) -> String {
 /// Summarises `messages` (following `previous`, the summary of what came before
 /// them) with as many model calls as it takes for each request to fit the window.
 /// `scale` is how many real tokens one estimated token turned out to be.
+/// A summary as the model wrote it.
+pub(crate) struct Summary {
+    /// The text.
+    pub text: String,
+    /// Every summary call's token counts, refused ones aside.
+    pub usage: Option<Usage>,
+    /// The limit a summary call's reply was cut at, when one was.
+    pub cut_off_at: Option<u32>,
+}
+
 pub(crate) async fn summarise(
     provider: &dyn Provider,
     budget: &Budget,
@@ -250,7 +267,7 @@ pub(crate) async fn summarise(
     focus: Option<&str>,
     scale: f64,
     cancel: &CancellationToken,
-) -> Result<(String, Option<Usage>), AgentError> {
+) -> Result<Summary, AgentError> {
     let names = messages
         .iter()
         .flat_map(Message::calls)
@@ -271,6 +288,7 @@ pub(crate) async fn summarise(
     let mut halvings = 0;
     // Every summary call's counts, refused ones aside (they report none).
     let mut usage: Option<Usage> = None;
+    let mut cut_off_at = None;
     while !lines.is_empty() {
         let fixed = estimate_text(&instructions)
             + summary.as_deref().map_or(0, estimate_text)
@@ -290,11 +308,15 @@ pub(crate) async fn summarise(
             piece.push_str("\n\n");
             taken += 1;
         }
-        let request = summary_request(&instructions, summary.as_deref(), &piece);
+        let limit = u32::try_from(budget.summary_limit()).unwrap_or(u32::MAX);
+        let request = summary_request(&instructions, summary.as_deref(), &piece, limit);
         match provider.complete(&request, None, cancel).await {
             Ok(completion) => {
                 if let Some(counted) = completion.usage {
                     add_usage(usage.get_or_insert_with(Usage::default), counted);
+                }
+                if completion.finish_reason.as_deref() == Some("length") {
+                    cut_off_at = Some(limit);
                 }
                 let text = completion.message.text().trim().to_owned();
                 if text.is_empty() {
@@ -312,10 +334,19 @@ pub(crate) async fn summarise(
             Err(error) => return Err(error.into()),
         }
     }
-    Ok((summary.ok_or(AgentError::EmptySummary)?, usage))
+    Ok(Summary {
+        text: summary.ok_or(AgentError::EmptySummary)?,
+        usage,
+        cut_off_at,
+    })
 }
 
-fn summary_request(instructions: &str, previous: Option<&str>, piece: &str) -> ChatRequest {
+fn summary_request(
+    instructions: &str,
+    previous: Option<&str>,
+    piece: &str,
+    max_tokens: u32,
+) -> ChatRequest {
     let mut prompt = String::new();
     if let Some(previous) = previous {
         prompt.push_str("The summary so far:\n\n");
@@ -331,6 +362,7 @@ fn summary_request(instructions: &str, previous: Option<&str>, piece: &str) -> C
     ChatRequest {
         messages: vec![Message::system(instructions), Message::user(prompt)],
         tools: Vec::new(),
+        max_tokens: Some(max_tokens),
     }
 }
 

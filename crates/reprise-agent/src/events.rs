@@ -108,6 +108,14 @@ pub enum AgentEvent {
         /// The agent whose history it is.
         agent: String,
     },
+    /// A compaction's summary reached the limit its request was sent with and was
+    /// cut off there; it is kept as it came (after [`AgentEvent::Compacted`]).
+    SummaryCutOff {
+        /// The agent whose history it is.
+        agent: String,
+        /// The limit the summary request was sent with.
+        max_tokens: u32,
+    },
     /// A compaction entry was written: from now on the model is sent its summary in
     /// place of the messages it covers (which stay in the session).
     Compacted {
@@ -152,6 +160,7 @@ impl AgentEvent {
             | AgentEvent::Retrying { agent, .. }
             | AgentEvent::ReplyCutOff { agent, .. }
             | AgentEvent::Compacting { agent }
+            | AgentEvent::SummaryCutOff { agent, .. }
             | AgentEvent::Compacted { agent, .. }
             | AgentEvent::MessageRecorded { agent, .. } => agent,
         }

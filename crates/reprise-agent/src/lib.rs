@@ -34,6 +34,6 @@ pub use reprise_session::USAGE_FIELD;
 pub use subagent::{
     DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
 };
-pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT};
+pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT, TOOL_ERROR_FIELD};
 pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
 pub use usage::{usage_of, usage_totals};

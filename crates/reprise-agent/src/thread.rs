@@ -21,7 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::compact::{
-    Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, choose_cut, header, summarise, view_messages,
+    Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, Summary, choose_cut, header, summarise,
+    view_messages,
 };
 use crate::error::AgentError;
 use crate::events::AgentEvent;
@@ -32,6 +33,10 @@ use crate::usage::set_usage;
 
 /// The smallest window assumed after a context-exceeded answer.
 const MIN_ASSUMED_WINDOW: u32 = 2_048;
+
+/// The entry field that marks a tool result as an error (a failed, denied or
+/// stopped call): `true`, or absent.
+pub const TOOL_ERROR_FIELD: &str = "isError";
 
 /// What the model is told about a tool call that the person cancelled.
 pub const CANCELLED_BY_USER: &str = "error: cancelled by the user";
@@ -284,6 +289,7 @@ impl Thread {
                 self.view_start,
             ),
             tools: self.specs.clone(),
+            max_tokens: None,
         })
     }
 
@@ -405,7 +411,11 @@ impl Thread {
         ctx.emit(|| AgentEvent::Compacting {
             agent: self.name.clone(),
         });
-        let (summary, usage) = summarise(
+        let Summary {
+            text: summary,
+            usage,
+            cut_off_at,
+        } = summarise(
             self.provider.as_ref(),
             &budget,
             self.summary.as_deref(),
@@ -446,6 +456,7 @@ impl Thread {
         self.request = OnceLock::from(ChatRequest {
             messages,
             tools: self.specs.clone(),
+            max_tokens: None,
         });
         self.measured = None;
         ctx.emit(|| AgentEvent::Compacted {
@@ -456,15 +467,17 @@ impl Thread {
             tokens_before: report.tokens_before,
             tokens_after: report.tokens_after,
         });
+        if let Some(max_tokens) = cut_off_at {
+            ctx.emit(|| AgentEvent::SummaryCutOff {
+                agent: self.name.clone(),
+                max_tokens,
+            });
+        }
         Ok(Some(report))
     }
 
     /// Appends a message to the transcript; only once it is durable does it join the
     /// history and the next request.
-    async fn record(&mut self, message: Message, ctx: &RunContext) -> Result<(), AgentError> {
-        self.record_entry(Entry::message(message), ctx).await
-    }
-
     async fn record_entry(&mut self, entry: Entry, ctx: &RunContext) -> Result<(), AgentError> {
         self.store
             .append(&self.key, std::slice::from_ref(&entry))
@@ -579,14 +592,18 @@ impl Thread {
             // run as usual, and the call it was cut in (arguments that are not
             // JSON) is answered with an error. With nothing left to run, the turn
             // ends: asking again would most likely be cut the same way.
-            let cut_limit = cut_off.then(|| {
-                let max_tokens = self.provider.max_tokens();
-                ctx.emit(|| AgentEvent::ReplyCutOff {
-                    agent: self.name.clone(),
-                    max_tokens,
-                });
-                max_tokens
-            });
+            // The note comes after the reply's calls and their results, which it
+            // explains.
+            let cut_limit = cut_off.then(|| self.provider.max_tokens());
+            let name = self.name.clone();
+            let note_cut_off = || {
+                if let Some(max_tokens) = cut_limit {
+                    ctx.emit(|| AgentEvent::ReplyCutOff {
+                        agent: name.clone(),
+                        max_tokens,
+                    });
+                }
+            };
             if let Some(max_tokens) = cut_limit
                 && !calls.is_empty()
                 && !calls
@@ -594,12 +611,15 @@ impl Thread {
                     .any(|call| arguments_usable(&call.function.arguments))
             {
                 self.run_tools(&calls, cut_limit, ctx).await?;
+                note_cut_off();
                 return Err(AgentError::ReplyCutOff { max_tokens });
             }
             if calls.is_empty() {
+                note_cut_off();
                 return Ok(text);
             }
             self.run_tools(&calls, cut_limit, ctx).await?;
+            note_cut_off();
             if ctx.cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
@@ -696,21 +716,50 @@ impl Thread {
         cut_limit: Option<Option<u32>>,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
-        let mut pending = Vec::with_capacity(calls.len());
+        let mut pending: Vec<Option<Pending>> = Vec::with_capacity(calls.len());
+        let mut recorded = 0;
         for call in calls {
-            pending.push(self.start_call(call, cut_limit, ctx).await);
+            pending.push(Some(self.start_call(call, cut_limit, ctx).await));
+            // Results already there (a denied call, an unknown tool, a quick tool)
+            // are recorded before the next call is asked about, so that no call
+            // looks as if it were running while the person answers for the next.
+            while let Some(slot) = pending.get_mut(recorded) {
+                let ready = match slot {
+                    Some(Pending::Done(_)) => true,
+                    Some(Pending::Running { task, .. }) => task.0.is_finished(),
+                    None => false,
+                };
+                if !ready {
+                    break;
+                }
+                let Some(done) = slot.take() else { break };
+                self.finish_and_record(&calls[recorded], done, ctx).await?;
+                recorded += 1;
+            }
         }
-        for (call, pending) in calls.iter().zip(pending) {
-            let output = match pending {
-                Pending::Done(output) => output,
-                Pending::Running {
-                    mut task,
-                    abort_on_cancel,
-                } => finish(&call.function.name, &mut task, abort_on_cancel, ctx).await,
-            };
-            self.record_result(call, output, ctx).await?;
+        for (call, slot) in calls.iter().zip(pending).skip(recorded) {
+            if let Some(pending) = slot {
+                self.finish_and_record(call, pending, ctx).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Waits for a call's result (at once when it has one) and records it.
+    async fn finish_and_record(
+        &mut self,
+        call: &ToolCall,
+        pending: Pending,
+        ctx: &RunContext,
+    ) -> Result<(), AgentError> {
+        let output = match pending {
+            Pending::Done(output) => output,
+            Pending::Running {
+                mut task,
+                abort_on_cancel,
+            } => finish(&call.function.name, &mut task, abort_on_cancel, ctx).await,
+        };
+        self.record_result(call, output, ctx).await
     }
 
     /// Records a call's result and reports it.
@@ -720,8 +769,14 @@ impl Thread {
         output: ToolOutput,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
-        self.record(Message::tool(call.id.clone(), output.content.clone()), ctx)
-            .await?;
+        let mut entry = Entry::message(Message::tool(call.id.clone(), output.content.clone()));
+        if output.is_error {
+            // Kept with the result, so that a redraw marks it as the live view did.
+            entry
+                .extra
+                .insert(TOOL_ERROR_FIELD.to_owned(), serde_json::Value::Bool(true));
+        }
+        self.record_entry(entry, ctx).await?;
         ctx.emit(|| AgentEvent::ToolCallFinished {
             agent: self.name.clone(),
             id: call.id.clone(),

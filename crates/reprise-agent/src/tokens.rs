@@ -85,6 +85,7 @@ mod tests {
         let mut request = ChatRequest {
             messages: vec![Message::user("hi")],
             tools: Vec::new(),
+            max_tokens: None,
         };
         let bare = estimate_request(&request);
         request.tools.push(ToolSpec {

@@ -75,12 +75,19 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
         move |args: ListDir| {
             let root = root.clone();
             async move {
-                let path = inside(&root, args.path.as_deref().unwrap_or("."))?;
+                let asked = args.path.as_deref().unwrap_or(".");
+                let path = inside(&root, asked)?;
+                // Named as the model gave it, as read_file names its path: the
+                // absolute path would tell the model (and the log) about the machine.
                 let mut entries = tokio::fs::read_dir(&path)
                     .await
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                    .map_err(|e| format!("{asked}: {e}"))?;
                 let mut names = Vec::new();
-                while let Some(entry) = entries.next_entry().await.map_err(|e| e.to_string())? {
+                while let Some(entry) = entries
+                    .next_entry()
+                    .await
+                    .map_err(|e| format!("{asked}: {e}"))?
+                {
                     let mut name = entry.file_name().to_string_lossy().into_owned();
                     if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
                         name.push('/');
@@ -104,6 +111,30 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn both_tools_name_a_missing_path_as_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = builtin_tools(dir.path().to_path_buf());
+        for tool in &tools {
+            let output = tool
+                .call(reprise_agent::ToolInvocation {
+                    id: "c".into(),
+                    name: tool.spec().name,
+                    arguments: r#"{"path":"gone/here"}"#.into(),
+                    cancel: Default::default(),
+                })
+                .await;
+            assert!(output.is_error, "{}", output.content);
+            let (_, shown) = output.content.split_once(" failed: ").unwrap();
+            assert!(shown.starts_with("gone/here: "), "{}", output.content);
+            assert!(
+                !output.content.contains(&dir.path().display().to_string()),
+                "{}",
+                output.content
+            );
+        }
+    }
 
     #[test]
     fn paths_stay_under_the_root() {

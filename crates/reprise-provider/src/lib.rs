@@ -12,7 +12,7 @@
 //!     config = config.api_key(key);
 //! }
 //! let provider = OpenAiProvider::new(config)?;
-//! let request = ChatRequest { messages: vec![Message::user("hi")], tools: vec![] };
+//! let request = ChatRequest { messages: vec![Message::user("hi")], tools: vec![], max_tokens: None };
 //! let completion = provider.complete(&request, None, &CancellationToken::new()).await?;
 //! println!("{}", completion.message.text());
 //! # Ok(()) }

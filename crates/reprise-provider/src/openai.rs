@@ -144,6 +144,9 @@ impl OpenAiProvider {
             .config
             .generation
             .body_fields(!request.tools.is_empty());
+        if let Some(limit) = request.max_tokens {
+            extra.insert("max_tokens".to_owned(), serde_json::Value::from(limit));
+        }
         if self.max_completion_tokens.load(Ordering::Relaxed)
             && let Some(limit) = extra.remove("max_tokens")
         {

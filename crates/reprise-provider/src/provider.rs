@@ -27,6 +27,9 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// The tools offered.
     pub tools: Vec<ToolSpec>,
+    /// A limit on this reply's tokens, in place of the configured `max_tokens`
+    /// (a summary asks for a size of its own); `None`: the configured one.
+    pub max_tokens: Option<u32>,
 }
 
 /// Token counts, when the server reports them.

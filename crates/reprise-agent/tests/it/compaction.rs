@@ -757,3 +757,59 @@ impl Provider for NeverCalled {
         None
     }
 }
+
+#[tokio::test]
+async fn a_summary_is_asked_for_with_its_own_limit_and_a_cut_one_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let server = ScriptedServer::start_with([
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        // The summary runs into the limit it was sent with.
+        Reply::text("they talked about").with_finish_reason("length"),
+    ])
+    .await;
+    let config = reprise_provider::OpenAiConfig::new("test-model")
+        .base_url(server.base_url())
+        .max_tokens(Some(16))
+        .max_attempts(1);
+    let provider = Arc::new(reprise_provider::OpenAiProvider::new(config).unwrap());
+    let mut agent = Agent::builder(provider)
+        .system("You help.")
+        .store(store.clone() as Arc<dyn SessionStore>)
+        .session_id("limited")
+        .context_window(WINDOW)
+        .build()
+        .await
+        .unwrap();
+    agent.run("one").await.unwrap();
+    agent.run("two").await.unwrap();
+    let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
+    agent
+        .compact(None, Some(events_tx), CancellationToken::new())
+        .await
+        .unwrap()
+        .unwrap();
+    let bodies = server.request_bodies();
+    // The chat's replies are capped at 16 tokens; the summary is not held to that.
+    assert_eq!(bodies[0]["max_tokens"], 16);
+    let summary_limit = bodies[2]["max_tokens"].as_u64().unwrap();
+    assert!(summary_limit > 16, "{}", bodies[2]);
+    assert!(summary_limit <= u64::from(WINDOW / 4), "{}", bodies[2]);
+    let mut events = Vec::new();
+    while let Ok(event) = events_rx.try_recv() {
+        events.push(event);
+    }
+    let compacted = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::Compacted { .. }))
+        .expect("compacted");
+    let cut = events
+        .iter()
+        .position(|event| {
+            matches!(event, AgentEvent::SummaryCutOff { max_tokens, .. }
+                if u64::from(*max_tokens) == summary_limit)
+        })
+        .unwrap_or_else(|| panic!("no SummaryCutOff: {events:#?}"));
+    assert!(compacted < cut);
+}

@@ -332,3 +332,36 @@ async fn a_call_to_an_unknown_tool_is_answered_without_a_question() {
     assert_contains!(&results[0].1, "talk_to");
     server.assert_tool_call_pairing();
 }
+
+#[tokio::test]
+async fn the_cut_off_note_comes_after_the_reply_s_calls_and_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start_with([
+        Reply::tool_calls([
+            ScriptedCall::new("call_a", "talk_to", r#"{"npc":"elder"}"#),
+            ScriptedCall::new("call_b", "talk_to", r#"{"npc":"gu"#),
+        ])
+        .with_finish_reason("length"),
+        Reply::text("The elder spoke."),
+    ])
+    .await;
+    let mut agent = agent(&server, dir.path(), Arc::default()).await;
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    agent
+        .run_streaming("Ask around.", events_tx, CancellationToken::new())
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Ok(event) = events_rx.try_recv() {
+        events.push(event);
+    }
+    let cut = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::ReplyCutOff { .. }))
+        .expect("a cut-off note");
+    let last_result = events
+        .iter()
+        .rposition(|event| matches!(event, AgentEvent::ToolCallFinished { .. }))
+        .expect("results");
+    assert!(last_result < cut, "{events:#?}");
+}

@@ -696,3 +696,62 @@ async fn a_subagents_task_names_the_call_that_gave_it_and_its_events_follow() {
     assert_eq!(sent[1]["content"], "look at the cave");
     assert!(sent[1].get("parentCall").is_none(), "{sent:?}");
 }
+
+/// Denies `buy`; when asked about any other call, notes what the session holds.
+struct DenyAndLook {
+    store: Arc<MemoryStore>,
+    seen_when_asked: Mutex<Vec<Vec<String>>>,
+}
+
+#[async_trait]
+impl ToolApprover for DenyAndLook {
+    async fn approve(&self, _agent: &str, invocation: &ToolInvocation) -> Approval {
+        let key = SessionKey::session("eager").unwrap();
+        let roles = roles(&stored_messages(&self.store, &key).await);
+        self.seen_when_asked.lock().unwrap().push(roles);
+        if invocation.name == "buy" {
+            Approval::Deny("no spending today".into())
+        } else {
+            Approval::Allow
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_denied_call_is_answered_and_marked_before_the_next_call_is_asked_about() {
+    let store = Arc::new(MemoryStore::new());
+    let approver = Arc::new(DenyAndLook {
+        store: store.clone(),
+        seen_when_asked: Mutex::default(),
+    });
+    let look = tool("look", "Look around.", |_: Nothing| async move {
+        Ok::<_, String>("a shop")
+    });
+    let provider = MockProvider::new([
+        calls(&[("b", "buy", r#"{"item":"torch"}"#), ("l", "look", "{}")]),
+        answer("I looked."),
+    ]);
+    let mut agent = agent_on(provider, &store, "eager")
+        .await
+        .tool(shop())
+        .tool(look)
+        .approver(approver.clone())
+        .build()
+        .await
+        .unwrap();
+    agent.run("shop").await.unwrap();
+    // When `look` was asked about, the denial of `buy` was already recorded.
+    assert_eq!(
+        approver.seen_when_asked.lock().unwrap()[1],
+        ["user", "assistant", "tool"]
+    );
+    // The denied result carries the error mark; the good one does not.
+    let key = SessionKey::session("eager").unwrap();
+    let entries = store.load(&key).await.unwrap().unwrap().entries;
+    let marks: Vec<Option<&serde_json::Value>> = entries
+        .iter()
+        .filter(|entry| entry.message.as_ref().is_some_and(|m| m.role == Role::Tool))
+        .map(|entry| entry.extra.get(reprise_agent::TOOL_ERROR_FIELD))
+        .collect();
+    assert_eq!(marks, [Some(&serde_json::Value::Bool(true)), None]);
+}

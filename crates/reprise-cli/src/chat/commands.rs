@@ -19,6 +19,32 @@ pub const HELP: &str = "\
 /exit     leave (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C during a turn stops the turn. A line typed during a turn is sent after it.";
 
+/// `/help`: the slash commands, then the tools the model may call in this run
+/// (the chat's own, the MCP servers' and the subagents), each with what it does.
+fn help_text(session: &ChatSession) -> String {
+    let mut text = HELP.to_owned();
+    let tools = &session.agent.model_view().tools;
+    if tools.is_empty() {
+        text.push_str("\nThe model has no tools in this run.");
+        return text;
+    }
+    text.push_str("\nTools the model may call (each call goes through the step gate):");
+    let width = tools
+        .iter()
+        .map(|tool| tool.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for tool in tools {
+        let what = crate::display::text::one_line(&tool.description);
+        text.push_str(&format!(
+            "\n  {:<width$}  {}",
+            tool.name,
+            crate::display::text::shorten(&what, 70)
+        ));
+    }
+    text
+}
+
 /// `/rename TITLE`: gives the run `folder` its title (an empty one removes it) and
 /// says so in a line for the screen. The title is kept where the conversation is.
 async fn rename_run(runs: &dyn RunCatalog, folder: &RunFolder, title: &str) -> Result<String> {
@@ -168,7 +194,7 @@ pub async fn dispatch(
     let done = match line {
         Line::Empty => return Outcome::Nothing,
         Line::Exit => return Outcome::Exit,
-        Line::Help => return Outcome::Notice(HELP.to_owned()),
+        Line::Help => return Outcome::Notice(help_text(session)),
         Line::Unknown(command) => {
             return Outcome::Unknown(format!("unknown command {command}; /help lists them"));
         }
@@ -206,6 +232,13 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
     let copy = fork_into_new(opener, &source).await?;
+    // The copy keeps the original's title, marked, so that the two can be told
+    // apart in `reprise runs` and the /resume list.
+    let title = match opener.runs.labels(&source).await?.and_then(|l| l.title) {
+        Some(title) => format!("{title} (fork)"),
+        None => format!("fork of {}", source.name()),
+    };
+    opener.runs.set_title(&copy.folder, &title).await?;
     let mut next = opener.open_forked(copy).await?;
     let line = format!(
         "(forked into run {}; run {} is kept as it was)",

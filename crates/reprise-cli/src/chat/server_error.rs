@@ -160,6 +160,7 @@ mod tests {
         let request = ChatRequest {
             messages: Vec::new(),
             tools: Vec::new(),
+            max_tokens: None,
         };
         OpenAiProvider::new(config)
             .unwrap()

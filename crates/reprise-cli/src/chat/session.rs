@@ -24,7 +24,9 @@ use crate::chat::approval::{Decisions, gate_for_run};
 use crate::chat::events::UiEvent;
 use crate::chat::server_error::describe_agent_error;
 use crate::config::Settings;
-use crate::display::text::{compaction_line, cut_off_note, one_line, subagent_indent};
+use crate::display::text::{
+    compaction_line, cut_off_line, one_line, subagent_indent, summary_cut_off_line,
+};
 
 /// Everything needed to open the session of any run folder: `/resume` and `/fork`
 /// open a new one through it, because the gate and the transcript belong to the run.
@@ -545,11 +547,21 @@ fn record_event(
             write(log, &format!("(retrying, attempt {attempt}: {reason})\n"));
             *at_line_start = true;
         }
-        AgentEvent::ReplyCutOff { max_tokens, .. } => {
+        AgentEvent::ReplyCutOff { agent, max_tokens } => {
             if !*at_line_start {
                 write(log, "\n");
             }
-            write(log, &format!("! {}\n", cut_off_note(*max_tokens)));
+            write(log, &format!("! {}\n", cut_off_line(agent, *max_tokens)));
+            *at_line_start = true;
+        }
+        AgentEvent::SummaryCutOff { agent, max_tokens } => {
+            if !*at_line_start {
+                write(log, "\n");
+            }
+            write(
+                log,
+                &format!("! {}\n", summary_cut_off_line(agent, *max_tokens)),
+            );
             *at_line_start = true;
         }
         AgentEvent::Compacted { .. } => {

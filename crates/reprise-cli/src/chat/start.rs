@@ -102,12 +102,14 @@ pub fn note_in_fresh_folder(opener: &Opener, fresh: &str, resumed: &str) {
 }
 
 /// The runs for the `/resume` list, newest first.
-pub fn picker_rows(runs: &dyn RunCatalog) -> Result<Vec<PickerRow>> {
+pub fn picker_rows(runs: &dyn RunCatalog, open: Option<&str>) -> Result<Vec<PickerRow>> {
     let tz = jiff::tz::TimeZone::system();
     Ok(runs
         .list()?
         .runs
         .iter()
+        // The run the chat is in is not one to go back to.
+        .filter(|run| Some(run.name()) != open)
         .map(|run| PickerRow {
             name: run.name().to_owned(),
             date: show_date_in(run.updated_at, &tz),

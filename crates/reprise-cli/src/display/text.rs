@@ -57,6 +57,20 @@ pub fn cut_off_note(max_tokens: Option<u32>) -> String {
     format!("the reply was cut off at max_tokens{limit}; ask again or raise max_tokens")
 }
 
+/// The cut-off note as a line of `agent`'s (after `[name] ` for a subagent's).
+pub fn cut_off_line(agent: &str, max_tokens: Option<u32>) -> String {
+    format!("{}{}", subagent_prefix(agent), cut_off_note(max_tokens))
+}
+
+/// What the person is told when a compaction's summary reached its limit.
+pub fn summary_cut_off_line(agent: &str, max_tokens: u32) -> String {
+    format!(
+        "{}the summary of the older messages was cut off at its limit ({max_tokens} tokens); \
+         it is kept as it is",
+        subagent_prefix(agent)
+    )
+}
+
 /// `[name] ` for a subagent, nothing for the main agent.
 pub fn subagent_prefix(agent: &str) -> String {
     if agent == reprise_agent::DEFAULT_AGENT_NAME || agent.is_empty() {

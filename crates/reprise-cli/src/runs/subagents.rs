@@ -25,6 +25,17 @@ pub struct PastResult {
     pub is_error: bool,
 }
 
+/// Whether a tool result entry is an error: marked so when it was written
+/// (`isError`, or `interrupted` for a call closed on resume), or, for results
+/// written before the mark existed, by its text.
+pub fn result_is_error(entry: &Entry, text: &str) -> bool {
+    let marked = |field: &str| entry.extra.get(field) == Some(&serde_json::Value::Bool(true));
+    marked(reprise_agent::TOOL_ERROR_FIELD)
+        || marked(reprise_session::INTERRUPTED)
+        || text.starts_with("error")
+        || text.starts_with("Error")
+}
+
 /// One step of a subagent's work on a task.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PastStep {
@@ -113,7 +124,7 @@ fn segments(entries: &[Entry]) -> Vec<Segment> {
                     })
                 {
                     *result = Some(PastResult {
-                        is_error: is_error_text(&text),
+                        is_error: result_is_error(entry, &text),
                         content: text,
                     });
                 }
@@ -184,7 +195,7 @@ pub fn past_calls_of(
                 {
                     let text = message.text();
                     call.result = Some(PastResult {
-                        is_error: is_error_text(&text),
+                        is_error: result_is_error(entry, &text),
                         content: text,
                     });
                 }

@@ -1,5 +1,8 @@
 //! The plain line mode: for pipes, scripts and dumb terminals. Lines in on stdin,
-//! the conversation out on stdout as plain text.
+//! the conversation out as plain text: all of it on stdout when stdout is a
+//! terminal; when it is not (`reprise … > answer.txt`), the agent's replies on
+//! stdout and everything else (the prompt's echo, tool lines, notices, a resumed
+//! conversation) on stderr.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -64,6 +67,14 @@ struct Printer {
     hold_text: bool,
     /// The text of the attempt under way, while `hold_text`.
     held: String,
+    /// Whether stdout carries the agent's replies only, every other line going to
+    /// stderr: when stdout is not a terminal.
+    replies_only: bool,
+    /// Whether text of the attempt under way was printed (on a terminal): when the
+    /// attempt is tried again, that text is marked as withdrawn.
+    streamed: bool,
+    /// Why the last model call was retried: the same reason again is not repeated.
+    last_retry: Option<String>,
     /// A streamed chunk ended in `\r`: held back, since with the next chunk's `\n`
     /// it is a line end (shown as one), and alone it is shown as `\r`.
     carriage: bool,
@@ -99,7 +110,13 @@ impl Printer {
         }
     }
 
+    /// A line that is not a reply: on stdout beside the replies on a terminal, on
+    /// stderr when stdout carries the replies only.
     fn line(&mut self, text: &str) {
+        if self.replies_only {
+            eprint_line(text);
+            return;
+        }
         if !self.at_line_start {
             self.print("\n");
         }
@@ -107,13 +124,43 @@ impl Printer {
         self.print("\n");
     }
 
+    /// Lines that are not a reply (each ending in a line end), as [`Printer::line`]
+    /// places them.
+    fn lines(&mut self, text: &str) {
+        if let Some(text) = text.strip_suffix('\n') {
+            self.line(text);
+        } else if !text.is_empty() {
+            self.line(text);
+        }
+    }
+
+    /// A question asked on the line it leaves the cursor on.
+    fn ask(&mut self, text: &str) {
+        if self.replies_only {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(visible(text).as_bytes());
+            let _ = err.flush();
+        } else {
+            self.print(text);
+            self.at_line_start = true;
+        }
+    }
+
+    /// The prompt, when a person types the lines: beside the replies on a terminal,
+    /// on stderr when stdout carries the replies only.
     fn prompt(&mut self) {
         if self.interactive {
-            if !self.at_line_start {
+            if !self.replies_only && !self.at_line_start {
                 self.print("\n");
             }
-            self.print("› ");
-            self.at_line_start = true;
+            self.ask("› ");
+        }
+    }
+
+    /// Ends the prompt's line (something is said while it waits).
+    fn leave_prompt(&mut self) {
+        if self.interactive {
+            self.ask("\n");
         }
     }
 
@@ -137,10 +184,7 @@ impl Printer {
             .lines()
             .map(|line| format!("{mark}{line}\n"))
             .collect();
-        if !self.at_line_start {
-            self.print("\n");
-        }
-        self.print(&text);
+        self.lines(&text);
     }
 
     fn event(&mut self, redactor: &reprise_redact::Redactor, event: &AgentEvent) {
@@ -150,6 +194,7 @@ impl Printer {
                 if self.hold_text {
                     self.held.push_str(text);
                 } else {
+                    self.streamed |= !text.is_empty();
                     self.stream(text);
                 }
             }
@@ -159,6 +204,12 @@ impl Printer {
                 // The attempt is complete and kept: its text can go out.
                 let held = std::mem::take(&mut self.held);
                 self.print(&held);
+                self.streamed = false;
+                self.last_retry = None;
+                if self.replies_only && !self.at_line_start {
+                    // Each reply on lines of its own, whatever comes on stderr between.
+                    self.print("\n");
+                }
             }
             AgentEvent::TextDelta { agent, text } => {
                 self.partial
@@ -212,18 +263,39 @@ impl Printer {
             } => {
                 // The failed attempt's text is not kept.
                 self.held.clear();
-                eprint_line(&format!(
-                    "(retrying, attempt {attempt}: {})",
-                    first_clause(reason)
-                ));
+                if std::mem::take(&mut self.streamed) && main {
+                    self.line(WITHDRAWN);
+                }
+                let reason = first_clause(reason).to_owned();
+                // A server that cannot be reached fails each attempt the same way:
+                // said once, then the explanation when the turn gives up.
+                if self.last_retry.as_deref() != Some(reason.as_str()) {
+                    if !self.at_line_start {
+                        self.print("\n");
+                    }
+                    eprint_line(&format!(
+                        "{}(retrying, attempt {attempt}: {reason})",
+                        subagent_prefix(event.agent())
+                    ));
+                    self.last_retry = Some(reason);
+                }
             }
-            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+            AgentEvent::ReplyCutOff { agent, max_tokens } => {
                 if !self.at_line_start {
                     self.print("\n");
                 }
                 eprint_line(&format!(
                     "! {}",
-                    crate::display::text::cut_off_note(*max_tokens)
+                    crate::display::text::cut_off_line(agent, *max_tokens)
+                ));
+            }
+            AgentEvent::SummaryCutOff { agent, max_tokens } => {
+                if !self.at_line_start {
+                    self.print("\n");
+                }
+                eprint_line(&format!(
+                    "! {}",
+                    crate::display::text::summary_cut_off_line(agent, *max_tokens)
                 ));
             }
             AgentEvent::Compacted { .. } => {
@@ -244,13 +316,17 @@ pub async fn run(
     args: &StartOptions,
 ) -> Result<i32> {
     let interactive = std::io::stdin().is_terminal();
+    let stdout_is_terminal = std::io::stdout().is_terminal();
     let mut printer = Printer {
         at_line_start: true,
         interactive,
         partial: std::collections::HashMap::new(),
-        hold_text: !std::io::stdout().is_terminal(),
+        hold_text: !stdout_is_terminal,
         held: String::new(),
         carriage: false,
+        replies_only: !stdout_is_terminal,
+        streamed: false,
+        last_retry: None,
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;
@@ -259,7 +335,7 @@ pub async fn run(
     let start = args.start.clone();
     let started = async {
         let target = match &start {
-            StartWith::Pick => pick_run(&opener, &mut lines, &mut printer).await?,
+            StartWith::Pick => pick_run(&opener, None, &mut lines, &mut printer).await?,
             other => {
                 let target = crate::chat::start::start_target(&*opener.runs, other)?;
                 if target.is_none() && *other == StartWith::Latest {
@@ -305,9 +381,7 @@ pub async fn run(
                         _ = interrupts.next() => break None,
                         Some(event) = ui.recv() => {
                             if let Some(text) = event.notice_text() {
-                                if interactive {
-                                    printer.print("\n");
-                                }
+                                printer.leave_prompt();
                                 eprint_line(&text);
                                 printer.prompt();
                             }
@@ -331,7 +405,8 @@ pub async fn run(
             Outcome::Notice(text) | Outcome::Unknown(text) => printer.line(&text),
             Outcome::Failed(error) => printer.line(&format!("✗ {error}")),
             Outcome::PickRun => {
-                if let Some(target) = pick_run(&opener, &mut lines, &mut printer).await? {
+                let open = Some(session.run_name());
+                if let Some(target) = pick_run(&opener, open, &mut lines, &mut printer).await? {
                     match open_resumed(&opener, Some(&session), target).await {
                         Ok(None) => printer.line(ALREADY_IN_THAT_RUN),
                         Ok(Some(next)) => {
@@ -445,6 +520,9 @@ async fn print_while(
             .await;
     }
     printer.held.clear();
+    // The next turn's retries are said anew.
+    printer.last_retry = None;
+    printer.streamed = false;
     end
 }
 
@@ -588,7 +666,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     for block in blocks.iter().rev() {
         text.push_str(block);
     }
-    printer.print(&text);
+    printer.lines(&text);
     let line = crate::chat::start::resumed_line(&*opener.runs, &session.folder);
     session.log_line(&line);
     printer.line(&line);
@@ -640,12 +718,13 @@ fn warn_load(session: &ChatSession, printer: &mut Printer) {
 
 async fn pick_run(
     opener: &Opener,
+    open: Option<&str>,
     lines: &mut Lines,
     printer: &mut Printer,
 ) -> Result<Option<reprise_runs::RunFolder>> {
-    let rows = crate::chat::start::picker_rows(&*opener.runs)?;
+    let rows = crate::chat::start::picker_rows(&*opener.runs, open)?;
     if rows.is_empty() {
-        printer.line("(no run has a conversation yet)");
+        printer.line("(no other run has a conversation yet)");
         return Ok(None);
     }
     let mut text = String::new();
@@ -663,8 +742,7 @@ async fn pick_run(
     }
     printer.line(text.trim_end());
     loop {
-        printer.print("resume which run? (a number; empty cancels) ");
-        printer.at_line_start = true;
+        printer.ask("resume which run? (a number; empty cancels) ");
         let Some(answer) = lines.next().await else {
             return Ok(None);
         };
@@ -682,6 +760,10 @@ async fn pick_run(
         }
     }
 }
+
+/// What follows the text of an attempt that failed and is tried again: it was
+/// printed as it came, and is not the reply.
+const WITHDRAWN: &str = "(withdrawn: the reply above broke off and is asked for again)";
 
 /// The start of an error text, up to its first `: ` detail.
 fn first_clause(text: &str) -> &str {

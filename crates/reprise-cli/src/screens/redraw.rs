@@ -6,9 +6,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use reprise_runs::is_command_expansion;
-use reprise_session::{
-    Compaction, Content, Entry, INTERRUPTED, Message, Role, compaction_marker, short_tokens,
-};
+use reprise_session::{Compaction, Content, Entry, Message, Role, compaction_marker, short_tokens};
 
 use crate::screens::tui::render::RESULT_LINES_SHOWN;
 use crate::screens::tui::view::{Item, ToolResultView, ToolView};
@@ -87,9 +85,9 @@ pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
                     .as_deref()
                     .and_then(|id| open.remove(id));
                 if let Some(Item::Tool(tool)) = index.and_then(|i| items.get_mut(i)) {
-                    // A result recorded for a call that never got one is a failure.
-                    let is_error = entry.extra.get(INTERRUPTED) == Some(&true.into());
-                    tool.result = Some(folded(&text_of(message), is_error));
+                    let text = text_of(message);
+                    let is_error = crate::runs::subagents::result_is_error(entry, &text);
+                    tool.result = Some(folded(&text, is_error));
                 }
             }
             _ => {}
@@ -197,6 +195,34 @@ mod tests {
         assert_eq!(b.result.as_ref().unwrap().content, "one\ntwo");
         assert_eq!(b.result.as_ref().unwrap().folded_lines, 0);
         assert_eq!(items[4], Item::Assistant("Done.".into()));
+    }
+
+    #[test]
+    fn a_result_marked_as_an_error_is_redrawn_as_one() {
+        let mut denied = Entry::message(Message::tool("a", "the call was not allowed"));
+        denied.extra.insert(
+            reprise_agent::TOOL_ERROR_FIELD.to_owned(),
+            serde_json::Value::Bool(true),
+        );
+        let entries = vec![
+            Entry::message(Message::assistant_tool_calls(
+                None,
+                vec![
+                    ToolCall::function("a", "read_file", "{}"),
+                    ToolCall::function("b", "read_file", "{}"),
+                ],
+            )),
+            denied,
+            Entry::message(Message::tool("b", "fine")),
+        ];
+        let marks: Vec<bool> = redraw_items(&entries)
+            .iter()
+            .map(|item| match item {
+                Item::Tool(tool) => tool.result.as_ref().unwrap().is_error,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(marks, [true, false]);
     }
 
     #[test]

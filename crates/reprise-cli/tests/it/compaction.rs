@@ -34,12 +34,17 @@ async fn compact_in_plain_mode_prints_the_line_and_the_model_gets_the_summary() 
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(compacted 3 messages: ");
-    // Nothing said before is taken back: the answers are all there, in order.
-    let paris = out.stdout.find("Paris is").unwrap();
-    let marker = out.stdout.find(MARKER_START).unwrap();
-    let rome = out.stdout.find("Rome.").unwrap();
-    assert!(paris < marker && marker < rome, "{}", out.stdout);
+    assert_contains!(out.stderr, "(compacted 3 messages: ");
+    // Nothing said before is taken back: the answers are all there, in order, and
+    // the compaction line (on stderr, with the prompts) between the questions.
+    assert_eq!(
+        out.stdout,
+        "Paris is the capital of France.\nBerlin is the capital of Germany.\nRome.\n"
+    );
+    let france = out.stderr.find("› capital of France?").unwrap();
+    let marker = out.stderr.find(MARKER_START).unwrap();
+    let italy = out.stderr.find("› and Italy?").unwrap();
+    assert!(france < marker && marker < italy, "{}", out.stderr);
 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 4);
@@ -136,7 +141,7 @@ async fn a_request_past_the_window_is_compacted_first() {
         .chat(&server.base_url(), &["--context-window", "2048"], &input)
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, MARKER_START);
+    assert_contains!(out.stderr, MARKER_START);
     assert_contains!(out.stdout, "third answer");
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 4);
@@ -300,4 +305,39 @@ async fn compact_in_full_screen_marks_the_place_and_clears_nothing() {
     pty.send("\x04");
     assert!(pty.wait_exit().await);
     assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn a_summary_cut_at_its_limit_is_reported() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start_with([
+        Reply::text("Paris."),
+        Reply::text("Berlin."),
+        Reply::text("They asked for two capit").with_finish_reason("length"),
+    ])
+    .await;
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--max-tokens", "16"],
+            "capital of France?\ncapital of Germany?\n/compact\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stderr, "(compacted ");
+    assert_contains!(
+        out.stderr,
+        "the summary of the older messages was cut off at its limit"
+    );
+    // The summary was not held to the replies' 16 tokens.
+    let bodies = server.request_bodies();
+    assert_eq!(bodies[0]["max_tokens"], 16);
+    assert!(
+        bodies[2]["max_tokens"].as_u64().unwrap() > 16,
+        "{}",
+        bodies[2]
+    );
+    let run = sandbox.conversations().remove(0);
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert_contains!(log, "the summary of the older messages was cut off");
 }

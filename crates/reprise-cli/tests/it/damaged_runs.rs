@@ -31,10 +31,10 @@ async fn continue_rebuilds_a_corrupt_session_json_and_says_so() {
 
     let out = sandbox.run(&chat_args(&["--continue"]), "/exit\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "bread question 2");
-    assert_contains!(out.stdout, "(resumed the conversation of");
-    assert_contains!(out.stdout, &format!("{}/session.json", name(&run)));
-    assert_contains!(out.stdout, "rebuilt from conversation.jsonl");
+    assert_contains!(out.stderr, "bread question 2");
+    assert_contains!(out.stderr, "(resumed the conversation of");
+    assert_contains!(out.stderr, &format!("{}/session.json", name(&run)));
+    assert_contains!(out.stderr, "rebuilt from conversation.jsonl");
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("session.json")).unwrap()).unwrap();
     assert!(meta["sessionId"].is_string(), "{meta}");

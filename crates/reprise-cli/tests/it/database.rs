@@ -81,7 +81,7 @@ async fn a_conversation_started_on_one_machine_is_continued_on_another() {
         .chat(&server, &["--continue"], "and the starter?\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "Sourdough needs a starter.");
+    assert_contains!(out.stderr, "Sourdough needs a starter.");
     let bodies = server.request_bodies();
     let texts: Vec<String> = roles_and_texts(&bodies[1])
         .into_iter()
@@ -147,7 +147,7 @@ async fn resume_picks_a_run_of_the_database_by_number() {
     server.push_all([Reply::text("Five newton metres.")]);
     let out = two.chat(&server, &["--resume"], "1\nhow tight?\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "fix my bike");
+    assert_contains!(out.stderr, "fix my bike");
     assert_contains!(out.stdout, "Five newton metres.");
     let rows = one.runs().await;
     assert_eq!(rows.len(), 1);
@@ -477,7 +477,7 @@ async fn runs_in_the_database_are_named_and_tagged_and_found_by_title() {
         .chat(&server, &[], "my dog is sick\n/rename Dog care\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(this run is now called “Dog care”)");
+    assert_contains!(out.stderr, "(this run is now called “Dog care”)");
     let rows = two.runs().await;
     let other = rows.iter().find(|row| row["run"] != name.as_str()).unwrap();
     assert_eq!(other["shownAs"], "Dog care");
@@ -643,5 +643,5 @@ async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machin
         .chat(&server, &["--yes", "--continue"], "anything new?\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
+    assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
 }

@@ -248,9 +248,9 @@ async fn sigkill_mid_turn_then_continue_loses_nothing_shown_as_complete() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
-        out.stdout.contains("› what do my notes say?"),
+        out.stderr.contains("› what do my notes say?"),
         "{}",
-        out.stdout
+        out.stderr
     );
     let body = server.request_bodies().pop().unwrap();
     let messages = crate::support::messages(&body);
@@ -469,8 +469,8 @@ async fn a_very_long_run_is_redrawn_from_its_end_with_a_count_of_the_rest() {
     assert!(pty.wait_exit().await);
     // Plain mode: a screenful, and the count of the rest.
     let out = sandbox.chat(&server.base_url(), &["--continue"], "").await;
-    assert_contains!(out.stdout, "earlier messages; reprise show");
-    assert_contains!(out.stdout, &format!("answer {}", pairs - 1));
-    assert!(!out.stdout.contains("question 0\n"), "{}", out.stdout);
+    assert_contains!(out.stderr, "earlier messages; reprise show");
+    assert_contains!(out.stderr, &format!("answer {}", pairs - 1));
+    assert!(!out.stderr.contains("question 0\n"), "{}", out.stderr);
     assert_eq!(server.request_count(), 0);
 }

@@ -245,7 +245,7 @@ async fn rename_in_the_plain_chat_titles_the_run() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(this run is now called “My plain run”)");
+    assert_contains!(out.stderr, "(this run is now called “My plain run”)");
     let run = sandbox.conversations().remove(0);
     assert_eq!(
         read_labels(&run).unwrap().title.as_deref(),
@@ -294,7 +294,7 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
         reprise_cli::chat::start::picker_message_matches(&folders(&runs), "answer to").is_empty()
     );
 
-    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs)).unwrap();
+    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs), None).unwrap();
     assert_eq!(rows[0].title, "Workshop");
     assert_eq!(rows[1].title, "a Sourdough starter");
     let mut picker = reprise_cli::screens::tui::view::Picker {

@@ -8,6 +8,7 @@
 mod compaction;
 mod damaged_runs;
 mod database;
+mod docs;
 mod export;
 mod failing_disk;
 mod fs_errors;

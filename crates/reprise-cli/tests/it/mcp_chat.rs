@@ -189,7 +189,7 @@ async fn a_server_crashing_mid_call_leaves_the_chat_usable_and_resumable() {
         .await;
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
     assert_contains!(out.stdout, "The tool broke.");
-    assert_contains!(out.stdout, "↳ Echo: again");
+    assert_contains!(out.stderr, "↳ Echo: again");
     assert_contains!(out.stderr, "MCP server \"ev\"");
     let bodies = server.request_bodies();
     let crashed = last_message(&bodies[1]);
@@ -257,12 +257,12 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
     );
     // And shows the failed call as a failed tool result in the transcript.
     assert!(
-        out.stdout
+        out.stderr
             .lines()
             .any(|line| line.trim_start().starts_with("✗ MCP server \"ev\"")
                 && line.contains("timed out after 1s")),
         "{}",
-        out.stdout
+        out.stderr
     );
 
     // The conversation went on: a plain turn, then a call on the restarted server.
@@ -272,7 +272,7 @@ async fn a_call_that_never_answers_times_out_and_the_chat_goes_on_and_resumes() 
         out.stdout
     );
     assert_contains!(out.stdout, "Still here.");
-    assert_contains!(out.stdout, "↳ Echo: after");
+    assert_contains!(out.stderr, "↳ Echo: after");
     assert_contains!(out.stdout, "Echoed after.");
 
     let bodies = server.request_bodies();

@@ -39,22 +39,15 @@ async fn a_two_turn_chat_with_a_tool_call_is_shown_and_kept_in_the_run_folder() 
     let server = ScriptedServer::start().await;
     let out = two_turn_chat(&sandbox, &server).await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(
-        out.stdout.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
-        "{}",
-        out.stdout
+    // Piped, stdout holds the replies and nothing else; the rest is on stderr.
+    assert_eq!(
+        out.stdout, "The note says **buy milk**.\nYou are welcome.\n",
+        "stderr: {}",
+        out.stderr
     );
-    assert!(
-        out.stdout.contains("↳ buy milk (+2 lines)"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("The note says **buy milk**."),
-        "{}",
-        out.stdout
-    );
-    assert_contains!(out.stdout, "You are welcome.");
+    assert_contains!(out.stderr, "› what do my notes say?");
+    assert_contains!(out.stderr, "⚙ read_file {\"path\":\"notes.txt\"}");
+    assert_contains!(out.stderr, "↳ buy milk (+2 lines)");
 
     // The third request carries the whole conversation, tool call and result included.
     let bodies = server.request_bodies();
@@ -147,33 +140,34 @@ async fn continue_redraws_and_sends_the_whole_history() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
+    // Only the new reply reaches stdout; the redraw is on stderr.
+    assert_eq!(out.stdout, "Still here.\n", "{}", out.stderr);
     // The redraw: the person's messages and the replies, then the resumed line.
     let redraw_at = out
-        .stdout
+        .stderr
         .find("› what do my notes say?")
-        .expect(&out.stdout);
-    let reply_at = out.stdout.find("You are welcome.").expect(&out.stdout);
+        .expect(&out.stderr);
+    let reply_at = out.stderr.find("You are welcome.").expect(&out.stderr);
     let resumed_at = out
-        .stdout
+        .stderr
         .find("(resumed the conversation of ")
-        .expect(&out.stdout);
+        .expect(&out.stderr);
     assert!(
         redraw_at < reply_at && reply_at < resumed_at,
         "{}",
-        out.stdout
+        out.stderr
     );
     // The tool work between is redrawn as the live view shows it: the call, and its
     // result's first line (redacted) with the count of the others.
     let call_at = out
-        .stdout
+        .stderr
         .find("⚙ read_file {\"path\":\"notes.txt\"}\n  ↳ buy milk (+2 lines)\n")
-        .expect(&out.stdout);
+        .expect(&out.stderr);
     assert!(
         redraw_at < call_at && call_at < resumed_at,
         "{}",
-        out.stdout
+        out.stderr
     );
-    assert!(out.stdout.contains("Still here."));
 
     let bodies = server.request_bodies();
     let last = roles_and_texts(bodies.last().unwrap());
@@ -225,15 +219,15 @@ async fn the_prompt_argument_is_sent_once_and_resume_by_number_picks_the_older_r
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     // Newest first: 1 is the bike, 2 the bread.
-    let one = out.stdout.find("  1. ").unwrap();
-    let two = out.stdout.find("  2. ").unwrap();
+    let one = out.stderr.find("  1. ").unwrap();
+    let two = out.stderr.find("  2. ").unwrap();
     assert!(
-        out.stdout[one..two].contains("fix the bike"),
+        out.stderr[one..two].contains("fix the bike"),
         "{}",
-        out.stdout
+        out.stderr
     );
-    assert!(out.stdout[two..].contains("bake bread"), "{}", out.stdout);
-    assert!(out.stdout.contains("(resumed the conversation of "));
+    assert!(out.stderr[two..].contains("bake bread"), "{}", out.stderr);
+    assert!(out.stderr.contains("(resumed the conversation of "));
 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 3);
@@ -253,11 +247,11 @@ async fn resume_with_a_bad_number_asks_again_and_empty_cancels() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
-        out.stdout.contains("type a number from 1 to 1"),
+        out.stderr.contains("type a number from 1 to 1"),
         "{}",
-        out.stdout
+        out.stderr
     );
-    assert!(out.stdout.contains("(cancelled)"), "{}", out.stdout);
+    assert!(out.stderr.contains("(cancelled)"), "{}", out.stderr);
     // Not resumed: the new message starts a conversation of its own.
     let bodies = server.request_bodies();
     let texts: Vec<String> = roles_and_texts(&bodies[1])
@@ -313,7 +307,7 @@ y
         "{unknown}"
     );
     assert_eq!(
-        out.stderr.matches("was not run").count(),
+        out.stderr.matches("so the gate cannot ask").count(),
         1,
         "{}",
         out.stderr
@@ -338,9 +332,23 @@ async fn fork_continues_in_a_copy_and_keeps_the_original() {
         .chat(&server.base_url(), &[], "first\n/fork\nsecond\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("(forked into run "), "{}", out.stdout);
+    assert!(out.stderr.contains("(forked into run "), "{}", out.stderr);
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
+    // The copy is marked as a fork of the original in its title.
+    let listed = sandbox.run(&["runs", "--json"], "").await;
+    let listed: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let original = runs[0].file_name().unwrap().to_str().unwrap().to_owned();
+    let titles: Vec<serde_json::Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["title"].clone())
+        .collect();
+    assert!(
+        titles.contains(&serde_json::Value::String(format!("fork of {original}"))),
+        "{listed:#}"
+    );
     let original = jsonl(&runs[0].join("conversation.jsonl"));
     let fork = jsonl(&runs[1].join("conversation.jsonl"));
     assert_eq!(original.len(), 2);
@@ -361,6 +369,12 @@ async fn no_server_gives_one_clear_message() {
     assert_ne!(out.status, 0);
     let errors: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("✗")).collect();
     assert_eq!(errors.len(), 1, "{}", out.stderr);
+    // Every attempt fails the same way: one line says it is tried again.
+    assert!(
+        out.stderr.matches("(retrying").count() <= 1,
+        "{}",
+        out.stderr
+    );
     assert_contains!(out.stderr, &url);
     assert_contains!(out.stderr, "--base-url");
     assert_contains!(out.stderr, "--model");
@@ -379,11 +393,15 @@ async fn help_and_unknown_commands_are_answered_without_the_model() {
         .chat(&server.base_url(), &[], "/help\n/bogus\n/exit\nnot sent\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "/resume");
+    assert_contains!(out.stderr, "/resume");
+    // The tools the model may call are listed too.
+    assert_contains!(out.stderr, "Tools the model may call");
+    assert_contains!(out.stderr, "  read_file  Read a text file");
+    assert_contains!(out.stderr, "  list_dir   List the entries");
     assert!(
-        out.stdout.contains("unknown command /bogus"),
+        out.stderr.contains("unknown command /bogus"),
         "{}",
-        out.stdout
+        out.stderr
     );
     assert_eq!(server.request_count(), 0);
 }
@@ -405,8 +423,8 @@ async fn load_warnings_are_shown_when_resuming() {
     server.push(Reply::text("Second answer."));
     let out = sandbox.chat(&server.base_url(), &["-c"], "second\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    let warnings: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("! ")).collect();
-    assert_eq!(warnings.len(), 2, "{}", out.stdout);
+    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("! ")).collect();
+    assert_eq!(warnings.len(), 2, "{}", out.stderr);
     assert!(
         warnings.iter().any(|w| w.contains("conversation.jsonl:3")),
         "{warnings:?}"
@@ -441,7 +459,8 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     stdin.write_all(b"tell me a story\n").await.unwrap();
     // Wait for the reply to be under way (its first chunks sent, then it stalls).
     while server.request_count() == 0 {
@@ -457,11 +476,9 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
     loop {
         line.clear();
         assert!(
-            stdout.read_line(&mut line).await.unwrap() > 0,
+            stderr.read_line(&mut line).await.unwrap() > 0,
             "the chat exited"
         );
-        // The unfinished reply is not kept, so stdout never shows it.
-        assert!(!line.contains("An e"), "{line}");
         if line.contains("(cancelled)") {
             break;
         }
@@ -472,7 +489,8 @@ async fn sigint_mid_turn_stops_the_turn_and_the_chat_goes_on() {
     tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut rest)
         .await
         .unwrap();
-    assert_contains!(rest, "Something else, then.");
+    // The unfinished reply is not kept, so stdout never shows it.
+    assert_eq!(rest, "Something else, then.\n");
     assert!(child.wait().await.unwrap().success());
     let texts: Vec<String> = roles_and_texts(&server.request_bodies()[1])
         .into_iter()
@@ -609,4 +627,46 @@ async fn a_timeout_of_zero_is_no_limit_in_the_config_and_on_the_command_line() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "Still none.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_a_retried_attempt_s_text_is_marked_withdrawn() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("Half of a first try that breaks")
+            .chunk_chars(5)
+            .cut_after(3),
+        Reply::text("The real answer."),
+    ]);
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
+    pty.line("hello");
+    pty.wait_text("The real answer.").await;
+    let screen = pty.contents();
+    let half = screen.find("› Half of a").expect(&screen);
+    let withdrawn = screen.find("(withdrawn: ").expect(&screen);
+    let answer = screen.find("The real answer.").unwrap();
+    assert!(half < withdrawn && withdrawn < answer, "{screen}");
+    assert_eq!(screen.matches("The real answer.").count(), 1, "{screen}");
+    pty.line("/exit");
+    assert!(pty.wait_exit().await, "{}", pty.contents());
+}
+
+#[tokio::test]
+async fn resume_does_not_offer_the_run_already_open() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("About bread."), Reply::text("About bikes.")]);
+    let out = sandbox.chat(&server.base_url(), &["bake bread"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox
+        .chat(&server.base_url(), &["fix the bike"], "/resume\n\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // The bike's run is the one open: only the bread's is offered.
+    assert_contains!(out.stderr, "  1. ");
+    assert!(!out.stderr.contains("  2. "), "{}", out.stderr);
+    let list = &out.stderr[out.stderr.find("  1. ").unwrap()..];
+    assert!(list.starts_with("  1. ") && list.lines().next().unwrap().contains("bake bread"));
 }

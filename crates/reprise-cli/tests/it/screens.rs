@@ -224,3 +224,101 @@ fn a_cut_off_reply_keeps_its_line_breaks() {
     let terminal = screen(&view, 60, 12);
     insta::assert_snapshot!(terminal.backend());
 }
+
+/// The text of a screen's row.
+fn row_text(terminal: &Terminal<TestBackend>, row: u16) -> String {
+    let buffer = terminal.backend().buffer();
+    (0..buffer.area.width)
+        .map(|x| buffer[(x, row)].symbol().to_owned())
+        .collect()
+}
+
+fn screen_rows(terminal: &Terminal<TestBackend>) -> Vec<String> {
+    (0..terminal.backend().buffer().area.height)
+        .map(|row| row_text(terminal, row))
+        .collect()
+}
+
+#[test]
+fn a_denial_uses_the_width_of_a_wide_screen() {
+    let denial = "error: the call to read_file was not allowed: the person answered no when \
+                  asked whether read_file may read notes.txt in this run";
+    assert!(denial.chars().count() > 110 && denial.chars().count() < 150);
+    let mut view = base_view();
+    view.items.push(Item::Tool(ToolView {
+        id: "call_1".into(),
+        agent: String::new(),
+        name: "read_file".into(),
+        arguments: r#"{"path":"notes.txt"}"#.into(),
+        result: Some(ToolResultView {
+            content: denial.into(),
+            is_error: true,
+            folded_lines: 0,
+        }),
+    }));
+    let terminal = screen(&view, 160, 12);
+    let rows = screen_rows(&terminal);
+    assert!(
+        rows.iter().any(|row| row.contains(&format!("✗ {denial}"))),
+        "{rows:#?}"
+    );
+    // On a narrow screen it is cut to the width, not wrapped over rows.
+    let terminal = screen(&view, 60, 12);
+    let rows = screen_rows(&terminal);
+    let shown = rows.iter().find(|row| row.contains("✗ error")).unwrap();
+    assert!(shown.trim_end().ends_with('…'), "{rows:#?}");
+}
+
+#[test]
+fn a_call_shows_while_its_arguments_arrive() {
+    let mut view = base_view();
+    view.items.push(Item::User("write it down".into()));
+    view.arriving.push("write_file".into());
+    view.busy = Some(Duration::from_secs(40));
+    let terminal = screen(&view, 72, 10);
+    let rows = screen_rows(&terminal).join("\n");
+    assert_contains!(rows, "⚙ write_file");
+    assert_contains!(rows, "its arguments are arriving");
+}
+
+#[test]
+fn an_attempt_that_broke_off_is_shown_as_withdrawn_and_retries_share_a_line() {
+    let mut view = base_view();
+    view.push_delta("Half of a first");
+    view.withdraw_stream();
+    view.retrying("(retrying, attempt 2: the stream was cut)");
+    view.retrying("(retrying, attempt 3: the stream was cut)");
+    view.push_delta("The real answer.");
+    view.finish_stream();
+    assert_eq!(
+        view.items,
+        [
+            Item::Notice(
+                "Half of a first … (withdrawn: this reply broke off and is asked for again)".into()
+            ),
+            Item::Notice("(retrying, attempt 3: the stream was cut)".into()),
+            Item::Assistant("The real answer.".into()),
+        ]
+    );
+}
+
+#[test]
+fn the_status_line_is_as_the_chat_guide_shows_it() {
+    let mut view = base_view();
+    view.model = "qwen2.5:7b".into();
+    view.context = Some((1_234, 8_192));
+    view.usage = Some(Usage {
+        prompt_tokens: 812,
+        completion_tokens: 64,
+        total_tokens: 876,
+    });
+    let terminal = screen(&view, 100, 6);
+    let status = row_text(&terminal, 2);
+    let guide =
+        std::fs::read_to_string(reprise_testkit::workspace_root().join("docs/chat.md")).unwrap();
+    let shown = status.trim();
+    assert!(
+        guide.contains(&format!("`{shown}`")),
+        "docs/chat.md does not show the status line `{shown}`"
+    );
+}

@@ -91,11 +91,11 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     // Plain mode: the subagent's work indented and marked with its name.
-    assert_contains!(out.stdout, "⚙ scout {\"task\":\"list the folder\"}");
-    assert_contains!(out.stdout, "  [scout] ⚙ list_dir {\"path\":\".\"}");
-    assert_contains!(out.stdout, "  [scout]   ↳ .run/ (+2 lines)");
-    assert_contains!(out.stdout, "  [scout] The folder holds notes.txt.");
-    assert_contains!(out.stdout, "  ↳ The folder holds notes.txt.");
+    assert_contains!(out.stderr, "⚙ scout {\"task\":\"list the folder\"}");
+    assert_contains!(out.stderr, "  [scout] ⚙ list_dir {\"path\":\".\"}");
+    assert_contains!(out.stderr, "  [scout]   ↳ .run/ (+2 lines)");
+    assert_contains!(out.stderr, "  [scout] The folder holds notes.txt.");
+    assert_contains!(out.stderr, "  ↳ The folder holds notes.txt.");
 
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 4);
@@ -205,8 +205,8 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
         .chat(&server.base_url(), &["--yes", "--continue"], "again\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
-    let redraw = &out.stdout[..out.stdout.find("(resumed").unwrap()];
+    assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
+    let redraw = &out.stderr[..out.stderr.find("(resumed").unwrap()];
     assert!(!redraw.contains("[scout] ⚙ list_dir"), "{redraw}");
     let bodies = server.request_bodies();
     let child = request_messages(&bodies[5]);
@@ -410,7 +410,7 @@ async fn a_fork_takes_the_subagents_along_and_leaves_the_source_as_it_was() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "▸ [scout] 1 tool call, 1 reply (folded)");
+    assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
     let fork = runs.into_iter().find(|run| *run != source).unwrap();
@@ -627,7 +627,7 @@ async fn slash_fork_brings_the_subagents_along() {
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "(forked into run");
+    assert_contains!(out.stderr, "(forked into run");
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
     let child_roles = |run: &Path| {
@@ -656,4 +656,24 @@ async fn slash_fork_brings_the_subagents_along() {
     assert_eq!(child[1]["content"], "list the folder");
     assert_eq!(child[5]["content"], "anything else?");
     server.assert_tool_call_pairing();
+}
+
+#[tokio::test]
+async fn a_subagent_s_cut_off_reply_is_reported_with_its_name() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, SCOUT);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        delegate("p1", "list the folder"),
+        Reply::text("The folder holds").with_finish_reason("length"),
+        Reply::text("The scout was cut short."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "what is here?\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stderr, "! [scout] the reply was cut off at max_tokens");
+    let run = sandbox.conversations().remove(0);
+    let log = std::fs::read_to_string(run.join("session.log")).unwrap();
+    assert_contains!(log, "! [scout] the reply was cut off at max_tokens");
 }

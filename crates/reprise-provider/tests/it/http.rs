@@ -30,6 +30,7 @@ fn request() -> ChatRequest {
             description: "Buy an item".to_owned(),
             parameters: json!({"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}),
         }],
+        max_tokens: None,
     }
 }
 
@@ -188,6 +189,7 @@ async fn generation_settings_are_sent_and_extra_body_is_passed_as_is() {
     let no_tools = ChatRequest {
         messages: vec![Message::user("hi")],
         tools: Vec::new(),
+        max_tokens: None,
     };
     provider
         .complete(&no_tools, None, &CancellationToken::new())

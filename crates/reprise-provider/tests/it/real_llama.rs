@@ -57,6 +57,7 @@ async fn a_streamed_reply_counts_its_usage() {
     let request = ChatRequest {
         messages: vec![Message::user("Say hello in one short sentence.")],
         tools: vec![],
+        max_tokens: None,
     };
     let (completion, events) = complete(provider.as_ref(), &request).await;
 
@@ -103,6 +104,7 @@ fn ask_for_a_file(history: Vec<Message>) -> ChatRequest {
     ChatRequest {
         messages,
         tools: vec![read_file_spec()],
+        max_tokens: None,
     }
 }
 
@@ -259,6 +261,7 @@ async fn a_request_past_the_window_is_refused_as_context_exceeded_and_not_retrie
     let request = ChatRequest {
         messages: vec![Message::user("word ".repeat(3 * 4096))],
         tools: Vec::new(),
+        max_tokens: None,
     };
     let error = provider
         .complete(&request, None, &CancellationToken::new())

@@ -274,8 +274,10 @@ impl App {
             if matches!(item, Item::Tool(ToolView { result: None, .. })) {
                 break;
             }
-            let mut lines: Vec<Line<'static>> =
-                wrap_lines(&render::view_item_lines(&self.view, self.printed), width);
+            let mut lines: Vec<Line<'static>> = wrap_lines(
+                &render::view_item_lines(&self.view, self.printed, width),
+                width,
+            );
             lines.push(Line::default());
             let height = u16::try_from(lines.len()).unwrap_or(u16::MAX);
             terminal.insert_before(height, |buffer| {
@@ -442,6 +444,7 @@ impl App {
     }
 
     fn turn_ended(&mut self, end: TurnEnd) {
+        self.view.arriving.clear();
         let unfinished = std::mem::take(&mut self.view.streaming);
         match end {
             TurnEnd::Answered => {
@@ -541,9 +544,12 @@ impl App {
             }
             AgentEvent::Retrying {
                 attempt, reason, ..
-            } => work.items.push(Item::Notice(format!(
-                "(retrying, attempt {attempt}: {reason})"
-            ))),
+            } => {
+                work.streaming.clear();
+                work.items.push(Item::Notice(format!(
+                    "(retrying, attempt {attempt}: {reason})"
+                )));
+            }
             AgentEvent::ReplyCutOff { max_tokens, .. } => {
                 work.finish_stream();
                 work.items
@@ -576,6 +582,7 @@ impl App {
                 if main && message.role == reprise_session::Role::Assistant =>
             {
                 self.view.finish_stream();
+                self.view.arriving.clear();
             }
             AgentEvent::ToolCallStarted {
                 agent,
@@ -585,6 +592,7 @@ impl App {
             } => {
                 if main {
                     self.view.finish_stream();
+                    self.view.arriving.clear();
                 }
                 self.view.items.push(Item::Tool(ToolView {
                     id,
@@ -618,19 +626,39 @@ impl App {
                 }
             }
             AgentEvent::Retrying {
-                attempt, reason, ..
-            } => self.view.items.push(Item::Notice(format!(
-                "(retrying, attempt {attempt}: {reason})"
-            ))),
-            AgentEvent::ReplyCutOff { max_tokens, .. } => {
+                agent,
+                attempt,
+                reason,
+                ..
+            } => {
+                if main {
+                    self.view.withdraw_stream();
+                }
+                self.view.retrying(&format!(
+                    "{}(retrying, attempt {attempt}: {reason})",
+                    crate::display::text::subagent_prefix(&agent)
+                ));
+            }
+            AgentEvent::ReplyCutOff { agent, max_tokens } => {
                 if main {
                     self.view.finish_stream();
                 }
                 self.view
                     .items
-                    .push(Item::Warning(crate::display::text::cut_off_note(
-                        max_tokens,
+                    .push(Item::Warning(crate::display::text::cut_off_line(
+                        &agent, max_tokens,
                     )));
+            }
+            AgentEvent::SummaryCutOff { agent, max_tokens } => {
+                self.view
+                    .items
+                    .push(Item::Warning(crate::display::text::summary_cut_off_line(
+                        &agent, max_tokens,
+                    )));
+            }
+            AgentEvent::ToolCallStreaming { name, .. } if main => {
+                self.view.finish_stream();
+                self.view.arriving.push(name);
             }
             _ => {}
         }
@@ -654,11 +682,11 @@ impl App {
     }
 
     fn open_picker(&mut self) {
-        match crate::chat::start::picker_rows(&*self.opener.runs) {
-            Ok(rows) if rows.is_empty() => self
-                .view
-                .items
-                .push(Item::Notice("(no run has a conversation yet)".to_owned())),
+        let open = self.session.as_ref().map(ChatSession::run_name);
+        match crate::chat::start::picker_rows(&*self.opener.runs, open) {
+            Ok(rows) if rows.is_empty() => self.view.items.push(Item::Notice(
+                "(no other run has a conversation yet)".to_owned(),
+            )),
             Ok(rows) => {
                 self.view.picker = Some(Picker {
                     rows,

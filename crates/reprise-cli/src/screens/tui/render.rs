@@ -18,6 +18,8 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 const DIM: Style = Style::new().fg(Color::DarkGray);
 /// How many characters of a tool's arguments are shown.
 const ARGUMENTS_SHOWN: usize = 60;
+/// The fewest characters of a result's line shown, however narrow the screen.
+const MIN_RESULT_WIDTH: usize = 20;
 /// How many lines of a tool's result are shown.
 pub const RESULT_LINES_SHOWN: usize = 3;
 
@@ -65,9 +67,10 @@ pub fn draw_live(frame: &mut Frame<'_>, view: &ChatView) {
             Some(Item::Tool(ToolView { result: None, .. }))
         )
     }) {
-        live_lines.extend(view_item_lines(view, *index));
+        live_lines.extend(view_item_lines(view, *index, width));
     }
     live_lines.extend(markdown::render(&screen_text(&view.streaming)));
+    live_lines.extend(arriving_lines(view));
     let lines = wrap_lines(&live_lines, width);
     let skip = lines.len().saturating_sub(usize::from(live.height));
     frame.render_widget(Paragraph::new(lines[skip..].to_vec()), live);
@@ -98,8 +101,28 @@ fn draw_bottom(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     }
 }
 
-/// The lines of one item, before wrapping.
-pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
+/// The calls whose arguments are arriving now: a call shows from its first
+/// streamed piece, not only once its arguments are complete.
+fn arriving_lines(view: &ChatView) -> Vec<Line<'static>> {
+    view.arriving
+        .iter()
+        .flat_map(|name| {
+            [
+                Line::from(vec![
+                    Span::styled("⚙ ", Style::new().fg(Color::Magenta)),
+                    Span::styled(
+                        screen_text(name),
+                        Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+                    ),
+                ]),
+                Line::styled("  … its arguments are arriving", DIM),
+            ]
+        })
+        .collect()
+}
+
+/// The lines of one item on a screen `width` columns wide, before wrapping.
+pub fn item_lines(item: &Item, width: usize) -> Vec<Line<'static>> {
     match item {
         Item::User(text) => {
             let mut lines = Vec::new();
@@ -116,7 +139,7 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
             lines
         }
         Item::Assistant(text) => markdown::render(&screen_text(text)),
-        Item::Tool(tool) => tool_lines(tool),
+        Item::Tool(tool) => tool_lines(tool, width),
         // A notice can hold a reply cut off mid-way: its line breaks are kept.
         Item::Notice(text) => screen_text(text)
             .split('\n')
@@ -139,18 +162,22 @@ pub fn item_lines(item: &Item) -> Vec<Line<'static>> {
 
 /// The lines of the conversation's item `index`: a call to a subagent carries the
 /// subagent's work under it.
-pub fn view_item_lines(view: &ChatView, index: usize) -> Vec<Line<'static>> {
+pub fn view_item_lines(view: &ChatView, index: usize, width: usize) -> Vec<Line<'static>> {
     match (view.items.get(index), view.work.get(&index)) {
-        (Some(Item::Tool(tool)), Some(work)) => tool_lines_with_work(tool, work),
-        (Some(item), _) => item_lines(item),
+        (Some(Item::Tool(tool)), Some(work)) => tool_lines_with_work(tool, work, width),
+        (Some(item), _) => item_lines(item, width),
         (None, _) => Vec::new(),
     }
 }
 
 /// A call to a subagent: while it works, its replies and tool calls indented under
 /// the call; once it returned, folded to one line above the result.
-pub fn tool_lines_with_work(tool: &ToolView, work: &SubagentWork) -> Vec<Line<'static>> {
-    let mut lines = tool_lines(tool);
+pub fn tool_lines_with_work(
+    tool: &ToolView,
+    work: &SubagentWork,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let mut lines = tool_lines(tool, width);
     let rest = lines.split_off(1.min(lines.len()));
     if tool.result.is_some() {
         let tools = work
@@ -167,7 +194,12 @@ pub fn tool_lines_with_work(tool: &ToolView, work: &SubagentWork) -> Vec<Line<'s
             DIM,
         ));
     } else {
-        let mut nested: Vec<Line<'static>> = work.items.iter().flat_map(item_lines).collect();
+        let inner = width.saturating_sub(4);
+        let mut nested: Vec<Line<'static>> = work
+            .items
+            .iter()
+            .flat_map(|item| item_lines(item, inner))
+            .collect();
         nested.extend(markdown::render(&screen_text(&work.streaming)));
         for line in nested {
             let mut spans = vec![Span::styled("  │ ", DIM)];
@@ -188,13 +220,14 @@ fn waiting_call(view: &ChatView) -> Option<usize> {
     })
 }
 
-/// A tool call in a few lines: name, short arguments, a trimmed result.
-pub fn tool_lines(tool: &ToolView) -> Vec<Line<'static>> {
-    tool_lines_pending(tool, "  … running")
+/// A tool call in a few lines: name, short arguments, a trimmed result (each of
+/// its lines cut to the `width` of the screen).
+pub fn tool_lines(tool: &ToolView, width: usize) -> Vec<Line<'static>> {
+    tool_lines_pending(tool, "  … running", width)
 }
 
 /// [`tool_lines`], saying `pending` while the call has no result.
-fn tool_lines_pending(tool: &ToolView, pending: &'static str) -> Vec<Line<'static>> {
+fn tool_lines_pending(tool: &ToolView, pending: &'static str, width: usize) -> Vec<Line<'static>> {
     let mut head = vec![Span::styled("⚙ ", Style::new().fg(Color::Magenta))];
     if !tool.agent.is_empty() {
         head.push(Span::styled(
@@ -229,8 +262,9 @@ fn tool_lines_pending(tool: &ToolView, pending: &'static str) -> Vec<Line<'stati
             }
             for (i, line) in content.iter().take(RESULT_LINES_SHOWN).enumerate() {
                 let marker = if i == 0 { marker } else { "    " };
+                let room = width.saturating_sub(marker.width()).max(MIN_RESULT_WIDTH);
                 lines.push(Line::styled(
-                    format!("{marker}{}", shorten(line, 100)),
+                    format!("{marker}{}", shorten(line, room)),
                     style,
                 ));
             }
@@ -251,6 +285,11 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     // conversation of thousands of messages costs what a screenful costs.
     let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
     let mut count = 0;
+    if !view.arriving.is_empty() {
+        let lines = wrap_lines(&arriving_lines(view), width);
+        count += lines.len();
+        blocks.push(lines);
+    }
     if !view.streaming.is_empty() {
         let lines = wrap_lines(&markdown::render(&screen_text(&view.streaming)), width);
         count += lines.len();
@@ -263,9 +302,9 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         }
         let shown = match &view.items[index] {
             Item::Tool(tool) if Some(index) == waiting => {
-                tool_lines_pending(tool, "  … waiting for your answer")
+                tool_lines_pending(tool, "  … waiting for your answer", width)
             }
-            _ => view_item_lines(view, index),
+            _ => view_item_lines(view, index, width),
         };
         let mut lines = wrap_lines(&shown, width);
         lines.push(Line::default());
@@ -273,7 +312,10 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         blocks.push(lines);
     }
     let mut lines: Vec<Line<'static>> = blocks.into_iter().rev().flatten().collect();
-    if lines.last().is_some_and(|l| l.width() == 0) && view.streaming.is_empty() {
+    if lines.last().is_some_and(|l| l.width() == 0)
+        && view.streaming.is_empty()
+        && view.arriving.is_empty()
+    {
         lines.pop();
     }
     let end = lines

@@ -269,6 +269,9 @@ pub struct ChatView {
     pub work: BTreeMap<usize, SubagentWork>,
     /// The call each working subagent works for, as an index in `items`.
     pub working: HashMap<String, usize>,
+    /// The tools of the calls whose arguments are arriving now (shown until the
+    /// reply is complete, when the calls themselves are).
+    pub arriving: Vec<String>,
 }
 
 /// What a key asks the chat to do.
@@ -297,6 +300,30 @@ impl ChatView {
         let text = std::mem::take(&mut self.streaming);
         if !text.trim().is_empty() {
             self.items.push(Item::Assistant(text));
+        }
+    }
+
+    /// The reply arriving now broke off and is asked for again: what came of it is
+    /// shown as withdrawn, never as a reply.
+    pub fn withdraw_stream(&mut self) {
+        self.arriving.clear();
+        let text = std::mem::take(&mut self.streaming);
+        if !text.trim().is_empty() {
+            self.items.push(Item::Notice(format!(
+                "{} … (withdrawn: this reply broke off and is asked for again)",
+                text.trim_end()
+            )));
+        }
+    }
+
+    /// Says that a model call is tried again: in place of the line about the
+    /// previous attempt when nothing came between (a server that cannot be
+    /// reached fails every attempt the same way).
+    pub fn retrying(&mut self, line: &str) {
+        let is_retry = |text: &str| text.contains("(retrying, attempt ");
+        match self.items.last_mut() {
+            Some(Item::Notice(last)) if is_retry(last) => *last = line.to_owned(),
+            _ => self.items.push(Item::Notice(line.to_owned())),
         }
     }
 
