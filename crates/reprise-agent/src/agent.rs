@@ -138,6 +138,15 @@ impl AgentBuilder {
         self
     }
 
+    /// The most tokens a summary of the older history may have (the summary
+    /// request's `max_tokens`); unset, a third of the compaction limit, at least 64.
+    /// At most a quarter of the context window either way. A summary cut at this
+    /// limit is kept and reported ([`AgentEvent::SummaryCutOff`]).
+    pub fn summary_max_tokens(mut self, tokens: u32) -> Self {
+        self.config.context.summary_max_tokens = Some(tokens);
+        self
+    }
+
     /// Takes the session's writer lock (failing at once with
     /// [`StoreError::Locked`] if another writer has it), loads the session and its
     /// subagents' transcripts, and closes tool calls left without a result.

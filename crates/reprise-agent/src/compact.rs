@@ -56,6 +56,9 @@ pub struct ContextSettings {
     /// The share of the window a request may fill (default
     /// [`DEFAULT_COMPACT_THRESHOLD`]).
     pub threshold: f64,
+    /// The `max_tokens` of a summary request; `None` for a third of the compaction
+    /// limit. Either way at most a quarter of the window.
+    pub summary_max_tokens: Option<u32>,
 }
 
 impl Default for ContextSettings {
@@ -63,6 +66,7 @@ impl Default for ContextSettings {
         ContextSettings {
             window: None,
             threshold: DEFAULT_COMPACT_THRESHOLD,
+            summary_max_tokens: None,
         }
     }
 }
@@ -76,10 +80,22 @@ pub(crate) struct Budget {
     pub reply_room: u64,
     /// The largest request sent without compacting first.
     pub limit: u64,
+    /// The `max_tokens` asked for a summary, when set.
+    pub summary_max_tokens: Option<u64>,
 }
 
 impl Budget {
     pub fn new(window: u32, threshold: f64, max_tokens: Option<u32>) -> Budget {
+        Budget::with_summary_limit(window, threshold, max_tokens, None)
+    }
+
+    /// [`Budget::new`] with summaries asked for at most `summary_max_tokens`.
+    pub fn with_summary_limit(
+        window: u32,
+        threshold: f64,
+        max_tokens: Option<u32>,
+        summary_max_tokens: Option<u32>,
+    ) -> Budget {
         let window = u64::from(window.max(256));
         let quarter = window / 4;
         let reply_room = max_tokens.map_or(quarter, |n| u64::from(n).min(quarter));
@@ -88,6 +104,7 @@ impl Budget {
             window,
             reply_room,
             limit: by_share.min(window - reply_room),
+            summary_max_tokens: summary_max_tokens.map(u64::from),
         }
     }
 
@@ -106,11 +123,14 @@ impl Budget {
         (self.window - self.reply_room.max(self.summary_limit())).saturating_sub(self.window / 8)
     }
 
-    /// The `max_tokens` of a summary request: a third of the limit (the size the
-    /// summary is asked for and cut to), at most a quarter of the window, whatever
-    /// the chat's own replies may take.
+    /// The `max_tokens` of a summary request: the one set, else a third of the limit
+    /// (the size the summary is asked for and cut to), at least 64; at most a quarter
+    /// of the window, whatever the chat's own replies may take.
     pub fn summary_limit(&self) -> u64 {
-        (self.limit / 3).min(self.window / 4).max(64)
+        match self.summary_max_tokens {
+            Some(set) => set.clamp(1, (self.window / 4).max(1)),
+            None => (self.limit / 3).min(self.window / 4).max(64),
+        }
     }
 }
 
@@ -388,6 +408,15 @@ mod tests {
         assert_eq!(budget.limit, 1_638);
         let budget = Budget::new(2_048, 0.95, None);
         assert_eq!(budget.limit, 1_536);
+    }
+
+    #[test]
+    fn a_summary_limit_that_is_set_wins_within_a_quarter_of_the_window() {
+        assert_eq!(Budget::new(2_048, 0.8, Some(32)).summary_limit(), 512);
+        let set = |n| Budget::with_summary_limit(2_048, 0.8, Some(32), Some(n)).summary_limit();
+        assert_eq!(set(32), 32);
+        assert_eq!(set(100_000), 512);
+        assert_eq!(set(0), 1);
     }
 
     #[test]

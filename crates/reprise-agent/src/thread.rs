@@ -354,7 +354,12 @@ impl Thread {
     }
 
     fn budget(&self, window: u32) -> Budget {
-        Budget::new(window, self.context.threshold, self.provider.max_tokens())
+        Budget::with_summary_limit(
+            window,
+            self.context.threshold,
+            self.provider.max_tokens(),
+            self.context.summary_max_tokens,
+        )
     }
 
     /// Compacts when the next request would pass the threshold of a known window.

@@ -127,6 +127,8 @@ async fn open_agent(
         .store(store.clone() as Arc<dyn SessionStore>)
         .session_id("long")
         .context_window(WINDOW)
+        // A base model never ends a summary by itself: short ones keep the test quick.
+        .summary_max_tokens(MAX_TOKENS)
         // One model call per turn: a 270M base model calls tools again and again,
         // and each call's result is in the next turn's request.
         .max_turns(1)

@@ -171,6 +171,9 @@ impl Opener {
         for subagent in subagents {
             builder = builder.subagent(subagent);
         }
+        if let Some(tokens) = self.settings.summary_max_tokens {
+            builder = builder.summary_max_tokens(tokens);
+        }
         let built = builder
             .store(store)
             .session_id(session_id)

@@ -94,6 +94,8 @@ macro_rules! model_keys {
                 /// The share of the context window a request may fill before the
                 /// history is compacted.
                 pub compact_threshold: Option<$crate::config::values::WindowShare>,
+                /// The most tokens a summary of the older history may have.
+                pub summary_max_tokens: Option<u32>,
                 $($after)*
             ]
         }

@@ -302,6 +302,9 @@ pub struct Settings {
     pub context_window: Option<u32>,
     /// The share of the window a request may fill before compacting.
     pub compact_threshold: f64,
+    /// The most tokens a summary of the older history may have (unset: the agent's
+    /// default).
+    pub summary_max_tokens: Option<u32>,
     /// Run tool calls without asking.
     pub yes: bool,
     /// The config file that was read, if any.
@@ -590,6 +593,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     let agents = resolve_agents(file.agents.as_ref(), &generation);
     let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);
+    let summary_max_tokens = per_model.summary_max_tokens.or(file.summary_max_tokens);
     let compact_threshold = per_model
         .compact_threshold
         .or(file.compact_threshold)
@@ -611,6 +615,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         turn_timeout,
         context_window,
         compact_threshold,
+        summary_max_tokens,
         yes: args.yes,
         config_file,
         mcp: file.mcp,
@@ -827,6 +832,27 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(error.len() < 2000, "{} bytes", error.len());
+    }
+
+    #[test]
+    fn the_summary_limit_comes_from_the_models_table_then_the_top() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        let settings = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            let args = ChatArgs {
+                config: Some(file.clone()),
+                model: Some("small".into()),
+                ..ChatArgs::default()
+            };
+            resolve(&args, &env_of(&[])).unwrap().summary_max_tokens
+        };
+        assert_eq!(settings(""), None);
+        assert_eq!(settings("summary_max_tokens = 300\n"), Some(300));
+        assert_eq!(
+            settings("summary_max_tokens = 300\n[models.small]\nsummary_max_tokens = 40\n"),
+            Some(40)
+        );
     }
 
     #[test]
