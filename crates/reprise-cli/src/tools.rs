@@ -52,7 +52,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
     let read = tool(
         "read_file",
         "Read a text file under the working directory (at most 64 KiB).",
-        move |args: ReadFile| {
+        move |args: ReadFile, _| {
             let root = read_root.clone();
             async move {
                 let path = inside(&root, &args.path)?;
@@ -72,7 +72,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
     let list = tool(
         "list_dir",
         "List the entries of a folder under the working directory.",
-        move |args: ListDir| {
+        move |args: ListDir, _| {
             let root = root.clone();
             async move {
                 let path = inside(&root, args.path.as_deref().unwrap_or("."))?;

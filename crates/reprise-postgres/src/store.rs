@@ -253,24 +253,6 @@ impl PgSessionStore {
         &self.inner.pool
     }
 
-    /// Waits for the releases of dropped locks to reach the server, then closes the
-    /// pool. Without it a dropped lock's lease may stay live (for other processes)
-    /// until it expires.
-    pub async fn close(&self) {
-        let tasks: Vec<_> = std::mem::take(
-            &mut *self
-                .inner
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for task in tasks {
-            let _ = task.await;
-        }
-        self.inner.appender.release();
-        self.inner.pool.close().await;
-    }
-
     /// The sessions, most recently updated first, `limit` at a time: pass the cursor
     /// returned with a page to get the next one (`None` after the last page).
     pub async fn list_sessions_page(
@@ -691,13 +673,14 @@ impl SessionStore for PgSessionStore {
             epoch,
             options.lease,
         ));
-        Ok(WriterLock::new(LeaseGuard {
+        Ok(WriterLock::releasable(LeaseGuard {
             pool: self.inner.pool.clone(),
             session: session_id.to_owned(),
             lease,
             held: Arc::clone(&self.inner.held),
             pending: Arc::clone(&self.inner.pending),
             renewal,
+            released: false,
         }))
     }
 
@@ -732,5 +715,25 @@ impl SessionStore for PgSessionStore {
                 "reprise_fork answered {other:?}: the schema is newer than this library"
             ))),
         }
+    }
+
+    /// Waits for the releases of dropped locks to reach the server, then closes the
+    /// pool: every clone of the store is closed. Without it a dropped lock's lease
+    /// may stay live (for other processes) until it expires; a lock let go of with
+    /// `WriterLock::release` (or `Agent::close`) needs no close.
+    async fn close(&self) -> Result<(), StoreError> {
+        let tasks: Vec<_> = std::mem::take(
+            &mut *self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.inner.appender.release();
+        self.inner.pool.close().await;
+        Ok(())
     }
 }

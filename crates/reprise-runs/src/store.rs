@@ -36,11 +36,11 @@ use reprise_session::fs::{
     DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
+use reprise_session::parts::ForkSyncs;
 use reprise_session::parts::copy_lines;
 use reprise_session::parts::jsonl_stems;
 use reprise_session::parts::load_file_beneath;
 use reprise_session::parts::{BlockingStore, OverBlockingStore};
-use reprise_session::parts::{ForkSyncs, without_stalling};
 use reprise_session::parts::{LockRegistry, acquire};
 use reprise_session::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use reprise_session::{Durability, load_file};
@@ -238,13 +238,6 @@ impl RunStore {
         self.inner.fork_syncs.pending()
     }
 
-    /// Waits until the data of the fork that made this run folder is on disk, without
-    /// stalling the async runtime's other tasks, then drops this handle.
-    pub async fn close(self) {
-        let inner = self.inner;
-        without_stalling(move || inner.fork_syncs.wait()).await;
-    }
-
     /// The session this run folder holds, from `session.json` (`None` before the first
     /// append).
     pub fn session_id(&self) -> Result<Option<String>, StoreError> {
@@ -418,6 +411,12 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    /// Waits until the data of the fork that made this run folder is on disk.
+    fn close(&self) -> Result<(), StoreError> {
+        self.fork_syncs.wait();
+        Ok(())
+    }
+
     fn append_is_short(&self, key: &SessionKey) -> bool {
         // Busy (another call is using the run): not known to be short.
         let Ok(state) = self.state.try_lock() else {

@@ -103,7 +103,7 @@ fn town_tools(town: Arc<Town>) -> Vec<Arc<dyn Tool>> {
     let talk_to = tool(
         "talk_to",
         "Talk to someone in town. Returns what they say.",
-        move |args: TalkTo| {
+        move |args: TalkTo, _| {
             let town = for_talk.clone();
             async move { town.talk(&args.npc) }
         },
@@ -111,7 +111,7 @@ fn town_tools(town: Arc<Town>) -> Vec<Arc<dyn Tool>> {
     let buy = tool(
         "buy",
         "Buy an item at the shop. Returns the price and the gold left.",
-        move |args: Buy| {
+        move |args: Buy, _| {
             let town = town.clone();
             async move { town.buy(&args.item) }
         },
@@ -235,7 +235,7 @@ async fn quest(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // it (dropping the store's last handle would too).
     drop((day2, west));
     if let Ok(store) = Arc::try_unwrap(store) {
-        store.close().await;
+        store.close().await?;
     }
     Ok(())
 }

@@ -170,7 +170,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    store.close().await;
+    store.close().await?;
     Ok(())
 }
 

@@ -39,7 +39,7 @@
 //! }
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo| async move {
+//! let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo, _| async move {
 //!     Ok::<_, String>(format!("{} says: bring a torch.", args.npc))
 //! });
 //! let provider = Arc::new(OpenAiProvider::new(OpenAiConfig::new("llama3.1"))?);

@@ -28,7 +28,7 @@ use crate::fs::{
 };
 use crate::store::blocking_store::{BlockingStore, OverBlockingStore};
 use crate::store::fork_copy::copy_lines;
-use crate::store::fork_sync::{ForkSyncs, without_stalling};
+use crate::store::fork_sync::ForkSyncs;
 use crate::store::id::{SessionKey, validate_id};
 use crate::store::jsonl::Durability;
 use crate::store::jsonl_writer::JsonlWriter;
@@ -165,13 +165,6 @@ impl FileSessionStore {
     pub fn pending_fork_syncs(&self) -> usize {
         self.inner.fork_syncs.pending()
     }
-
-    /// Waits until the data of every fork this store (any clone of it) made is on
-    /// disk, without stalling the async runtime's other tasks, then drops this handle.
-    pub async fn close(self) {
-        let inner = self.inner;
-        without_stalling(move || inner.fork_syncs.wait()).await;
-    }
 }
 
 impl Inner {
@@ -239,6 +232,12 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    /// Waits until the data of every fork this store (any clone of it) made is on disk.
+    fn close(&self) -> Result<(), StoreError> {
+        self.fork_syncs.wait();
+        Ok(())
+    }
+
     fn append_is_short(&self, key: &SessionKey) -> bool {
         let writers = self.writers(key.session_id());
         // Busy (another call is using the session): not known to be short.
@@ -605,7 +604,7 @@ mod tests {
         let store = forked_store(dir.path()).await;
         let clone = store.clone();
         assert_eq!(clone.pending_fork_syncs(), 1);
-        store.close().await;
+        store.close().await.unwrap();
         assert_eq!(clone.pending_fork_syncs(), 0);
     }
 }
