@@ -129,7 +129,7 @@ impl RunCatalog for PgRunCatalog {
         format!("the database at {}", self.store.server())
     }
 
-    /// The newest [`LISTING_PAGE`] runs: one page of the session index.
+    /// The newest `LISTING_PAGE` runs: one page of the session index.
     fn listing_page(&self) -> Option<u32> {
         Some(LISTING_PAGE)
     }

@@ -51,7 +51,7 @@ pub(crate) fn lock_held(held: &HeldLeases) -> MutexGuard<'_, HashMap<String, Hel
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Release tasks still in flight, awaited by `PgSessionStore::close`.
+/// Release tasks still in flight, awaited by `SessionStore::close` of `PgSessionStore`.
 pub(crate) type PendingReleases = Arc<Mutex<Vec<JoinHandle<()>>>>;
 
 /// What a `WriterLock` from `PgSessionStore::lock` holds.

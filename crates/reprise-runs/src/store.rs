@@ -174,7 +174,7 @@ pub struct Inner {
 ///
 /// A run folder is forked with [`fork_run`], which returns the new folder's store with
 /// the fork's data still being synced in the background. The store owns that sync:
-/// [`RunStore::close`] waits for it, and dropping the last clone of the store waits for
+/// [`SessionStore::close`](reprise_session::SessionStore::close) waits for it, and dropping the last clone of the store waits for
 /// it too, so once the store is gone the fork is on disk. In async code prefer
 /// `close().await`: a drop waits on the thread it runs on.
 #[derive(Clone, Debug)]

@@ -116,7 +116,7 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// A fork returns once its copy is in place and syncs the copied data in the
 /// background (see [`SessionStore::fork`](crate::SessionStore::fork)). The store owns
-/// those syncs: [`FileSessionStore::close`] waits for them, and dropping the last clone
+/// those syncs: [`SessionStore::close`](crate::SessionStore::close) waits for them, and dropping the last clone
 /// of the store waits for them too, so once the store is gone every fork it made is on
 /// disk. In async code prefer `close().await`: a drop waits on the thread it runs on.
 #[derive(Clone, Debug)]
