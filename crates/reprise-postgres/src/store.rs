@@ -28,6 +28,22 @@ use crate::options::PgStoreOptions;
 ///
 /// Cheap to clone (clones share the pool and the leases held). See the crate
 /// documentation for the writer leases.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use reprise_postgres::{PgSessionStore, PgStoreOptions};
+/// use reprise_session::{Entry, Message, SessionKey, SessionStore};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let options = PgStoreOptions::default().with_lease(Duration::from_secs(30));
+/// let store = PgSessionStore::connect("postgres://app@db.internal/agents", options).await?;
+/// let key = SessionKey::session("conversation-42")?;
+/// let writer = store.lock("conversation-42").await?; // StoreError::Locked if another worker has it
+/// store.append(&key, &[Entry::message(Message::user("hello"))]).await?;
+/// writer.release().await?; // the next worker may take it at once
+/// store.close().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct PgSessionStore {
     inner: Arc<Inner>,

@@ -143,9 +143,13 @@ pub mod prelude {
     pub use reprise_session::{FileSessionStore, MemoryStore, Message, SessionStore, StoreError};
 }
 
-/// The guides of `docs/`, compiled as doctests so that their code always builds.
+/// The README and the guides of `docs/`, compiled as doctests so that their code
+/// always builds.
 #[cfg(doctest)]
 mod guides {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+
     #[doc = include_str!("../../../docs/library.md")]
     struct Library;
 

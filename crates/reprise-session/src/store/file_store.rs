@@ -119,6 +119,23 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// those syncs: [`SessionStore::close`](crate::SessionStore::close) waits for them, and dropping the last clone
 /// of the store waits for them too, so once the store is gone every fork it made is on
 /// disk. In async code prefer `close().await`: a drop waits on the thread it runs on.
+///
+/// ```
+/// use reprise_session::{Entry, FileSessionStore, Message, SessionKey, SessionStore};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = FileSessionStore::new(dir.path());
+/// let key = SessionKey::session("quest-1")?;
+/// store.append(&key, &[Entry::message(Message::user("Where is the key?"))]).await?;
+/// assert!(dir.path().join("quest-1.jsonl").exists());
+/// store.fork("quest-1", "quest-2", None).await?;
+/// let copy = store.load(&SessionKey::session("quest-2")?).await?.unwrap_or_default();
+/// assert_eq!(copy.entries.len(), 1);
+/// store.close().await?; // the fork's data is on disk
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct FileSessionStore {
     inner: Arc<Inner>,

@@ -201,6 +201,25 @@ impl std::fmt::Debug for WriterLock {
 ///
 /// Every implementation passes the same conformance suite
 /// (the `conformance` module, run by `tests/it/conformance.rs`).
+///
+/// ```
+/// use reprise_session::{Entry, MemoryStore, Message, SessionKey, SessionStore, StoreError};
+///
+/// # async fn demo() -> Result<(), StoreError> {
+/// let store: &dyn SessionStore = &MemoryStore::new();
+/// let key = SessionKey::session("quest-1")?;
+/// let writer = store.lock("quest-1").await?;            // one writer per session
+/// assert!(matches!(store.lock("quest-1").await, Err(StoreError::Locked { .. })));
+/// let hello = Entry::message(Message::user("hello"));
+/// store.append(&key, &[hello.clone()]).await?;        // durable when it returns
+/// let again = store.append(&key, &[hello]).await?;    // a uuid it holds is skipped
+/// assert_eq!(again.skipped, 1);
+/// writer.release().await?;
+/// assert_eq!(store.load(&key).await?.unwrap_or_default().entries.len(), 1);
+/// store.close().await
+/// # }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
