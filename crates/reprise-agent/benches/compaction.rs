@@ -105,7 +105,7 @@ fn read_file() -> Arc<dyn Tool> {
     Arc::new(tool(
         "read_file",
         "Read a file",
-        |_args: ReadFile| async move {
+        |_args: ReadFile, _| async move {
             Ok::<_, String>("a line of the file, of some length\n".repeat(58))
         },
     ))

@@ -9,13 +9,13 @@ use reprise_session::{
     LoadWarning, MemoryStore, Message, SessionKey, SessionStore, StoreError, WriterLock,
 };
 use tokio::sync::Mutex;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::compact::ContextSettings;
 use crate::error::AgentError;
-use crate::events::AgentEvent;
+use crate::events::EventSink;
+use crate::prompt::Prompt;
 use crate::subagent::{Subagent, SubagentHandle};
 use crate::thread::{
     Callable, CompactionCause, CompactionReport, RunContext, Thread, ThreadConfig,
@@ -46,6 +46,31 @@ struct AgentConfig {
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
+///
+/// A builder is a definition that can open many sessions: clone it, or call
+/// [`AgentBuilder::open`] with each session id.
+///
+/// ```
+/// use std::sync::Arc;
+/// use reprise_agent::{Agent, AgentError};
+/// use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};
+/// use reprise_session::MemoryStore;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let provider: Arc<dyn Provider> = Arc::new(OpenAiProvider::new(OpenAiConfig::new("llama3.1"))?);
+/// let agents = Agent::builder(provider)
+///     .system("You are the town's guide.")
+///     .store(Arc::new(MemoryStore::new()));
+/// let first = agents.open("visitor-1").await?;
+/// let second = agents.open("visitor-2").await?;
+/// // One writer per session: the same id again is refused while `first` holds it.
+/// assert!(agents.open("visitor-1").await.unwrap_err().is_locked());
+/// first.close().await?;
+/// second.close().await?;
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
+#[derive(Clone)]
 pub struct AgentBuilder {
     config: AgentConfig,
     store: Option<Arc<dyn SessionStore>>,
@@ -66,9 +91,14 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds tools.
-    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
-        self.config.tools.extend(tools);
+    /// Adds tools (each as [`AgentBuilder::tool`] takes it: an `Arc<dyn Tool>` is a
+    /// tool too).
+    pub fn tools<T: Tool + 'static>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        self.config.tools.extend(
+            tools
+                .into_iter()
+                .map(|tool| Arc::new(tool) as Arc<dyn Tool>),
+        );
         self
     }
 
@@ -159,12 +189,43 @@ impl AgentBuilder {
             .unwrap_or_else(|| Uuid::now_v7().to_string());
         open(self.config, store, session_id).await
     }
+
+    /// [`build`](Self::build)s an agent of this definition on `session_id`, leaving
+    /// the builder as it is for the next session. Without a store set, each call
+    /// gets a new [`MemoryStore`].
+    pub async fn open(&self, session_id: impl Into<String>) -> Result<Agent, AgentError> {
+        self.clone().session_id(session_id).build().await
+    }
 }
 
 /// An agent over one session: a model, tools, subagents, and a history that is on
 /// disk the moment each message exists.
 ///
-/// The agent holds the session's writer lock for as long as it lives.
+/// The agent holds the session's writer lock until it is closed
+/// ([`Agent::close`]) or dropped. Closing lets go of it before returning; a drop
+/// lets go too, but a store shared across processes (PostgreSQL) may finish that
+/// in the background, after the drop: close an agent whose session another process
+/// may take next.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use reprise_agent::Agent;
+/// use reprise_provider::{OpenAiConfig, OpenAiProvider};
+/// use reprise_session::FileSessionStore;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let provider = Arc::new(OpenAiProvider::new(OpenAiConfig::new("llama3.1"))?);
+/// let mut agent = Agent::builder(provider)
+///     .system("You are Astor, an adventurer.")
+///     .store(Arc::new(FileSessionStore::new("./sessions")))
+///     .session_id("quest-1")
+///     .build()
+///     .await?;
+/// let answer = agent.run("Where is the Cave of Echoes?").await?;
+/// println!("{answer}");
+/// agent.close().await?;
+/// # Ok(()) }
+/// ```
 pub struct Agent {
     config: AgentConfig,
     store: Arc<dyn SessionStore>,
@@ -172,7 +233,7 @@ pub struct Agent {
     thread: Thread,
     subagents: Vec<Arc<SubagentHandle>>,
     warnings: Vec<LoadWarning>,
-    _lock: WriterLock,
+    lock: WriterLock,
 }
 
 impl std::fmt::Debug for Agent {
@@ -255,7 +316,7 @@ async fn open(
         thread,
         subagents,
         warnings: all_warnings,
-        _lock: lock,
+        lock,
     })
 }
 
@@ -312,35 +373,44 @@ impl Agent {
     /// Sends `prompt` and runs until the model answers without calling a tool;
     /// returns that answer's text. The prompt, each assistant message and each tool
     /// result are durable before the next model or tool call starts.
-    pub async fn run(&mut self, prompt: impl Into<String>) -> Result<String, AgentError> {
-        let ctx = RunContext::new(None, CancellationToken::new());
-        self.thread.run(Some(Message::user(prompt)), &ctx).await
-    }
-
-    /// [`Agent::run`] for a UI: what happens is sent to `events` as it happens, and
-    /// cancelling `cancel` stops the run. After a cancel, every complete message is
-    /// kept, tool calls still running are closed with an error result ("cancelled by
-    /// the user"), and a half-streamed answer is dropped; the run returns
-    /// [`AgentError::Cancelled`] and the agent can run again.
-    pub async fn run_streaming(
-        &mut self,
-        prompt: impl Into<String>,
-        events: UnboundedSender<AgentEvent>,
-        cancel: CancellationToken,
-    ) -> Result<String, AgentError> {
-        self.run_message(Message::user(prompt), Some(events), cancel)
+    ///
+    /// `prompt` is text or a [`Prompt`]. A prompt given with an id
+    /// ([`Prompt::with_id`]) is stored and sent once: run again with the same id
+    /// after a failure or a cancel, the run goes on from the stored prompt (as
+    /// [`Agent::answer_pending`] does); after it was answered, the run returns
+    /// that answer without calling the model.
+    pub async fn run(&mut self, prompt: impl Into<Prompt>) -> Result<String, AgentError> {
+        self.run_message(prompt, None, CancellationToken::new())
             .await
     }
 
-    /// The most general run: any user message (multi-part content), optional events.
+    /// [`Agent::run`] for a UI: what happens is sent to `events` as it happens (an
+    /// unbounded or a bounded channel, see [`EventSink`]), and cancelling `cancel`
+    /// stops the run. After a cancel, every complete message is kept, tool calls
+    /// still running are closed with an error result ("cancelled by the user"), and
+    /// a half-streamed answer is dropped; the run returns [`AgentError::Cancelled`]
+    /// and the agent can run again.
+    pub async fn run_streaming(
+        &mut self,
+        prompt: impl Into<Prompt>,
+        events: impl Into<EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<String, AgentError> {
+        self.run_message(prompt, Some(events.into()), cancel).await
+    }
+
+    /// The most general run: any prompt (multi-part content: [`Prompt::message`]),
+    /// optional events.
     pub async fn run_message(
         &mut self,
-        prompt: Message,
-        events: Option<UnboundedSender<AgentEvent>>,
+        prompt: impl Into<Prompt>,
+        events: Option<EventSink>,
         cancel: CancellationToken,
     ) -> Result<String, AgentError> {
         let ctx = RunContext::new(events, cancel);
-        self.thread.run(Some(prompt), &ctx).await
+        self.thread
+            .run_entry(Some(prompt.into().into_entry()), &ctx)
+            .await
     }
 
     /// Runs on the session as it is, without a new prompt, until the model answers
@@ -349,7 +419,7 @@ impl Agent {
     /// calls left without a result are closed first, as on every run.
     pub async fn answer_pending(&mut self) -> Result<String, AgentError> {
         let ctx = RunContext::new(None, CancellationToken::new());
-        self.thread.run(None, &ctx).await
+        self.thread.run_entry(None, &ctx).await
     }
 
     /// The session's messages, in the order they were recorded (the system prompt
@@ -391,7 +461,7 @@ impl Agent {
     pub async fn compact(
         &mut self,
         focus: Option<&str>,
-        events: Option<UnboundedSender<AgentEvent>>,
+        events: Option<EventSink>,
         cancel: CancellationToken,
     ) -> Result<Option<CompactionReport>, AgentError> {
         let ctx = RunContext::new(events, cancel);
@@ -460,14 +530,54 @@ impl Agent {
     /// and keeps being this agent's. A run-folder store holds one session and refuses;
     /// fork a run with `reprise_runs::fork_run` and [`Agent::with_session`], or
     /// use [`Agent::fork_into`].
+    ///
+    /// A session nothing was written to yet is not in the store; its fork is a new
+    /// empty session (`new_id` must not exist either).
     pub async fn fork(&self, new_id: &str) -> Result<Agent, AgentError> {
-        self.store.fork(&self.session_id, new_id, None).await?;
+        match self.store.fork(&self.session_id, new_id, None).await {
+            Ok(()) => {}
+            Err(StoreError::NotFound { .. }) if self.is_empty().await => {
+                let lock = self.store.lock(new_id).await?;
+                let exists = self.store.load(&SessionKey::session(new_id)?).await?;
+                lock.release().await?;
+                if exists.is_some() {
+                    return Err(StoreError::AlreadyExists {
+                        session: new_id.to_owned(),
+                    }
+                    .into());
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
         open(
             self.config.clone(),
             Arc::clone(&self.store),
             new_id.to_owned(),
         )
         .await
+    }
+
+    /// Whether nothing is recorded in the session, in its main transcript or its
+    /// subagents'.
+    async fn is_empty(&self) -> bool {
+        if !self.thread.entries().is_empty() {
+            return false;
+        }
+        for handle in &self.subagents {
+            if !handle.thread.lock().await.entries().is_empty() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Lets go of the session: when this returns, the writer lock is released in
+    /// the store (another process can open the session at once) and the agent is
+    /// gone. The store itself stays open for other agents; close it with
+    /// [`SessionStore::close`] before the process ends.
+    pub async fn close(self) -> Result<(), AgentError> {
+        self.lock.release().await?;
+        Ok(())
     }
 
     /// A new agent with this agent's configuration (provider, system prompt, tools,

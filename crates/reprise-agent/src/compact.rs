@@ -85,12 +85,8 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub fn new(window: u32, threshold: f64, max_tokens: Option<u32>) -> Budget {
-        Budget::with_summary_limit(window, threshold, max_tokens, None)
-    }
-
-    /// [`Budget::new`] with summaries asked for at most `summary_max_tokens`.
-    pub fn with_summary_limit(
+    /// Summaries are asked for at most `summary_max_tokens` when it is set.
+    pub fn new(
         window: u32,
         threshold: f64,
         max_tokens: Option<u32>,
@@ -401,19 +397,19 @@ mod tests {
 
     #[test]
     fn the_budget_leaves_room_for_the_reply() {
-        let budget = Budget::new(8_192, 0.8, Some(4_096));
+        let budget = Budget::new(8_192, 0.8, Some(4_096), None);
         assert_eq!(budget.reply_room, 2_048);
         assert_eq!(budget.limit, 6_144);
-        let budget = Budget::new(2_048, 0.8, Some(256));
+        let budget = Budget::new(2_048, 0.8, Some(256), None);
         assert_eq!(budget.limit, 1_638);
-        let budget = Budget::new(2_048, 0.95, None);
+        let budget = Budget::new(2_048, 0.95, None, None);
         assert_eq!(budget.limit, 1_536);
     }
 
     #[test]
     fn a_summary_limit_that_is_set_wins_within_a_quarter_of_the_window() {
-        assert_eq!(Budget::new(2_048, 0.8, Some(32)).summary_limit(), 512);
-        let set = |n| Budget::with_summary_limit(2_048, 0.8, Some(32), Some(n)).summary_limit();
+        assert_eq!(Budget::new(2_048, 0.8, Some(32), None).summary_limit(), 512);
+        let set = |n| Budget::new(2_048, 0.8, Some(32), Some(n)).summary_limit();
         assert_eq!(set(32), 32);
         assert_eq!(set(100_000), 512);
         assert_eq!(set(0), 1);

@@ -4,9 +4,14 @@ use reprise_provider::ProviderError;
 use reprise_session::{IdError, StoreError};
 
 /// Why a run (or building an agent) failed.
+///
+/// New kinds of failure may be added: match with a `_` arm. A session another
+/// writer holds is [`AgentError::is_locked`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
-    /// The session store failed; what was recorded before is on disk.
+    /// The session store failed (or refused an id); what was recorded before is on
+    /// disk.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The model call failed (after the provider's retries); nothing of it was recorded.
@@ -42,9 +47,13 @@ pub enum AgentError {
     /// The run was cancelled; what was complete is recorded, open tool calls closed.
     #[error("cancelled by the user")]
     Cancelled,
-    /// A session id or subagent name that cannot be used.
-    #[error(transparent)]
-    InvalidId(#[from] IdError),
+    /// The prompt given with this id is in the session unanswered, and later
+    /// prompts came after it: it is neither stored nor answered again.
+    #[error("the prompt {id} was never answered and other prompts followed it")]
+    PromptSuperseded {
+        /// The prompt's id.
+        id: uuid::Uuid,
+    },
     /// The agent was configured in a way that cannot work (two tools with one name).
     #[error("invalid agent configuration: {0}")]
     Config(String),
@@ -61,6 +70,20 @@ fn humanize(duration: std::time::Duration) -> String {
         (0, s) => format!("{s}s"),
         (m, 0) => format!("{m}m"),
         (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+impl AgentError {
+    /// Whether the session is held by another writer (in this process or another):
+    /// the same request may succeed once that writer lets go.
+    pub fn is_locked(&self) -> bool {
+        matches!(self, AgentError::Store(StoreError::Locked { .. }))
+    }
+}
+
+impl From<IdError> for AgentError {
+    fn from(error: IdError) -> Self {
+        AgentError::Store(StoreError::InvalidId(error))
     }
 }
 

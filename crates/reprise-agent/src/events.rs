@@ -4,13 +4,32 @@ use std::time::Duration;
 
 use reprise_provider::{StreamEvent, Usage};
 use reprise_session::{Message, SessionKey};
+use tokio::sync::mpsc::{Sender, UnboundedSender};
 use uuid::Uuid;
 
 use crate::tool::ToolOutput;
 
 /// One thing that happened during a turn. Every event names the agent it comes
 /// from: the main agent's name, or a subagent's name for what its child agent does.
+///
+/// New kinds of events may be added: match with a `_` arm.
+///
+/// ```
+/// use reprise_agent::AgentEvent;
+///
+/// fn show(event: &AgentEvent) {
+///     match event {
+///         AgentEvent::TextDelta { text, .. } => print!("{text}"),
+///         AgentEvent::ToolCallStarted { name, .. } => println!("[{name}…]"),
+///         AgentEvent::ToolCallFinished { name, denied: true, .. } => println!("[{name} refused]"),
+///         AgentEvent::ToolCallFinished { output, .. } => println!("→ {}", output.content),
+///         _ => {}
+///     }
+/// }
+/// # show(&AgentEvent::TextDelta { agent: "main".into(), text: "hi".into() });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// A model call begins (the spinner starts).
     ModelCallStarted {
@@ -67,6 +86,8 @@ pub enum AgentEvent {
         name: String,
         /// What the model is told.
         output: ToolOutput,
+        /// Whether the approver refused the call (it did not run).
+        denied: bool,
     },
     /// A subagent takes up a task: its events from here until the parent call's
     /// `ToolCallFinished` belong to that call.
@@ -190,5 +211,46 @@ impl AgentEvent {
                 delay,
             },
         }
+    }
+}
+
+/// Where a run sends its [`AgentEvent`]s: an unbounded channel, or a bounded one
+/// (`tokio::sync::mpsc::channel(n)`) for a slow reader, such as a client at the
+/// other end of a network stream. With a bounded channel the run waits while the
+/// channel is full, so it goes no faster than the reader; a reader that goes away
+/// (drops its receiver) never stops the run.
+#[derive(Clone, Debug)]
+pub struct EventSink(Sink);
+
+#[derive(Clone, Debug)]
+enum Sink {
+    Unbounded(UnboundedSender<AgentEvent>),
+    Bounded(Sender<AgentEvent>),
+}
+
+impl EventSink {
+    /// Sends one event, waiting for room in a bounded channel.
+    pub(crate) async fn send(&self, event: AgentEvent) {
+        // A reader that went away must not stop the agent from finishing its turn.
+        match &self.0 {
+            Sink::Unbounded(events) => {
+                let _ = events.send(event);
+            }
+            Sink::Bounded(events) => {
+                let _ = events.send(event).await;
+            }
+        }
+    }
+}
+
+impl From<UnboundedSender<AgentEvent>> for EventSink {
+    fn from(events: UnboundedSender<AgentEvent>) -> Self {
+        EventSink(Sink::Unbounded(events))
+    }
+}
+
+impl From<Sender<AgentEvent>> for EventSink {
+    fn from(events: Sender<AgentEvent>) -> Self {
+        EventSink(Sink::Bounded(events))
     }
 }

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::schema::parameters_schema;
-use crate::tool::{Tool, ToolInvocation, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolInvocation, ToolOutput};
 
 /// A tool whose arguments deserialize into `A` and whose work is the function `F`.
 /// Made by [`tool`].
@@ -24,7 +24,9 @@ pub struct FnTool<A, F> {
     _args: PhantomData<fn(A)>,
 }
 
-/// Makes a tool from a name, a description and an async function of its arguments.
+/// Makes a tool from a name, a description and an async function of its arguments
+/// and the call's [`ToolContext`] (session id, agent, call id, idempotency key,
+/// cancellation token).
 ///
 /// The argument type gives the JSON Schema offered to the model (inlined, as
 /// OpenAI-compatible servers want it). Arguments the model sends that do not
@@ -43,7 +45,9 @@ pub struct FnTool<A, F> {
 ///     npc: String,
 /// }
 ///
-/// let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo| async move {
+/// let talk_to = tool("talk_to", "Talk to someone in town.", |args: TalkTo, call| async move {
+///     // The same key on every attempt of this call: for a service that de-duplicates.
+///     let _key = call.idempotency_key;
 ///     Ok::<_, std::convert::Infallible>(format!("{} nods.", args.npc))
 /// });
 /// # let _ = talk_to;
@@ -55,7 +59,7 @@ pub fn tool<A, F, Fut, R, E>(
 ) -> FnTool<A, F>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
+    F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<R, E>> + Send + 'static,
     R: Into<ToolOutput>,
     E: Display,
@@ -108,7 +112,7 @@ pub fn parse_arguments<A: DeserializeOwned>(tool: &str, arguments: &str) -> Resu
 impl<A, F, Fut, R, E> Tool for FnTool<A, F>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
+    F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<R, E>> + Send + 'static,
     R: Into<ToolOutput>,
     E: Display,
@@ -126,7 +130,7 @@ where
             Ok(args) => args,
             Err(output) => return output,
         };
-        match (self.execute)(args).await {
+        match (self.execute)(args, invocation.context).await {
             Ok(result) => result.into(),
             Err(error) => ToolOutput::error(format!("{} failed: {error}", self.name)),
         }
@@ -147,15 +151,21 @@ mod tests {
 
     fn invocation(arguments: &str) -> ToolInvocation {
         ToolInvocation {
-            id: "call_1".into(),
             name: "buy".into(),
             arguments: arguments.into(),
-            cancel: CancellationToken::new(),
+            context: ToolContext {
+                session_id: "s1".into(),
+                agent: "main".into(),
+                subagent: false,
+                call_id: "call_1".into(),
+                idempotency_key: "key_1".into(),
+                cancel: CancellationToken::new(),
+            },
         }
     }
 
     fn buy_tool() -> impl Tool {
-        tool("buy", "Buy an item.", |args: Buy| async move {
+        tool("buy", "Buy an item.", |args: Buy, _| async move {
             if args.item == "dragon" {
                 return Err("not for sale");
             }
@@ -213,10 +223,30 @@ mod tests {
     async fn empty_arguments_mean_an_empty_object() {
         #[derive(Deserialize, JsonSchema)]
         struct NoArgs {}
-        let look = tool("look", "Look around.", |_: NoArgs| async move {
+        let look = tool("look", "Look around.", |_: NoArgs, _| async move {
             Ok::<_, String>("a square")
         });
         assert_eq!(look.call(invocation("")).await, ToolOutput::ok("a square"));
+    }
+
+    #[tokio::test]
+    async fn the_function_gets_the_call_context() {
+        #[derive(Deserialize, JsonSchema)]
+        struct NoArgs {}
+        let whoami = tool(
+            "whoami",
+            "Who calls.",
+            |_: NoArgs, call: ToolContext| async move {
+                Ok::<_, String>(format!(
+                    "{} {} {} {} {}",
+                    call.session_id, call.agent, call.subagent, call.call_id, call.idempotency_key
+                ))
+            },
+        );
+        assert_eq!(
+            whoami.call(invocation("{}")).await,
+            ToolOutput::ok("s1 main false call_1 key_1")
+        );
     }
 
     #[test]

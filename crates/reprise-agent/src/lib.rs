@@ -16,6 +16,8 @@ mod compact;
 mod error;
 mod events;
 mod fn_tool;
+mod idempotency;
+mod prompt;
 pub mod schema;
 mod subagent;
 mod thread;
@@ -28,12 +30,14 @@ pub use compact::{
     ContextSettings, DEFAULT_COMPACT_THRESHOLD, FALLBACK_CONTEXT_WINDOW, SUMMARY_HEADING,
 };
 pub use error::AgentError;
-pub use events::AgentEvent;
+pub use events::{AgentEvent, EventSink};
 pub use fn_tool::{FnTool, parse_arguments, tool};
+pub use idempotency::idempotency_key;
+pub use prompt::Prompt;
 pub use reprise_session::USAGE_FIELD;
 pub use subagent::{
     DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
 };
 pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT, TOOL_ERROR_FIELD};
-pub use tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
+pub use tool::{Approval, Tool, ToolApprover, ToolContext, ToolInvocation, ToolOutput};
 pub use usage::{usage_of, usage_totals};

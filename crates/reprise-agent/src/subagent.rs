@@ -77,9 +77,14 @@ impl Subagent {
         self
     }
 
-    /// Adds tools the child may call.
-    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
-        self.tools.extend(tools);
+    /// Adds tools the child may call (each as [`Subagent::tool`] takes it: an
+    /// `Arc<dyn Tool>` is a tool too).
+    pub fn tools<T: Tool + 'static>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        self.tools.extend(
+            tools
+                .into_iter()
+                .map(|tool| Arc::new(tool) as Arc<dyn Tool>),
+        );
         self
     }
 
@@ -144,7 +149,8 @@ impl SubagentHandle {
             ctx.emit(|| AgentEvent::SubagentTask {
                 agent: self.name.clone(),
                 call_id: call_id.clone(),
-            });
+            })
+            .await;
             let mut task = Entry::message(Message::user(args.task));
             task.extra.insert(
                 PARENT_CALL_FIELD.to_owned(),

@@ -16,19 +16,21 @@ use reprise_session::{
     arguments_are_an_object, compacted_tail, model_view, repair_entries, request_message,
     visit_model_view,
 };
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::compact::{
     Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, Summary, choose_cut, header, summarise,
     view_messages,
 };
 use crate::error::AgentError;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, EventSink};
+use crate::idempotency::idempotency_key;
 use crate::subagent::SubagentHandle;
 use crate::tokens::{estimate_message, estimate_messages, estimate_request, estimate_tools};
-use crate::tool::{Approval, Tool, ToolApprover, ToolInvocation, ToolOutput};
+use crate::tool::{Approval, Tool, ToolApprover, ToolContext, ToolInvocation, ToolOutput};
 use crate::usage::set_usage;
 
 /// The smallest window assumed after a context-exceeded answer.
@@ -49,7 +51,7 @@ pub const STOPPED_BY_TURN_TIMEOUT: &str =
 /// Where a run reports to and what cancels it.
 #[derive(Clone)]
 pub(crate) struct RunContext {
-    pub events: Option<UnboundedSender<AgentEvent>>,
+    pub events: Option<EventSink>,
     pub cancel: CancellationToken,
     /// Set when `cancel` was cancelled because the turn's time budget ran out (not
     /// by the person); shared with the subagents the run starts.
@@ -58,7 +60,7 @@ pub(crate) struct RunContext {
 
 impl RunContext {
     /// A context that reports to `events` and stops when `cancel` is cancelled.
-    pub fn new(events: Option<UnboundedSender<AgentEvent>>, cancel: CancellationToken) -> Self {
+    pub fn new(events: Option<EventSink>, cancel: CancellationToken) -> Self {
         RunContext {
             events,
             cancel,
@@ -66,10 +68,11 @@ impl RunContext {
         }
     }
 
-    pub(crate) fn emit(&self, event: impl FnOnce() -> AgentEvent) {
+    /// Sends an event (made only when someone listens), waiting while a bounded
+    /// channel is full.
+    pub(crate) async fn emit(&self, event: impl FnOnce() -> AgentEvent) {
         if let Some(events) = &self.events {
-            // A UI that went away must not stop the agent from finishing its turn.
-            let _ = events.send(event());
+            events.send(event()).await;
         }
     }
 
@@ -191,6 +194,8 @@ pub(crate) struct Thread {
 /// A tool call on its way to a result.
 enum Pending {
     Done(ToolOutput),
+    /// Refused by the approver.
+    Denied(ToolOutput),
     Running {
         task: AbortOnDrop,
         /// Subagents stop by themselves when cancelled (closing their own calls), so
@@ -354,7 +359,7 @@ impl Thread {
     }
 
     fn budget(&self, window: u32) -> Budget {
-        Budget::with_summary_limit(
+        Budget::new(
             window,
             self.context.threshold,
             self.provider.max_tokens(),
@@ -415,7 +420,8 @@ impl Thread {
         }
         ctx.emit(|| AgentEvent::Compacting {
             agent: self.name.clone(),
-        });
+        })
+        .await;
         let Summary {
             text: summary,
             usage,
@@ -444,7 +450,8 @@ impl Thread {
             ctx.emit(|| AgentEvent::Usage {
                 agent: self.name.clone(),
                 usage,
-            });
+            })
+            .await;
         }
         self.store
             .append(&self.key, std::slice::from_ref(&entry))
@@ -471,12 +478,14 @@ impl Thread {
             messages: report.messages,
             tokens_before: report.tokens_before,
             tokens_after: report.tokens_after,
-        });
+        })
+        .await;
         if let Some(max_tokens) = cut_off_at {
             ctx.emit(|| AgentEvent::SummaryCutOff {
                 agent: self.name.clone(),
                 max_tokens,
-            });
+            })
+            .await;
         }
         Ok(Some(report))
     }
@@ -493,7 +502,8 @@ impl Thread {
                 key: self.key.clone(),
                 uuid: entry.uuid,
                 message: message.clone(),
-            });
+            })
+            .await;
             if let Some(request) = self.request.get_mut() {
                 request.messages.push(request_message(message));
             }
@@ -505,19 +515,9 @@ impl Thread {
         Ok(())
     }
 
-    /// One run: the prompt (`None`: the history as it is, for a prompt stored and
-    /// never answered), then model calls and tool calls until an answer without tool
-    /// calls.
-    pub async fn run(
-        &mut self,
-        prompt: Option<Message>,
-        ctx: &RunContext,
-    ) -> Result<String, AgentError> {
-        self.run_entry(prompt.map(Entry::message), ctx).await
-    }
-
-    /// [`Thread::run`] with the prompt's whole entry (a subagent's task carries the
-    /// id of the call that gave it).
+    /// One run: the prompt's entry (`None`: the history as it is, for a prompt stored
+    /// and never answered), then model calls and tool calls until an answer without
+    /// tool calls. A prompt whose uuid the transcript holds is not recorded again.
     pub async fn run_entry(
         &mut self,
         prompt: Option<Entry>,
@@ -575,14 +575,31 @@ impl Thread {
         if ctx.cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
-        if let Some(prompt) = prompt {
-            self.record_entry(prompt, ctx).await?;
+        // A prompt the session holds already (a retry of a run that failed, or whose
+        // answer its caller never saw) is not stored or sent again.
+        let held = prompt.as_ref().and_then(|prompt| {
+            let at = self.entries.iter().position(|e| e.uuid == prompt.uuid)?;
+            Some((prompt.uuid, answer_after(&self.entries[at + 1..])))
+        });
+        match held {
+            None => {
+                if let Some(prompt) = prompt {
+                    self.record_entry(prompt, ctx).await?;
+                }
+            }
+            Some((_, PromptState::Answered(text))) => return Ok(text),
+            Some((id, PromptState::Superseded)) => {
+                return Err(AgentError::PromptSuperseded { id });
+            }
+            // Stored and never answered: answered from the history as it is.
+            Some((_, PromptState::Pending)) => {}
         }
         for turn in 1..=self.max_turns {
             ctx.emit(|| AgentEvent::ModelCallStarted {
                 agent: self.name.clone(),
                 turn,
-            });
+            })
+            .await;
             let completion = self.call_model_compacting(ctx).await?;
             let cut_off = completion.finish_reason.as_deref() == Some("length");
             let message = completion.message;
@@ -592,6 +609,7 @@ impl Thread {
             if let Some(usage) = completion.usage {
                 set_usage(&mut entry, usage);
             }
+            let reply = entry.uuid;
             self.record_entry(entry, ctx).await?;
             // A reply cut at `max_tokens`: what it holds is kept, its complete calls
             // run as usual, and the call it was cut in (arguments that are not
@@ -600,31 +618,22 @@ impl Thread {
             // The note comes after the reply's calls and their results, which it
             // explains.
             let cut_limit = cut_off.then(|| self.provider.max_tokens());
-            let name = self.name.clone();
-            let note_cut_off = || {
-                if let Some(max_tokens) = cut_limit {
-                    ctx.emit(|| AgentEvent::ReplyCutOff {
-                        agent: name.clone(),
-                        max_tokens,
-                    });
-                }
-            };
             if let Some(max_tokens) = cut_limit
                 && !calls.is_empty()
                 && !calls
                     .iter()
                     .any(|call| arguments_usable(&call.function.arguments))
             {
-                self.run_tools(&calls, cut_limit, ctx).await?;
-                note_cut_off();
+                self.run_tools(reply, &calls, cut_limit, ctx).await?;
+                self.note_cut_off(cut_limit, ctx).await;
                 return Err(AgentError::ReplyCutOff { max_tokens });
             }
             if calls.is_empty() {
-                note_cut_off();
+                self.note_cut_off(cut_limit, ctx).await;
                 return Ok(text);
             }
-            self.run_tools(&calls, cut_limit, ctx).await?;
-            note_cut_off();
+            self.run_tools(reply, &calls, cut_limit, ctx).await?;
+            self.note_cut_off(cut_limit, ctx).await;
             if ctx.cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
@@ -687,19 +696,19 @@ impl Thread {
             if matches!(event, StreamEvent::Usage(_)) {
                 saw_usage.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            let _ = events.send(AgentEvent::from_stream(&self.name, event));
+            events.send(AgentEvent::from_stream(&self.name, event))
         };
         let result = loop {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break Err(AgentError::Cancelled),
-                Some(event) = stream_rx.recv() => forward(event),
+                Some(event) = stream_rx.recv() => forward(event).await,
                 result = &mut call => break result.map_err(AgentError::from),
             }
         };
         // Deltas sent just before the call returned come before the message is recorded.
         while let Ok(event) = stream_rx.try_recv() {
-            forward(event);
+            forward(event).await;
         }
         // A non-streaming answer reports usage only in the completion.
         if let Ok(Completion {
@@ -707,7 +716,7 @@ impl Thread {
         }) = &result
             && !saw_usage.load(std::sync::atomic::Ordering::Relaxed)
         {
-            forward(StreamEvent::Usage(*usage));
+            forward(StreamEvent::Usage(*usage)).await;
         }
         result
     }
@@ -717,6 +726,7 @@ impl Thread {
     /// is set when the reply was cut off at `max_tokens` (the limit, when known).
     async fn run_tools(
         &mut self,
+        reply: Uuid,
         calls: &[ToolCall],
         cut_limit: Option<Option<u32>>,
         ctx: &RunContext,
@@ -724,13 +734,13 @@ impl Thread {
         let mut pending: Vec<Option<Pending>> = Vec::with_capacity(calls.len());
         let mut recorded = 0;
         for call in calls {
-            pending.push(Some(self.start_call(call, cut_limit, ctx).await));
+            pending.push(Some(self.start_call(reply, call, cut_limit, ctx).await));
             // Results already there (a denied call, an unknown tool, a quick tool)
             // are recorded before the next call is asked about, so that no call
             // looks as if it were running while the person answers for the next.
             while let Some(slot) = pending.get_mut(recorded) {
                 let ready = match slot {
-                    Some(Pending::Done(_)) => true,
+                    Some(Pending::Done(_) | Pending::Denied(_)) => true,
                     Some(Pending::Running { task, .. }) => task.0.is_finished(),
                     None => false,
                 };
@@ -757,14 +767,30 @@ impl Thread {
         pending: Pending,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
-        let output = match pending {
-            Pending::Done(output) => output,
+        let (output, denied) = match pending {
+            Pending::Done(output) => (output, false),
+            Pending::Denied(output) => (output, true),
             Pending::Running {
                 mut task,
                 abort_on_cancel,
-            } => finish(&call.function.name, &mut task, abort_on_cancel, ctx).await,
+            } => (
+                finish(&call.function.name, &mut task, abort_on_cancel, ctx).await,
+                false,
+            ),
         };
-        self.record_result(call, output, ctx).await
+        self.record_result(call, output, denied, ctx).await
+    }
+
+    /// Says that the reply was cut off at its `max_tokens`, after its calls and their
+    /// results, which the note explains.
+    async fn note_cut_off(&self, cut_limit: Option<Option<u32>>, ctx: &RunContext) {
+        if let Some(max_tokens) = cut_limit {
+            ctx.emit(|| AgentEvent::ReplyCutOff {
+                agent: self.name.clone(),
+                max_tokens,
+            })
+            .await;
+        }
     }
 
     /// Records a call's result and reports it.
@@ -772,6 +798,7 @@ impl Thread {
         &mut self,
         call: &ToolCall,
         output: ToolOutput,
+        denied: bool,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
         let mut entry = Entry::message(Message::tool(call.id.clone(), output.content.clone()));
@@ -787,29 +814,33 @@ impl Thread {
             id: call.id.clone(),
             name: call.function.name.clone(),
             output,
-        });
+            denied,
+        })
+        .await;
         Ok(())
     }
 
-    fn announce_call(&self, call: &ToolCall, ctx: &RunContext) {
+    async fn announce_call(&self, call: &ToolCall, ctx: &RunContext) {
         ctx.emit(|| AgentEvent::ToolCallStarted {
             agent: self.name.clone(),
             id: call.id.clone(),
             name: call.function.name.clone(),
             arguments: call.function.arguments.clone(),
-        });
+        })
+        .await;
     }
 
     /// Asks the approver, then starts the call as a task of its own (so that a panic
-    /// stays inside it).
+    /// stays inside it). `reply` is the assistant entry that holds the call.
     async fn start_call(
         &self,
+        reply: Uuid,
         call: &ToolCall,
         cut_limit: Option<Option<u32>>,
         ctx: &RunContext,
     ) -> Pending {
         let name = call.function.name.clone();
-        self.announce_call(call, ctx);
+        self.announce_call(call, ctx).await;
         if ctx.cancel.is_cancelled() {
             return Pending::Done(ToolOutput::error(ctx.stopped_text()));
         }
@@ -829,11 +860,18 @@ impl Thread {
                 ),
             }));
         }
+        let session_id = self.key.session_id();
         let invocation = ToolInvocation {
-            id: call.id.clone(),
             name: name.clone(),
             arguments: call.function.arguments.clone(),
-            cancel: ctx.cancel.child_token(),
+            context: ToolContext {
+                session_id: session_id.to_owned(),
+                agent: self.name.clone(),
+                subagent: self.key.subagent_name().is_some(),
+                call_id: call.id.clone(),
+                idempotency_key: idempotency_key(session_id, reply, &call.id),
+                cancel: ctx.cancel.child_token(),
+            },
         };
         // A tool that does not exist cannot run whatever the person says: no question.
         let Some(callable) = self.tools.get(&name) else {
@@ -846,12 +884,12 @@ impl Thread {
             let decision = tokio::select! {
                 biased;
                 _ = ctx.cancel.cancelled() => None,
-                decision = approver.approve(&self.name, &invocation) => Some(decision),
+                decision = approver.approve(&invocation) => Some(decision),
             };
             match decision {
                 None => return Pending::Done(ToolOutput::error(ctx.stopped_text())),
                 Some(Approval::Deny(reason)) => {
-                    return Pending::Done(ToolOutput::error(format!(
+                    return Pending::Denied(ToolOutput::error(format!(
                         "error: the call to {name} was not allowed: {reason}"
                     )));
                 }
@@ -870,10 +908,10 @@ impl Thread {
                 let handle = Arc::clone(handle);
                 let child = RunContext {
                     events: ctx.events.clone(),
-                    cancel: invocation.cancel.clone(),
+                    cancel: invocation.context.cancel.clone(),
                     timed_out: Arc::clone(&ctx.timed_out),
                 };
-                let (call_id, arguments) = (invocation.id, invocation.arguments);
+                let (call_id, arguments) = (invocation.context.call_id, invocation.arguments);
                 Pending::Running {
                     task: AbortOnDrop(tokio::spawn(async move {
                         handle.call(call_id, arguments, child).await
@@ -889,6 +927,29 @@ impl Thread {
         names.sort_unstable();
         names.join(", ")
     }
+}
+
+/// Where a prompt the session holds stands, from the entries after it.
+enum PromptState {
+    /// A reply without tool calls answered it: its text.
+    Answered(String),
+    /// Another prompt came after it before any answer.
+    Superseded,
+    /// Its turn never ended.
+    Pending,
+}
+
+fn answer_after(entries: &[Entry]) -> PromptState {
+    for message in entries.iter().filter_map(Entry::as_message) {
+        match message.role {
+            Role::User => return PromptState::Superseded,
+            Role::Assistant if message.calls().is_empty() => {
+                return PromptState::Answered(message.text());
+            }
+            _ => {}
+        }
+    }
+    PromptState::Pending
 }
 
 /// Waits for a tool task; a panic or an abort becomes an error result.

@@ -1,20 +1,42 @@
-//! The `Tool` trait: something the model can call.
+//! The `Tool` trait: something the model can call, and what a tool and an approver
+//! know about each call.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use reprise_provider::ToolSpec;
 use tokio_util::sync::CancellationToken;
 
+/// What a tool or an approver knows about one call besides its arguments: where it
+/// was made, by which agent, and the handles that go with it.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The session the call belongs to (a subagent's calls belong to its parent's
+    /// session).
+    pub session_id: String,
+    /// The agent that made the call: the main agent's name, or a subagent's.
+    pub agent: String,
+    /// Whether that agent is a subagent.
+    pub subagent: bool,
+    /// The call id the result answers.
+    pub call_id: String,
+    /// The same on every attempt of this call and different for every other call
+    /// (see [`idempotency_key`](crate::idempotency_key)): a service that the tool
+    /// calls can drop a request it has already done.
+    pub idempotency_key: String,
+    /// Cancelled when the turn is cancelled or runs out of time.
+    pub cancel: CancellationToken,
+}
+
 /// One call of a tool, as the model made it.
 #[derive(Clone, Debug)]
 pub struct ToolInvocation {
-    /// The call id the result answers.
-    pub id: String,
     /// The tool's name.
     pub name: String,
     /// The arguments as the model sent them (JSON text, possibly invalid).
     pub arguments: String,
-    /// Cancelled when the turn is cancelled.
-    pub cancel: CancellationToken,
+    /// Who made the call, in which session, and its cancellation token.
+    pub context: ToolContext,
 }
 
 /// What a tool returns to the model.
@@ -44,7 +66,36 @@ impl ToolOutput {
     }
 }
 
-/// A tool the agent offers the model. Object-safe.
+/// A tool the agent offers the model. Object-safe; an `Arc` of a tool is a tool, so
+/// one tool can be given to many agents.
+///
+/// [`tool()`](crate::tool()) makes one from an async function; implement the trait
+/// for full control of the schema and the result:
+///
+/// ```
+/// use reprise_agent::{Tool, ToolInvocation, ToolOutput};
+/// use reprise_provider::ToolSpec;
+///
+/// struct Clock;
+///
+/// #[async_trait::async_trait]
+/// impl Tool for Clock {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec {
+///             name: "clock".into(),
+///             description: "The time in the town.".into(),
+///             parameters: serde_json::json!({"type": "object", "properties": {}}),
+///         }
+///     }
+///
+///     async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
+///         if invocation.context.cancel.is_cancelled() {
+///             return ToolOutput::error("cancelled");
+///         }
+///         ToolOutput::ok("noon")
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// The name, description and argument schema offered to the model.
@@ -52,6 +103,17 @@ pub trait Tool: Send + Sync {
 
     /// Runs one call. Failures are returned as [`ToolOutput::error`], never raised.
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput;
+}
+
+#[async_trait]
+impl<T: Tool + ?Sized> Tool for Arc<T> {
+    fn spec(&self) -> ToolSpec {
+        (**self).spec()
+    }
+
+    async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
+        (**self).call(invocation).await
+    }
 }
 
 /// What the step gate decided about one tool call.
@@ -65,10 +127,29 @@ pub enum Approval {
 
 /// Decides, before each tool call runs, whether it may run. Object-safe.
 ///
-/// The agent asks it for every call (its own and its subagents'); an implementation
-/// may ask the person and wait for the answer.
+/// The agent asks it for every call (its own and its subagents'), in call order; an
+/// implementation may ask the person and wait for the answer. A denied call's
+/// `ToolCallFinished` event has `denied` set.
+///
+/// ```
+/// use reprise_agent::{Approval, ToolApprover, ToolInvocation};
+///
+/// struct NoDemolition;
+///
+/// #[async_trait::async_trait]
+/// impl ToolApprover for NoDemolition {
+///     async fn approve(&self, call: &ToolInvocation) -> Approval {
+///         if call.name.starts_with("demolish") && !call.context.subagent {
+///             Approval::Deny("demolition needs a permit".into())
+///         } else {
+///             Approval::Allow
+///         }
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait ToolApprover: Send + Sync {
-    /// Decides about one call made by `agent` (the main agent's name, or a subagent's).
-    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval;
+    /// Decides about one call; `call.context` says which agent made it, in which
+    /// session.
+    async fn approve(&self, call: &ToolInvocation) -> Approval;
 }

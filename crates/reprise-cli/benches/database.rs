@@ -81,7 +81,7 @@ fn main() {
             .execute(store.pool())
             .await
             .unwrap();
-        store.close().await;
+        reprise_session::SessionStore::close(&store).await.unwrap();
     });
 
     let dir = tempfile::tempdir().unwrap();

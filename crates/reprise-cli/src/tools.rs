@@ -52,7 +52,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
     let read = tool(
         "read_file",
         "Read a text file under the working directory (at most 64 KiB).",
-        move |args: ReadFile| {
+        move |args: ReadFile, _| {
             let root = read_root.clone();
             async move {
                 let path = inside(&root, &args.path)?;
@@ -72,7 +72,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
     let list = tool(
         "list_dir",
         "List the entries of a folder under the working directory.",
-        move |args: ListDir| {
+        move |args: ListDir, _| {
             let root = root.clone();
             async move {
                 let asked = args.path.as_deref().unwrap_or(".");
@@ -119,10 +119,16 @@ mod tests {
         for tool in &tools {
             let output = tool
                 .call(reprise_agent::ToolInvocation {
-                    id: "c".into(),
                     name: tool.spec().name,
                     arguments: r#"{"path":"gone/here"}"#.into(),
-                    cancel: Default::default(),
+                    context: reprise_agent::ToolContext {
+                        session_id: "s".into(),
+                        agent: "main".into(),
+                        subagent: false,
+                        call_id: "c".into(),
+                        idempotency_key: "k".into(),
+                        cancel: Default::default(),
+                    },
                 })
                 .await;
             assert!(output.is_error, "{}", output.content);

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use reprise_agent::ToolInvocation;
+use reprise_agent::{ToolContext, ToolInvocation};
 use reprise_mcp::{HubOptions, McpConfig, McpHub, ResolveContext};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
@@ -145,10 +145,16 @@ async fn main() {
         let begun = Instant::now();
         let out = tool
             .call(ToolInvocation {
-                id: "c".into(),
                 name: "s0__echo".into(),
                 arguments: r#"{"message":"bench"}"#.into(),
-                cancel: CancellationToken::new(),
+                context: ToolContext {
+                    session_id: "bench".into(),
+                    agent: "main".into(),
+                    subagent: false,
+                    call_id: "c".into(),
+                    idempotency_key: "c".into(),
+                    cancel: CancellationToken::new(),
+                },
             })
             .await;
         let ours_took = begun.elapsed();

@@ -1,5 +1,5 @@
 //! Our view of one live MCP connection. rmcp's API moves fast; only
-//! [`crate::rmcp_client`] knows it, everything else talks to this trait.
+//! the `rmcp_client` module knows it, everything else talks to this trait.
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;

@@ -586,7 +586,7 @@ impl Tool for McpTool {
             Err(message) => return ToolOutput::error(message),
         };
         self.slot
-            .call(&self.remote_name, arguments, &invocation.cancel)
+            .call(&self.remote_name, arguments, &invocation.context.cancel)
             .await
     }
 }

@@ -160,7 +160,7 @@ async fn writer_process(url: &str, prefix: &str) {
             out.push_str(&format!("{}\n", latency.as_micros()));
         }
     }
-    store.close().await;
+    store.close().await.unwrap();
     println!("{out}rate {rate}");
 }
 
@@ -205,7 +205,7 @@ async fn main() {
     if runs("list") {
         listing(&store).await;
     }
-    store.close().await;
+    store.close().await.unwrap();
 }
 
 /// Appends: one writer, then 64 sessions at once, each against pgbench's floor.

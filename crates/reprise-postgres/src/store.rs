@@ -30,6 +30,22 @@ use crate::stored_text::{decode, encode, encode_option};
 ///
 /// Cheap to clone (clones share the pool and the leases held). See the crate
 /// documentation for the writer leases.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use reprise_postgres::{PgSessionStore, PgStoreOptions};
+/// use reprise_session::{Entry, Message, SessionKey, SessionStore};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let options = PgStoreOptions::default().with_lease(Duration::from_secs(30));
+/// let store = PgSessionStore::connect("postgres://app@db.internal/agents", options).await?;
+/// let key = SessionKey::session("conversation-42")?;
+/// let writer = store.lock("conversation-42").await?; // StoreError::Locked if another worker has it
+/// store.append(&key, &[Entry::message(Message::user("hello"))]).await?;
+/// writer.release().await?; // the next worker may take it at once
+/// store.close().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct PgSessionStore {
     inner: Arc<Inner>,
@@ -286,24 +302,6 @@ impl PgSessionStore {
     /// The connection pool.
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
-    }
-
-    /// Waits for the releases of dropped locks to reach the server, then closes the
-    /// pool. Without it a dropped lock's lease may stay live (for other processes)
-    /// until it expires.
-    pub async fn close(&self) {
-        let tasks: Vec<_> = std::mem::take(
-            &mut *self
-                .inner
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for task in tasks {
-            let _ = task.await;
-        }
-        self.inner.appender.release();
-        self.inner.pool.close().await;
     }
 
     /// The sessions, most recently updated first, `limit` at a time: pass the cursor
@@ -884,13 +882,14 @@ impl SessionStore for PgSessionStore {
             epoch,
             options.lease,
         ));
-        Ok(WriterLock::new(LeaseGuard {
+        Ok(WriterLock::releasable(LeaseGuard {
             pool: self.inner.pool.clone(),
             session: session_id.to_owned(),
             lease,
             held: Arc::clone(&self.inner.held),
             pending: Arc::clone(&self.inner.pending),
             renewal,
+            released: false,
         }))
     }
 
@@ -939,5 +938,25 @@ impl SessionStore for PgSessionStore {
                 "reprise_fork answered {other:?}: the schema is newer than this library"
             ))),
         }
+    }
+
+    /// Waits for the releases of dropped locks to reach the server, then closes the
+    /// pool: every clone of the store is closed. Without it a dropped lock's lease
+    /// may stay live (for other processes) until it expires; a lock let go of with
+    /// `WriterLock::release` (or `Agent::close`) needs no close.
+    async fn close(&self) -> Result<(), StoreError> {
+        let tasks: Vec<_> = std::mem::take(
+            &mut *self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.inner.appender.release();
+        self.inner.pool.close().await;
+        Ok(())
     }
 }

@@ -19,6 +19,22 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How to reach an OpenAI-compatible server and how hard to try.
 ///
 /// `Debug` never shows the API key.
+///
+/// ```
+/// use std::time::Duration;
+/// use reprise_provider::{OpenAiConfig, OpenAiProvider};
+///
+/// let mut config = OpenAiConfig::new("gpt-4o-mini")
+///     .base_url("https://api.openai.com/v1")
+///     .request_timeout(Duration::from_secs(60))
+///     .max_attempts(3);
+/// if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+///     config = config.api_key(key);
+/// }
+/// assert!(!format!("{config:?}").contains("sk-"));
+/// let provider = OpenAiProvider::new(config).expect("a client");
+/// # let _ = provider;
+/// ```
 #[derive(Clone)]
 pub struct OpenAiConfig {
     /// The API root, such as `http://localhost:11434/v1`; `/chat/completions` is

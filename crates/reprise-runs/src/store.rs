@@ -36,11 +36,11 @@ use reprise_session::fs::{
     DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
 };
+use reprise_session::parts::ForkSyncs;
 use reprise_session::parts::copy_lines;
 use reprise_session::parts::jsonl_stems;
 use reprise_session::parts::load_file_beneath;
 use reprise_session::parts::{BlockingStore, OverBlockingStore};
-use reprise_session::parts::{ForkSyncs, without_stalling};
 use reprise_session::parts::{LockRegistry, acquire};
 use reprise_session::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use reprise_session::{Durability, load_file};
@@ -174,7 +174,7 @@ pub struct Inner {
 ///
 /// A run folder is forked with [`fork_run`], which returns the new folder's store with
 /// the fork's data still being synced in the background. The store owns that sync:
-/// [`RunStore::close`] waits for it, and dropping the last clone of the store waits for
+/// [`SessionStore::close`](reprise_session::SessionStore::close) waits for it, and dropping the last clone of the store waits for
 /// it too, so once the store is gone the fork is on disk. In async code prefer
 /// `close().await`: a drop waits on the thread it runs on.
 #[derive(Clone, Debug)]
@@ -236,13 +236,6 @@ impl RunStore {
     /// Forks whose background data sync was started and not yet waited for.
     pub fn pending_fork_syncs(&self) -> usize {
         self.inner.fork_syncs.pending()
-    }
-
-    /// Waits until the data of the fork that made this run folder is on disk, without
-    /// stalling the async runtime's other tasks, then drops this handle.
-    pub async fn close(self) {
-        let inner = self.inner;
-        without_stalling(move || inner.fork_syncs.wait()).await;
     }
 
     /// The session this run folder holds, from `session.json` (`None` before the first
@@ -419,6 +412,12 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    /// Waits until the data of the fork that made this run folder is on disk.
+    fn close(&self) -> Result<(), StoreError> {
+        self.fork_syncs.wait();
+        Ok(())
+    }
+
     fn append_is_short(&self, key: &SessionKey) -> bool {
         // Busy (another call is using the run): not known to be short.
         let Ok(state) = self.state.try_lock() else {

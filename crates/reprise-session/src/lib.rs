@@ -44,9 +44,9 @@ pub use store::decode_with_serde_only;
 pub use store::{
     ANSWERS_ENTRY, AppendReport, COMPACTION_KIND, Compaction, Content, ContentPart, DanglingCall,
     Durability, Entry, EntryLineDecoder, FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED,
-    IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN, MemoryStore, Message, RepairReport,
-    Role, SessionInfo, SessionKey, SessionMeta, SessionStore, StoreError, ToolCall, USAGE_FIELD,
-    WriterLock, arguments_are_an_object, compacted_tail, compaction_marker, inspect,
+    IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN, MemoryStore, Message, ReleasableLock,
+    RepairReport, Role, SessionInfo, SessionKey, SessionMeta, SessionStore, StoreError, ToolCall,
+    USAGE_FIELD, WriterLock, arguments_are_an_object, compacted_tail, compaction_marker, inspect,
     inspect_messages, interrupted_result, load_file, model_view, model_view_messages, now_millis,
     repair_entries, repair_messages, request_message, short_tokens, validate_id, visit_model_view,
 };

@@ -19,9 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use reprise::prelude::*;
-use reprise::session::{SessionKey, StoreError};
+use reprise::session::SessionKey;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
 #[command(about = "The Cave of Echoes quest: save as you go, resume, fork")]
@@ -86,13 +85,13 @@ impl Town {
     }
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[derive(serde::Deserialize, JsonSchema)]
 struct TalkTo {
     /// Who to talk to: elder, guard, mayor or shopkeeper.
     npc: String,
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[derive(serde::Deserialize, JsonSchema)]
 struct Buy {
     /// What to buy: torch, rope or lantern.
     item: String,
@@ -103,7 +102,7 @@ fn town_tools(town: Arc<Town>) -> Vec<Arc<dyn Tool>> {
     let talk_to = tool(
         "talk_to",
         "Talk to someone in town. Returns what they say.",
-        move |args: TalkTo| {
+        move |args: TalkTo, _| {
             let town = for_talk.clone();
             async move { town.talk(&args.npc) }
         },
@@ -111,7 +110,7 @@ fn town_tools(town: Arc<Town>) -> Vec<Arc<dyn Tool>> {
     let buy = tool(
         "buy",
         "Buy an item at the shop. Returns the price and the gold left.",
-        move |args: Buy| {
+        move |args: Buy, _| {
             let town = town.clone();
             async move { town.buy(&args.item) }
         },
@@ -194,7 +193,7 @@ async fn quest(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "I need to get into the Cave of Echoes. Find out what it takes, and get what you can.",
     )
     .await?;
-    drop(day1); // …the process ends; the log stays.
+    day1.close().await?; // …the process ends; the log stays.
 
     // Day 2: a new agent on the same id reads the log back before answering.
     let mut day2 = quest("quest-1").await?;
@@ -231,11 +230,9 @@ async fn quest(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         west.messages().len(),
         args.dir.display()
     );
-    // The fork's copied data is synced in the background; closing the store waits for
-    // it (dropping the store's last handle would too).
-    drop((day2, west));
-    if let Ok(store) = Arc::try_unwrap(store) {
-        store.close().await;
-    }
+    day2.close().await?;
+    west.close().await?;
+    // The fork's copied data is synced in the background; closing the store waits for it.
+    store.close().await?;
     Ok(())
 }

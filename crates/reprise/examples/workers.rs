@@ -18,11 +18,12 @@
 //! - The claim is only a hint. What guards the conversation is the session's writer
 //!   lease: building the agent takes it, and every message the agent stores checks it.
 //!   A worker that stalls past its lease and is taken over cannot store anything more.
-//! - After taking the lease the worker reads the conversation: if the job's message
-//!   is not in it, it sends it; if it is there unanswered (the last worker died after
-//!   storing it), it asks the model to answer what is stored
-//!   ([`Agent::answer_pending`]); if it is answered, there is nothing to do. Then it
-//!   marks the job done, before letting go of the lease.
+//! - Each job's message has an id (`prompt_id`), and the worker runs it as a
+//!   [`Prompt`] with that id: if the conversation does not hold it, it is stored and
+//!   sent; if it holds it unanswered (the last worker died after storing it), the
+//!   model answers what is stored, without the message being sent twice; if it is
+//!   answered, that answer is returned. Then the worker marks the job done and closes
+//!   the agent, which lets go of the lease before the next job.
 //! - A killed worker's claim and lease expire (`--lease`); another worker then takes
 //!   the job and finishes the conversation.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // an example: a panic is the error report
@@ -32,9 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use reprise::Uuid;
 use reprise::postgres::{PgSessionStore, PgStoreOptions};
 use reprise::prelude::*;
-use reprise::session::{Role, StoreError};
 use sqlx::PgPool;
 
 #[derive(Parser)]
@@ -103,14 +104,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// The queue. `turn` numbers a conversation's messages, so that a worker can tell
-/// whether a job's message is already in the conversation.
+/// The queue. `turn` numbers a conversation's messages; `prompt_id` is the id the
+/// message is stored under in the conversation, the same on every attempt.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS worker_jobs (
     id           bigserial PRIMARY KEY,
     conversation text        NOT NULL,
     turn         integer     NOT NULL,
     message      text        NOT NULL,
+    prompt_id    uuid        NOT NULL DEFAULT gen_random_uuid(),
     taken_until  timestamptz,
     taken_by     integer,
     attempts     integer     NOT NULL DEFAULT 0,
@@ -127,6 +129,7 @@ struct Job {
     conversation: String,
     turn: i32,
     message: String,
+    prompt_id: Uuid,
 }
 
 #[tokio::main]
@@ -170,7 +173,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    store.close().await;
+    store.close().await?;
     Ok(())
 }
 
@@ -233,7 +236,7 @@ async fn work(
                     .bind(&answer)
                     .execute(pool)
                     .await?;
-                drop(agent);
+                agent.close().await?;
                 println!(
                     "worker {pid}: {} message {}: {answer}",
                     job.conversation, job.turn
@@ -260,7 +263,7 @@ async fn work(
 
 /// Claims the oldest open job whose conversation has no older open job.
 async fn claim(pool: &PgPool, pid: u32, lease_ms: i64) -> Result<Option<Job>, sqlx::Error> {
-    let row: Option<(i64, String, i32, String)> = sqlx::query_as(
+    let row: Option<(i64, String, i32, String, Uuid)> = sqlx::query_as(
         "UPDATE worker_jobs SET taken_until = now() + $2 * interval '1 millisecond', \
              taken_by = $1, attempts = attempts + 1 \
          WHERE id = ( \
@@ -269,17 +272,18 @@ async fn claim(pool: &PgPool, pid: u32, lease_ms: i64) -> Result<Option<Job>, sq
                AND NOT EXISTS (SELECT 1 FROM worker_jobs o WHERE o.conversation = j.conversation \
                                AND o.done_at IS NULL AND o.id < j.id) \
              ORDER BY j.id FOR UPDATE SKIP LOCKED LIMIT 1) \
-         RETURNING id, conversation, turn, message",
+         RETURNING id, conversation, turn, message, prompt_id",
     )
     .bind(i32::try_from(pid).unwrap_or(i32::MAX))
     .bind(lease_ms)
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|(id, conversation, turn, message)| Job {
+    Ok(row.map(|(id, conversation, turn, message, prompt_id)| Job {
         id,
         conversation,
         turn,
         message,
+        prompt_id,
     }))
 }
 
@@ -305,21 +309,11 @@ async fn continue_conversation(
         .await;
     let mut agent = match built {
         Ok(agent) => agent,
-        Err(AgentError::Store(StoreError::Locked { .. })) => return Ok(None),
+        Err(error) if error.is_locked() => return Ok(None),
         Err(error) => return Err(error.into()),
     };
-    let messages = agent.messages();
-    let sent = messages.iter().filter(|m| m.role == Role::User).count();
-    let turn = usize::try_from(job.turn)?;
-    let answer = if sent < turn {
-        agent.run(job.message.clone()).await?
-    } else {
-        match messages.last() {
-            // Answered: the worker before this one died before it marked the job.
-            Some(last) if last.role == Role::Assistant && last.calls().is_empty() => last.text(),
-            // Stored and never answered: answer it, without sending it again.
-            _ => agent.answer_pending().await?,
-        }
-    };
+    // Stored and sent once, whichever worker runs it and however often.
+    let prompt = Prompt::new(job.message.clone()).with_id(job.prompt_id);
+    let answer = agent.run(prompt).await?;
     Ok(Some((agent, answer)))
 }

@@ -116,7 +116,7 @@ fn read_file() -> Arc<dyn Tool> {
     Arc::new(tool(
         "read_file",
         "Read a file",
-        |_args: ReadFile| async move { Ok::<_, String>("line of the file\n".repeat(200)) },
+        |_args: ReadFile, _| async move { Ok::<_, String>("line of the file\n".repeat(200)) },
     ))
 }
 
@@ -662,7 +662,7 @@ async fn a_compaction_records_its_summary_calls_counts_and_the_totals_include_th
     agent.run("two").await.unwrap();
     let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
     let report = agent
-        .compact(None, Some(events_tx), CancellationToken::new())
+        .compact(None, Some(events_tx.into()), CancellationToken::new())
         .await
         .unwrap();
     assert!(report.is_some());
@@ -786,7 +786,7 @@ async fn a_summary_is_asked_for_with_its_own_limit_and_a_cut_one_is_reported() {
     agent.run("two").await.unwrap();
     let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
     agent
-        .compact(None, Some(events_tx), CancellationToken::new())
+        .compact(None, Some(events_tx.into()), CancellationToken::new())
         .await
         .unwrap()
         .unwrap();

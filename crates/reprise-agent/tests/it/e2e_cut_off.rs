@@ -40,7 +40,7 @@ struct CountingApprover(AtomicUsize);
 
 #[async_trait]
 impl ToolApprover for CountingApprover {
-    async fn approve(&self, _agent: &str, _invocation: &ToolInvocation) -> Approval {
+    async fn approve(&self, _invocation: &ToolInvocation) -> Approval {
         self.0.fetch_add(1, Ordering::SeqCst);
         Approval::Allow
     }
@@ -285,7 +285,7 @@ async fn a_turn_over_its_time_budget_stops_and_closes_the_running_call() {
     let slow = tool(
         "wait",
         "Waits a long time.",
-        |_args: crate::support::http::TalkTo| async move {
+        |_args: crate::support::http::TalkTo, _| async move {
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok::<_, String>("too late".to_owned())
         },

@@ -143,7 +143,7 @@ struct Nothing {}
 #[tokio::test]
 async fn bad_arguments_and_a_panicking_tool_give_error_results_and_the_loop_goes_on() {
     let run = tempfile::tempdir().unwrap();
-    let explode = tool("explode", "Panics.", |_: Nothing| async move {
+    let explode = tool("explode", "Panics.", |_: Nothing, _| async move {
         if true {
             panic!("the tool fell over");
         }
@@ -187,7 +187,7 @@ async fn cancelling_keeps_complete_messages_and_closes_the_call_in_flight() {
     let run = tempfile::tempdir().unwrap();
     let started = Arc::new(Notify::new());
     let in_tool = started.clone();
-    let dig = tool("dig", "Digs forever.", move |_: Nothing| {
+    let dig = tool("dig", "Digs forever.", move |_: Nothing, _| {
         let started = in_tool.clone();
         async move {
             started.notify_one();

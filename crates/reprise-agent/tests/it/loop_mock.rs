@@ -30,7 +30,7 @@ struct Buy {
 struct Nothing {}
 
 fn shop() -> impl reprise_agent::Tool {
-    tool("buy", "Buy an item.", |args: Buy| async move {
+    tool("buy", "Buy an item.", |args: Buy, _| async move {
         Ok::<_, String>(format!("bought {}", args.item))
     })
 }
@@ -75,7 +75,7 @@ fn never_finishing_tool(
 ) -> (impl reprise_agent::Tool, Arc<Notify>) {
     let started = Arc::new(Notify::new());
     let started_in_tool = started.clone();
-    let hanging = tool(name, description, move |_: Nothing| {
+    let hanging = tool(name, description, move |_: Nothing, _| {
         let started = started_in_tool.clone();
         async move {
             started.notify_one();
@@ -104,7 +104,7 @@ async fn parallel_calls_run_concurrently_and_are_recorded_in_call_order() {
     // `first` cannot finish until `second` has run: sequential execution would hang.
     let gate = Arc::new(Notify::new());
     let wait_gate = gate.clone();
-    let first = tool("first", "Waits for second.", move |_: Nothing| {
+    let first = tool("first", "Waits for second.", move |_: Nothing, _| {
         let gate = wait_gate.clone();
         async move {
             gate.notified().await;
@@ -112,7 +112,7 @@ async fn parallel_calls_run_concurrently_and_are_recorded_in_call_order() {
         }
     });
     let open_gate = gate.clone();
-    let second = tool("second", "Opens the gate.", move |_: Nothing| {
+    let second = tool("second", "Opens the gate.", move |_: Nothing, _| {
         let gate = open_gate.clone();
         async move {
             gate.notify_one();
@@ -156,10 +156,10 @@ async fn parallel_calls_run_concurrently_and_are_recorded_in_call_order() {
 
 #[tokio::test]
 async fn bad_arguments_unknown_tools_errors_and_panics_become_error_results() {
-    let failing = tool("fail", "Always fails.", |_: Nothing| async move {
+    let failing = tool("fail", "Always fails.", |_: Nothing, _| async move {
         Err::<String, _>("the shop is closed")
     });
-    let panicking = tool("explode", "Panics.", |_: Nothing| async move {
+    let panicking = tool("explode", "Panics.", |_: Nothing, _| async move {
         if true {
             panic!("kaboom");
         }
@@ -346,15 +346,20 @@ async fn cancelling_during_tools_keeps_finished_results_and_closes_the_rest() {
 
 struct DenyPurchases {
     asked: Mutex<Vec<(String, String)>>,
+    contexts: Mutex<Vec<reprise_agent::ToolContext>>,
 }
 
 #[async_trait]
 impl ToolApprover for DenyPurchases {
-    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
+    async fn approve(&self, invocation: &ToolInvocation) -> Approval {
         self.asked
             .lock()
             .unwrap()
-            .push((agent.to_owned(), invocation.name.clone()));
+            .push((invocation.context.agent.clone(), invocation.name.clone()));
+        self.contexts
+            .lock()
+            .unwrap()
+            .push(invocation.context.clone());
         if invocation.name == "buy" {
             Approval::Deny("no spending today".into())
         } else {
@@ -367,9 +372,13 @@ impl ToolApprover for DenyPurchases {
 async fn a_denied_call_gets_an_error_result_with_the_reason() {
     let approver = Arc::new(DenyPurchases {
         asked: Mutex::default(),
+        contexts: Mutex::default(),
     });
-    let look = tool("look", "Look around.", |_: Nothing| async move {
-        Ok::<_, String>("a shop")
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_by_look = seen.clone();
+    let look = tool("look", "Look around.", move |_: Nothing, call| {
+        seen_by_look.lock().unwrap().push(call);
+        async move { Ok::<_, String>("a shop") }
     });
     let provider = MockProvider::new([
         calls(&[("l", "look", "{}"), ("b", "buy", r#"{"item":"torch"}"#)]),
@@ -385,7 +394,11 @@ async fn a_denied_call_gets_an_error_result_with_the_reason() {
         .build()
         .await
         .unwrap();
-    agent.run("shop").await.unwrap();
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    agent
+        .run_streaming("shop", events_tx, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(agent.messages()[2].text(), "a shop");
     let denied = agent.messages()[3].text();
     assert!(
@@ -399,6 +412,34 @@ async fn a_denied_call_gets_an_error_result_with_the_reason() {
             ("astor".to_owned(), "buy".to_owned())
         ]
     );
+    // The events say which call was refused, not only its text.
+    let mut finished = Vec::new();
+    while let Ok(event) = events_rx.try_recv() {
+        if let AgentEvent::ToolCallFinished { id, denied, .. } = event {
+            finished.push((id, denied));
+        }
+    }
+    assert_eq!(finished, [("l".to_owned(), false), ("b".to_owned(), true)]);
+    // The approver and the tool see the call's context; the key is the one
+    // derived from the session, the reply's entry and the call.
+    let reply = agent.entries()[1].uuid;
+    let contexts = approver.contexts.lock().unwrap().clone();
+    assert_eq!(contexts.len(), 2);
+    for (context, call_id) in contexts.iter().zip(["l", "b"]) {
+        assert_eq!(context.session_id, "deny");
+        assert_eq!(context.agent, "astor");
+        assert!(!context.subagent);
+        assert_eq!(context.call_id, call_id);
+        assert_eq!(
+            context.idempotency_key,
+            reprise_agent::idempotency_key("deny", reply, call_id)
+        );
+    }
+    assert_ne!(contexts[0].idempotency_key, contexts[1].idempotency_key);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].call_id, "l");
+    assert_eq!(seen[0].idempotency_key, contexts[0].idempotency_key);
 }
 
 #[tokio::test]
@@ -554,7 +595,7 @@ async fn a_subagent_continues_its_conversation_across_resumes() {
         Subagent::new("scout", "Explores a place.", "You are a scout.").tool(tool(
             "look",
             "Look.",
-            |_: Nothing| async move { Ok::<_, String>("a dark cave") },
+            |_: Nothing, _| async move { Ok::<_, String>("a dark cave") },
         ))
     };
     let provider = MockProvider::new([
@@ -705,7 +746,7 @@ struct DenyAndLook {
 
 #[async_trait]
 impl ToolApprover for DenyAndLook {
-    async fn approve(&self, _agent: &str, invocation: &ToolInvocation) -> Approval {
+    async fn approve(&self, invocation: &ToolInvocation) -> Approval {
         let key = SessionKey::session("eager").unwrap();
         let roles = roles(&stored_messages(&self.store, &key).await);
         self.seen_when_asked.lock().unwrap().push(roles);
@@ -724,7 +765,7 @@ async fn a_denied_call_is_answered_and_marked_before_the_next_call_is_asked_abou
         store: store.clone(),
         seen_when_asked: Mutex::default(),
     });
-    let look = tool("look", "Look around.", |_: Nothing| async move {
+    let look = tool("look", "Look around.", |_: Nothing, _| async move {
         Ok::<_, String>("a shop")
     });
     let provider = MockProvider::new([

@@ -13,4 +13,5 @@ mod e2e_subagents_tools;
 mod loop_mock;
 mod real_compaction;
 mod real_llama;
+mod service_api;
 mod support;

@@ -91,7 +91,7 @@ fn read_file() -> Arc<dyn Tool> {
     Arc::new(tool(
         "read_file",
         "Read a file",
-        |_args: ReadFile| async move { Ok::<_, String>(file_text()) },
+        |_args: ReadFile, _| async move { Ok::<_, String>(file_text()) },
     ))
 }
 

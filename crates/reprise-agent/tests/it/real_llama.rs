@@ -45,13 +45,17 @@ struct ReadFile {
 
 /// A `read_file` tool that counts its calls and always returns [`FILE_TEXT`].
 fn read_file(calls: Arc<AtomicUsize>) -> Arc<dyn Tool> {
-    Arc::new(tool("read_file", "Read a file", move |_args: ReadFile| {
-        let calls = calls.clone();
-        async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, String>(FILE_TEXT.to_owned())
-        }
-    }))
+    Arc::new(tool(
+        "read_file",
+        "Read a file",
+        move |_args: ReadFile, _| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(FILE_TEXT.to_owned())
+            }
+        },
+    ))
 }
 
 async fn agent(

@@ -100,10 +100,10 @@ pub struct DelegationPassesGate {
 
 #[async_trait]
 impl ToolApprover for DelegationPassesGate {
-    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
-        if agent == reprise_agent::DEFAULT_AGENT_NAME && self.subagents.contains(&invocation.name) {
+    async fn approve(&self, invocation: &ToolInvocation) -> Approval {
+        if !invocation.context.subagent && self.subagents.contains(&invocation.name) {
             return Approval::Allow;
         }
-        self.inner.approve(agent, invocation).await
+        self.inner.approve(invocation).await
     }
 }

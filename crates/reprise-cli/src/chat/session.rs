@@ -329,7 +329,7 @@ impl ChatSession {
     /// during a turn.
     pub async fn compact(&mut self, focus: Option<&str>, cancel: CancellationToken) -> TurnEnd {
         let (events_tx, events_rx) = unbounded_channel();
-        let run = self.agent.compact(focus, Some(events_tx), cancel);
+        let run = self.agent.compact(focus, Some(events_tx.into()), cancel);
         let forward = forward_events(
             events_rx,
             &mut self.log,
@@ -497,6 +497,7 @@ fn record_event(
             id,
             name,
             output,
+            ..
         } => {
             let marker = if output.is_error { "✗" } else { "↳" };
             let first = output.content.lines().next().unwrap_or("");

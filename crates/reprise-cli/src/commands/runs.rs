@@ -527,7 +527,7 @@ pub async fn fork(
     let target = runs.fork(&source, fresh, up_to).await?;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {
-        store.close().await;
+        reprise_session::SessionStore::close(&store).await?;
     }
     writeln!(
         out,

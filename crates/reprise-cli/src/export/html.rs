@@ -54,7 +54,7 @@ fn safe_image(url: &str) -> Option<String> {
     raster.then(|| escape_html(url.trim()))
 }
 
-/// Markdown as HTML, written by pulldown-cmark's HTML writer after [`safe_event`]
+/// Markdown as HTML, written by pulldown-cmark's HTML writer after `safe_event`
 /// has taken out everything that could make the text markup or reach the network.
 pub fn markdown_to_html(markdown: &str) -> String {
     let mut out = String::with_capacity(markdown.len() * 2);

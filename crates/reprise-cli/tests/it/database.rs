@@ -386,7 +386,7 @@ async fn runs_lists_the_newest_page_of_a_large_database_and_all_with_a_flag() {
     )
     .await
     .unwrap();
-    store.close().await;
+    reprise_session::SessionStore::close(&store).await.unwrap();
     sqlx::query(
         "INSERT INTO reprise_sessions (id, created_at, updated_at, message_count, last_message) \
          SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24-MI-SS-MS\"Z\"'), t, t, 2, \

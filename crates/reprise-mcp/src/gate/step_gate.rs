@@ -153,7 +153,7 @@ impl StepGate {
         let (decision, reason) = self.decide_inner(agent, invocation).await;
         let decision = GateDecision {
             agent: agent.to_string(),
-            call_id: invocation.id.clone(),
+            call_id: invocation.context.call_id.clone(),
             tool: invocation.name.clone(),
             decision,
             reason,
@@ -192,7 +192,7 @@ impl StepGate {
         }
         let request = GateRequest {
             agent: agent.to_string(),
-            call_id: invocation.id.clone(),
+            call_id: invocation.context.call_id.clone(),
             tool: tool.to_string(),
             arguments: invocation.arguments.clone(),
         };
@@ -212,8 +212,8 @@ impl StepGate {
 
 #[async_trait]
 impl ToolApprover for StepGate {
-    async fn approve(&self, agent: &str, invocation: &ToolInvocation) -> Approval {
-        let decision = self.decide(agent, invocation).await;
+    async fn approve(&self, invocation: &ToolInvocation) -> Approval {
+        let decision = self.decide(&invocation.context.agent, invocation).await;
         match decision.decision {
             Decision::Allow | Decision::AskYes | Decision::Always => Approval::Allow,
             Decision::Deny => Approval::Deny(format!(

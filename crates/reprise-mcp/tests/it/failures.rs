@@ -217,7 +217,7 @@ async fn a_cancelled_call_returns_at_once_and_keeps_the_server() {
         "ev__trigger-long-running-operation",
         r#"{"duration": 30, "steps": 3}"#,
     );
-    let cancel = call.cancel.clone();
+    let cancel = call.context.cancel.clone();
     let pending = tokio::spawn(async move { long.call(call).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     cancel.cancel();

@@ -5,7 +5,7 @@ use reprise_testkit::assert_contains;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use crate::support::invocation;
+use crate::support::{invocation, subagent_invocation};
 use async_trait::async_trait;
 use reprise_agent::{Approval, ToolApprover};
 use reprise_mcp::{
@@ -81,13 +81,10 @@ async fn policy_allows_and_denies_without_asking() {
     )
     .with_reporter(report);
     assert_eq!(
-        gate.approve("main", &invocation("c1", "town__move", "{}"))
-            .await,
+        gate.approve(&invocation("c1", "town__move", "{}")).await,
         Approval::Allow
     );
-    let Approval::Deny(reason) = gate
-        .approve("main", &invocation("c2", "town__burn_it", "{}"))
-        .await
+    let Approval::Deny(reason) = gate.approve(&invocation("c2", "town__burn_it", "{}")).await
     else {
         panic!("deny expected")
     };
@@ -123,32 +120,31 @@ async fn unlisted_tools_are_asked_yes_no_and_always_for_this_run() {
     let gate = StepGate::new(policy(&[], &[]), GateMode::Ask(asker.clone())).with_reporter(report);
 
     assert_eq!(
-        gate.approve("main", &invocation("c1", "bash", r#"{"cmd":"ls"}"#))
+        gate.approve(&invocation("c1", "bash", r#"{"cmd":"ls"}"#))
             .await,
         Approval::Allow
     );
-    let Approval::Deny(reason) = gate.approve("main", &invocation("c2", "bash", "{}")).await else {
+    let Approval::Deny(reason) = gate.approve(&invocation("c2", "bash", "{}")).await else {
         panic!("deny expected")
     };
     assert_contains!(reason, "declined");
     assert_eq!(
-        gate.approve("helper", &invocation("c3", "bash", "{}"))
+        gate.approve(&subagent_invocation("helper", "c3", "bash", "{}"))
             .await,
         Approval::Allow
     );
     // Always: no more questions about bash in this run.
     assert_eq!(
-        gate.approve("main", &invocation("c4", "bash", "{}")).await,
+        gate.approve(&invocation("c4", "bash", "{}")).await,
         Approval::Allow
     );
     assert_eq!(
-        gate.approve("main", &invocation("c5", "bash", "{}")).await,
+        gate.approve(&invocation("c5", "bash", "{}")).await,
         Approval::Allow
     );
     // Other tools are still asked.
     assert_eq!(
-        gate.approve("main", &invocation("c6", "write_file", "{}"))
-            .await,
+        gate.approve(&invocation("c6", "write_file", "{}")).await,
         Approval::Allow
     );
     assert_eq!(asker.asked(), ["bash", "bash", "bash", "write_file"]);
@@ -197,20 +193,18 @@ async fn always_is_remembered_per_gate_never_across_runs() {
         GateMode::Ask(ScriptedAsker::new(&[GateAnswer::AlwaysForThisRun])),
     );
     assert_eq!(
-        first.approve("main", &invocation("c1", "bash", "{}")).await,
+        first.approve(&invocation("c1", "bash", "{}")).await,
         Approval::Allow
     );
     assert_eq!(
-        first.approve("main", &invocation("c2", "bash", "{}")).await,
+        first.approve(&invocation("c2", "bash", "{}")).await,
         Approval::Allow
     );
     // The next run (a new gate) asks again.
     let asker = ScriptedAsker::new(&[GateAnswer::No]);
     let second = StepGate::new(policy(&[], &[]), GateMode::Ask(asker.clone()));
     assert!(matches!(
-        second
-            .approve("main", &invocation("c3", "bash", "{}"))
-            .await,
+        second.approve(&invocation("c3", "bash", "{}")).await,
         Approval::Deny(_)
     ));
     assert_eq!(asker.asked(), ["bash"]);
@@ -226,7 +220,7 @@ async fn concurrent_calls_get_one_question_at_a_time() {
     let calls = (0..5).map(|i| {
         let gate = gate.clone();
         async move {
-            gate.approve("main", &invocation(&format!("c{i}"), "bash", "{}"))
+            gate.approve(&invocation(&format!("c{i}"), "bash", "{}"))
                 .await
         }
     });
@@ -244,11 +238,11 @@ async fn yes_mode_runs_unlisted_tools_but_deny_still_denies() {
     let (log, report) = recorder();
     let gate = StepGate::new(policy(&[], &["rm_*"]), GateMode::Yes).with_reporter(report);
     assert_eq!(
-        gate.approve("main", &invocation("c1", "bash", "{}")).await,
+        gate.approve(&invocation("c1", "bash", "{}")).await,
         Approval::Allow
     );
     assert!(matches!(
-        gate.approve("main", &invocation("c2", "rm_rf", "{}")).await,
+        gate.approve(&invocation("c2", "rm_rf", "{}")).await,
         Approval::Deny(_)
     ));
     let log = log.lock().unwrap();
@@ -318,16 +312,16 @@ async fn the_line_asker_drives_a_gate_over_an_in_memory_pipe() {
         seen
     });
     assert!(matches!(
-        gate.approve("main", &invocation("c1", "fetch", r#"{"url":"x"}"#))
+        gate.approve(&invocation("c1", "fetch", r#"{"url":"x"}"#))
             .await,
         Approval::Deny(_)
     ));
     assert_eq!(
-        gate.approve("main", &invocation("c2", "fetch", "{}")).await,
+        gate.approve(&invocation("c2", "fetch", "{}")).await,
         Approval::Allow
     );
     assert_eq!(
-        gate.approve("main", &invocation("c3", "fetch", "{}")).await,
+        gate.approve(&invocation("c3", "fetch", "{}")).await,
         Approval::Allow
     );
     let seen = person_task.await.unwrap();

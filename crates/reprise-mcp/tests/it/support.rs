@@ -1,6 +1,6 @@
 //! Shared by the integration tests: configs, hubs, invocations and process checks.
 
-use reprise_agent::ToolInvocation;
+use reprise_agent::{ToolContext, ToolInvocation};
 use reprise_mcp::{HubOptions, McpConfig, McpHub, McpNotice, ResolveContext};
 pub use reprise_testkit::{mcp_crashy_proxy, mcp_everything_server};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -44,11 +44,25 @@ pub fn ctx_with(extra: &[(&str, &str)]) -> ResolveContext {
 /// A model's call of `name` with these arguments.
 pub fn invocation(id: &str, name: &str, arguments: &str) -> ToolInvocation {
     ToolInvocation {
-        id: id.to_string(),
         name: name.to_string(),
         arguments: arguments.to_string(),
-        cancel: CancellationToken::new(),
+        context: ToolContext {
+            session_id: "mcp-tests".to_string(),
+            agent: "main".to_string(),
+            subagent: false,
+            call_id: id.to_string(),
+            idempotency_key: format!("key-{id}"),
+            cancel: CancellationToken::new(),
+        },
     }
+}
+
+/// A call of `name` made by the subagent `agent`.
+pub fn subagent_invocation(agent: &str, id: &str, name: &str, arguments: &str) -> ToolInvocation {
+    let mut call = invocation(id, name, arguments);
+    call.context.agent = agent.to_string();
+    call.context.subagent = true;
+    call
 }
 
 /// Whether a process is still running (a zombie counts as gone).

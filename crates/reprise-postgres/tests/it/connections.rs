@@ -85,7 +85,7 @@ async fn a_store_of_one_connection_appends_locks_and_reads_without_waiting_for_i
     drop(lock);
     store.append(&key("one"), &[entry("fourth")]).await.unwrap();
     assert_eq!(store.list_sessions().await.unwrap().len(), 1);
-    store.close().await;
+    store.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +99,8 @@ async fn close_gives_back_the_kept_connection_and_returns() {
     // A pool waits for every connection to come back before it is closed.
     tokio::time::timeout(Duration::from_secs(30), store.close())
         .await
-        .expect("close waited for the connection the appends keep");
+        .expect("close waited for the connection the appends keep")
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +128,8 @@ async fn close_returns_while_another_task_appends() {
     }
     tokio::time::timeout(Duration::from_secs(30), store.close())
         .await
-        .expect("close waited for the connection the appends keep");
+        .expect("close waited for the connection the appends keep")
+        .unwrap();
     let written = tokio::time::timeout(Duration::from_secs(30), writer)
         .await
         .expect("the writer stopped once the pool closed")

@@ -129,7 +129,7 @@ async fn a_restart_gives_a_clear_error_then_the_store_goes_on() {
     let loaded = store.load(&key("s")).await.unwrap().unwrap();
     assert_eq!(loaded.entries, [before, after].concat());
     drop(guard);
-    store.close().await;
+    store.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +166,7 @@ async fn a_connection_the_server_dropped_while_idle_is_replaced_before_use() {
     store.append(&key("s"), &entries(1, "after")).await.unwrap();
     let loaded = store.load(&key("s")).await.unwrap().unwrap();
     assert_eq!(loaded.entries.len(), 2);
-    store.close().await;
+    store.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -256,7 +256,7 @@ async fn ids_starting_with_a_prefix_are_found_in_byte_order_whatever_the_locale(
     assert!(store.ids_starting_with("a%", 100).await.unwrap().is_empty());
     assert!(store.ids_starting_with("", 100).await.unwrap().is_empty());
 
-    store.close().await;
+    store.close().await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE {name} WITH (FORCE)"
     )))

@@ -180,7 +180,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
         )
         .await
         .unwrap();
-    store.close().await;
+    store.close().await.unwrap();
 
     // A newer release adds a column, which this one does not know: it still opens
     // the database, reads and writes.
@@ -206,7 +206,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
         .search(&runs, &SearchQuery::literal("written"))
         .unwrap();
     assert_eq!(hits.len(), 2);
-    store.close().await;
+    store.close().await.unwrap();
 
     // A newer release whose change earlier ones must not write through: this one
     // reads (lists, shows, searches) and refuses every write, saying why.
@@ -251,7 +251,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
         store.load(&key("s")).await.unwrap().unwrap().entries.len(),
         2
     );
-    store.close().await;
+    store.close().await.unwrap();
 
     // One that earlier releases cannot even read: opening the database says so.
     apply_newer_migration(

@@ -111,7 +111,7 @@ fn child_role() {
                     "append-forever" => append_forever(&store).await,
                     other => panic!("unknown role {other}"),
                 }
-                store.close().await;
+                store.close().await.unwrap();
             }
         }
     });

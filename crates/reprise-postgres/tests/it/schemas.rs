@@ -1,5 +1,7 @@
 //! Test schemas on a server the tests did not start are dropped afterwards.
 
+use reprise_session::SessionStore;
+
 use crate::support::TestDb;
 use crate::support::cluster::Cluster;
 
@@ -20,7 +22,7 @@ async fn a_schema_made_on_an_external_server_is_dropped_with_its_last_handle() {
     let db = TestDb::fresh_on(&url).await.dropped_at_end();
     let schema = db.schema.clone();
     let store = crate::support::StoreOn::store(&db, std::time::Duration::from_secs(30)).await;
-    store.close().await;
+    store.close().await.unwrap();
     let clone = db.clone();
     drop(db);
     assert!(schema_exists(&url, &schema).await, "a clone still holds it");

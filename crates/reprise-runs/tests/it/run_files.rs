@@ -207,7 +207,7 @@ async fn fork_run_copies_a_run_into_a_new_or_fresh_run_folder() {
     // The new folder's store owns the fork's data sync until it is closed.
     assert_eq!(forked.pending_fork_syncs(), 1);
     let probe = forked.clone();
-    forked.clone().close().await;
+    forked.clone().close().await.unwrap();
     assert_eq!(probe.pending_fork_syncs(), 0);
     assert_eq!(
         forked.session_id().unwrap().as_deref(),

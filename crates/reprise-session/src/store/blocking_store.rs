@@ -37,6 +37,8 @@ pub trait BlockingStore: Send + Sync + 'static {
     /// Whether appending to `key` now is only a write and a sync: its writer has read
     /// the file already, so no whole-file read comes first.
     fn append_is_short(&self, key: &SessionKey) -> bool;
+    /// [`SessionStore::close`]: waits for the background work of the store.
+    fn close(&self) -> Result<(), StoreError>;
 }
 
 /// A public store type whose state is a shared [`BlockingStore`]; it is a
@@ -123,5 +125,9 @@ impl<S: OverBlockingStore> SessionStore for S {
             store.fork(&source, &target, up_to)
         })
         .await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        off_runtime(self.blocking_store(), |store| store.close()).await
     }
 }

@@ -28,7 +28,7 @@ use crate::fs::{
 };
 use crate::store::blocking_store::{BlockingStore, OverBlockingStore};
 use crate::store::fork_copy::copy_lines;
-use crate::store::fork_sync::{ForkSyncs, without_stalling};
+use crate::store::fork_sync::ForkSyncs;
 use crate::store::id::{SessionKey, validate_id};
 use crate::store::jsonl::Durability;
 use crate::store::jsonl_writer::JsonlWriter;
@@ -116,9 +116,26 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// A fork returns once its copy is in place and syncs the copied data in the
 /// background (see [`SessionStore::fork`](crate::SessionStore::fork)). The store owns
-/// those syncs: [`FileSessionStore::close`] waits for them, and dropping the last clone
+/// those syncs: [`SessionStore::close`](crate::SessionStore::close) waits for them, and dropping the last clone
 /// of the store waits for them too, so once the store is gone every fork it made is on
 /// disk. In async code prefer `close().await`: a drop waits on the thread it runs on.
+///
+/// ```
+/// use reprise_session::{Entry, FileSessionStore, Message, SessionKey, SessionStore};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = FileSessionStore::new(dir.path());
+/// let key = SessionKey::session("quest-1")?;
+/// store.append(&key, &[Entry::message(Message::user("Where is the key?"))]).await?;
+/// assert!(dir.path().join("quest-1.jsonl").exists());
+/// store.fork("quest-1", "quest-2", None).await?;
+/// let copy = store.load(&SessionKey::session("quest-2")?).await?.unwrap_or_default();
+/// assert_eq!(copy.entries.len(), 1);
+/// store.close().await?; // the fork's data is on disk
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct FileSessionStore {
     inner: Arc<Inner>,
@@ -164,13 +181,6 @@ impl FileSessionStore {
     /// Forks whose background data sync was started and not yet waited for.
     pub fn pending_fork_syncs(&self) -> usize {
         self.inner.fork_syncs.pending()
-    }
-
-    /// Waits until the data of every fork this store (any clone of it) made is on
-    /// disk, without stalling the async runtime's other tasks, then drops this handle.
-    pub async fn close(self) {
-        let inner = self.inner;
-        without_stalling(move || inner.fork_syncs.wait()).await;
     }
 }
 
@@ -239,6 +249,12 @@ impl Inner {
 }
 
 impl BlockingStore for Inner {
+    /// Waits until the data of every fork this store (any clone of it) made is on disk.
+    fn close(&self) -> Result<(), StoreError> {
+        self.fork_syncs.wait();
+        Ok(())
+    }
+
     fn append_is_short(&self, key: &SessionKey) -> bool {
         let writers = self.writers(key.session_id());
         // Busy (another call is using the session): not known to be short.
@@ -650,7 +666,7 @@ mod tests {
         let store = forked_store(dir.path()).await;
         let clone = store.clone();
         assert_eq!(clone.pending_fork_syncs(), 1);
-        store.close().await;
+        store.close().await.unwrap();
         assert_eq!(clone.pending_fork_syncs(), 0);
     }
 }

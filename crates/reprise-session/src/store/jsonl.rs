@@ -345,7 +345,7 @@ impl ReadBuf {
 }
 
 /// Pushes `item` (an entry, or what is made of one) onto `items`, which the first
-/// time it is full grows by the [`LineReader::expected`] count, when there is one,
+/// time it is full grows by the `LineReader::expected` count, when there is one,
 /// rather than doubling.
 pub fn push_expected<T>(items: &mut Vec<T>, expected: &Cell<usize>, item: T) {
     if items.len() == items.capacity() {
@@ -740,7 +740,7 @@ pub fn load_file_beneath(
 /// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink` as
 /// soon as it is in order rather than collecting them; returns the warnings, or
 /// `None` when the file does not exist. `expected` is set as
-/// [`LineReader::expected`] says.
+/// `LineReader::expected` says.
 pub fn read_file_beneath(
     root: &Path,
     path: &Path,

@@ -355,7 +355,7 @@ impl JsonlWriter {
         self.append_indices_then(entries, |_| {})
     }
 
-    /// [`JsonlWriter::append_indices`], calling `while_syncing` with the indices of
+    /// `JsonlWriter::append_indices`, calling `while_syncing` with the indices of
     /// the entries written once they are written and before they are synced, so that
     /// work can overlap the wait for the disk.
     pub fn append_indices_then(

@@ -37,6 +37,6 @@ pub use reprise_message::{
     Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall, USAGE_FIELD, now_millis,
 };
 pub use session_store::{
-    AppendReport, ForkOrigin, LoadWarning, Loaded, SessionInfo, SessionStore, StoreError,
-    WriterLock,
+    AppendReport, ForkOrigin, LoadWarning, Loaded, ReleasableLock, SessionInfo, SessionStore,
+    StoreError, WriterLock,
 };

@@ -189,16 +189,54 @@ pub struct AppendReport {
     pub skipped: usize,
 }
 
-/// Proof of being the one writer of a session. Dropping it releases the lock.
+/// What keeps a writer lock held when letting go of it is work that can wait or fail
+/// (a message to a database server). Dropped without [`release`](Self::release), it
+/// lets go as it can (in the background).
+#[async_trait]
+pub trait ReleasableLock: Send + Sync + 'static {
+    /// Lets go of the lock; once it returns, any writer may take the session.
+    async fn release(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// Proof of being the one writer of a session. [`release`](Self::release) lets go of
+/// it before returning; dropping it lets go too, but a store shared across processes
+/// may finish that in the background, after the drop.
 pub struct WriterLock {
-    _held: Box<dyn Send + Sync>,
+    held: Held,
+}
+
+enum Held {
+    /// Let go of when dropped.
+    Dropped(#[allow(dead_code)] Box<dyn Send + Sync>),
+    /// Let go of by its own `release`.
+    Released(Box<dyn ReleasableLock>),
 }
 
 impl WriterLock {
-    /// Wraps whatever keeps the lock held (an open lock file, a registry slot).
+    /// Wraps whatever keeps the lock held and lets go of it when dropped (an open lock
+    /// file, a registry slot).
     pub fn new(held: impl Send + Sync + 'static) -> Self {
         WriterLock {
-            _held: Box::new(held),
+            held: Held::Dropped(Box::new(held)),
+        }
+    }
+
+    /// Wraps a lock whose release is work of its own (a lease on a server).
+    pub fn releasable(held: impl ReleasableLock) -> Self {
+        WriterLock {
+            held: Held::Released(Box::new(held)),
+        }
+    }
+
+    /// Lets go of the lock: when this returns, another writer (in this process or
+    /// another) can take the session at once.
+    pub async fn release(self) -> Result<(), StoreError> {
+        match self.held {
+            Held::Dropped(held) => {
+                drop(held);
+                Ok(())
+            }
+            Held::Released(held) => held.release().await,
         }
     }
 }
@@ -213,6 +251,25 @@ impl std::fmt::Debug for WriterLock {
 ///
 /// Every implementation passes the same conformance suite
 /// (the `conformance` module, run by `tests/it/conformance.rs`).
+///
+/// ```
+/// use reprise_session::{Entry, MemoryStore, Message, SessionKey, SessionStore, StoreError};
+///
+/// # async fn demo() -> Result<(), StoreError> {
+/// let store: &dyn SessionStore = &MemoryStore::new();
+/// let key = SessionKey::session("quest-1")?;
+/// let writer = store.lock("quest-1").await?;            // one writer per session
+/// assert!(matches!(store.lock("quest-1").await, Err(StoreError::Locked { .. })));
+/// let hello = Entry::message(Message::user("hello"));
+/// store.append(&key, &[hello.clone()]).await?;        // durable when it returns
+/// let again = store.append(&key, &[hello]).await?;    // a uuid it holds is skipped
+/// assert_eq!(again.skipped, 1);
+/// writer.release().await?;
+/// assert_eq!(store.load(&key).await?.unwrap_or_default().entries.len(), 1);
+/// store.close().await
+/// # }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Appends entries in order, skipping those whose uuid the transcript already
@@ -251,4 +308,13 @@ pub trait SessionStore: Send + Sync {
     /// [`Durability::Full`]: crate::Durability::Full
     async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)
     -> Result<(), StoreError>;
+
+    /// Finishes what the store does in the background and lets go of what it holds:
+    /// the file stores wait for their forks' data syncs, the database store for the
+    /// releases of dropped locks, and then closes its connections. Call it once,
+    /// before the process ends, on any handle of the store (clones share it); what
+    /// else a closed store can do depends on the store.
+    async fn close(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

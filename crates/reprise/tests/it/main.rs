@@ -3,4 +3,6 @@
 //! One test binary for the crate; one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test
 
+mod close;
+mod service;
 mod workers;

@@ -40,7 +40,7 @@ pub fn talk_to() -> Arc<dyn Tool> {
     Arc::new(tool(
         "talk_to",
         "Talk to someone in town. Returns what they say.",
-        |args: TalkTo| async move {
+        |args: TalkTo, _| async move {
             match args.npc.as_str() {
                 "elder" => Ok(String::from("The cave opens to the Silver Key.")),
                 "guard" => Ok(String::from("No torch, no entry.")),
@@ -54,7 +54,7 @@ pub fn buy() -> Arc<dyn Tool> {
     Arc::new(tool(
         "buy",
         "Buy an item at the shop. Returns the price and the gold left.",
-        |args: Buy| async move { Ok::<_, String>(format!("{}: 5 gold, 15 left", args.item)) },
+        |args: Buy, _| async move { Ok::<_, String>(format!("{}: 5 gold, 15 left", args.item)) },
     ))
 }
 
