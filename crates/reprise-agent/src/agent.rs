@@ -171,7 +171,7 @@ impl AgentBuilder {
     /// The most tokens a summary of the older history may have (the summary
     /// request's `max_tokens`); unset, a third of the compaction limit, at least 64.
     /// At most a quarter of the context window either way. A summary cut at this
-    /// limit is kept and reported ([`AgentEvent::SummaryCutOff`]).
+    /// limit is kept and reported ([`AgentEvent::SummaryCutOff`](crate::AgentEvent::SummaryCutOff)).
     pub fn summary_max_tokens(mut self, tokens: u32) -> Self {
         self.config.context.summary_max_tokens = Some(tokens);
         self

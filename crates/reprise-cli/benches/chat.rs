@@ -9,7 +9,9 @@
 //! - `reprise --continue` and `reprise show --json` on a 100 MB run of coding-agent
 //!   turns (98,000 entries: prompts, replies with tool calls, tool results), against
 //!   the library's own load of the same session: first in a fresh process (what a
-//!   program that opens it once pays), and again in this process.
+//!   program that opens it once pays), and again in this process; then the same on a
+//!   100 MB run the chat itself wrote (the real binary driven against the scripted
+//!   server for 400 turns, every reply with `usage`, repeated with fresh ids).
 //!
 //! Run with `cargo bench -p reprise-cli --bench chat` (`-- big` runs only the 100 MB
 //! part, `-- small` only the rest).

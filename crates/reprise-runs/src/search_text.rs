@@ -26,7 +26,7 @@ use crate::error::RunError;
 /// per byte of text.
 pub const MAX_REGEX_BYTES: usize = 1000;
 
-/// How a [`TextMatcher`] finds its query (what tests and benchmarks check).
+/// How a search matcher finds its query (what tests and benchmarks check).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     /// memchr's `memmem` over the text as it is.
