@@ -61,7 +61,7 @@ async fn a_linked_history_is_named_as_the_history_not_as_a_run_folder() {
     let out = tool_call_turn(&sandbox, &server).await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(
-        out.stdout,
+        out.stderr,
         "history.jsonl: a symbolic link, not followed: the prompts"
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
