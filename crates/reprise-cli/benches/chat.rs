@@ -407,18 +407,19 @@ async fn big_run_bench(big: &Path, run: &BigRun) {
     );
 }
 
-/// Runs a command to its end; when `marker` first appeared on its stdout, its wall
-/// time, and its own peak RSS (KiB), from wait4.
+/// Runs a command to its end; when `marker` first appeared on its stderr (plain mode
+/// on a pipe keeps stdout for the replies), its wall time, and its own peak RSS
+/// (KiB), from wait4.
 #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
 fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u64) {
     let start = Instant::now();
     let mut child = command(cwd, args).spawn().unwrap();
     let mut out = Vec::new();
-    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
     let mut buffer = [0u8; 65536];
     let mut shown = None;
     loop {
-        let n = stdout.read(&mut buffer).unwrap();
+        let n = stderr.read(&mut buffer).unwrap();
         if n == 0 {
             break;
         }
