@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::schema::parameters_schema;
-use crate::tool::{Tool, ToolContext, ToolInvocation, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolEffects, ToolInvocation, ToolOutput};
 
 /// A tool whose arguments deserialize into `A` and whose work is the function `F`.
 /// Made by [`tool`].
@@ -20,6 +20,7 @@ pub struct FnTool<A, F> {
     name: String,
     description: String,
     parameters: Value,
+    effects: ToolEffects,
     execute: F,
     _args: PhantomData<fn(A)>,
 }
@@ -68,6 +69,7 @@ where
         name: name.into(),
         description: description.into(),
         parameters: parameters_schema::<A>(),
+        effects: ToolEffects::Changes,
         execute,
         _args: PhantomData,
     }
@@ -77,6 +79,19 @@ impl<A, F> FnTool<A, F> {
     /// Replaces the derived schema (for hand-tuned descriptions or constraints).
     pub fn with_parameters(mut self, parameters: Value) -> Self {
         self.parameters = parameters;
+        self
+    }
+
+    /// Declares that the tool only reads: a call a crash may have cut is run again.
+    pub fn read_only(mut self) -> Self {
+        self.effects = ToolEffects::ReadOnly;
+        self
+    }
+
+    /// Declares that a second call with the same idempotency key changes nothing
+    /// more: a call a crash may have cut is run again with its key.
+    pub fn idempotent(mut self) -> Self {
+        self.effects = ToolEffects::Idempotent;
         self
     }
 }
@@ -125,6 +140,10 @@ where
         }
     }
 
+    fn effects(&self) -> ToolEffects {
+        self.effects
+    }
+
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
         let args = match parse_arguments::<A>(&self.name, &invocation.arguments) {
             Ok(args) => args,
@@ -171,6 +190,31 @@ mod tests {
             }
             Ok(format!("{} x{}", args.item, args.qty))
         })
+    }
+
+    #[test]
+    fn a_tool_changes_things_unless_declared_otherwise_and_an_arc_says_the_same() {
+        assert_eq!(buy_tool().effects(), ToolEffects::Changes);
+        let declared = |effects| {
+            let buy = tool("buy", "Buy an item.", |_: Buy, _| async {
+                Ok::<_, String>("bought")
+            });
+            match effects {
+                ToolEffects::ReadOnly => buy.read_only(),
+                _ => buy.idempotent(),
+            }
+        };
+        assert_eq!(
+            declared(ToolEffects::ReadOnly).effects(),
+            ToolEffects::ReadOnly
+        );
+        let shared: std::sync::Arc<dyn Tool> =
+            std::sync::Arc::new(declared(ToolEffects::Idempotent));
+        assert_eq!(shared.effects(), ToolEffects::Idempotent);
+        assert_eq!(
+            std::sync::Arc::new(shared).effects(),
+            ToolEffects::Idempotent
+        );
     }
 
     #[tokio::test]

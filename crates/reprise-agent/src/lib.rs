@@ -39,5 +39,7 @@ pub use subagent::{
     DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
 };
 pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT, TOOL_ERROR_FIELD};
-pub use tool::{Approval, Tool, ToolApprover, ToolContext, ToolInvocation, ToolOutput};
+pub use tool::{
+    Approval, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
+};
 pub use usage::{usage_of, usage_totals};

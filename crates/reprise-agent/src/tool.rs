@@ -66,6 +66,23 @@ impl ToolOutput {
     }
 }
 
+/// What running a tool does besides answering. It decides what happens to a call
+/// that a crash may have cut: a read-only call is simply run again, an idempotent
+/// one is run again with the same idempotency key, any other one is never run again
+/// without a decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolEffects {
+    /// It only reads: running a call again is harmless.
+    ReadOnly,
+    /// It changes things, but a second call with the same idempotency key changes
+    /// nothing more.
+    Idempotent,
+    /// It may change things, and a second call may change them again.
+    #[default]
+    Changes,
+}
+
 /// A tool the agent offers the model. Object-safe; an `Arc` of a tool is a tool, so
 /// one tool can be given to many agents.
 ///
@@ -103,6 +120,12 @@ pub trait Tool: Send + Sync {
 
     /// Runs one call. Failures are returned as [`ToolOutput::error`], never raised.
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput;
+
+    /// What a call does besides answering; [`ToolEffects::Changes`] unless the tool
+    /// says otherwise.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::Changes
+    }
 }
 
 #[async_trait]
@@ -113,6 +136,10 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
 
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
         (**self).call(invocation).await
+    }
+
+    fn effects(&self) -> ToolEffects {
+        (**self).effects()
     }
 }
 

@@ -105,7 +105,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Arc<dyn Tool>> {
             }
         },
     );
-    vec![Arc::new(read), Arc::new(list)]
+    vec![Arc::new(read.read_only()), Arc::new(list.read_only())]
 }
 
 #[cfg(test)]
@@ -139,6 +139,13 @@ mod tests {
                 "{}",
                 output.content
             );
+        }
+    }
+
+    #[test]
+    fn the_built_in_tools_only_read() {
+        for tool in builtin_tools(PathBuf::from(".")) {
+            assert_eq!(tool.effects(), reprise_agent::ToolEffects::ReadOnly);
         }
     }
 

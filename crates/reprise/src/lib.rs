@@ -136,7 +136,7 @@ pub mod prelude {
     pub use crate::{CancellationToken, JsonSchema, async_trait, schemars};
     pub use reprise_agent::{
         Agent, AgentBuilder, AgentError, AgentEvent, Approval, Prompt, Subagent, Tool,
-        ToolApprover, ToolContext, ToolInvocation, ToolOutput, tool,
+        ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput, tool,
     };
     pub use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};
     pub use reprise_runs::create_run_store;
