@@ -13,8 +13,12 @@
 //!   100 MB run the chat itself wrote (the real binary driven against the scripted
 //!   server for 400 turns, every reply with `usage`, repeated with fresh ids).
 //!
+//! `show --json` is also set against the seed's Python loader (`json.loads` of every
+//! line of the file) where `python3` is on the machine.
+//!
 //! Run with `cargo bench -p reprise-cli --bench chat` (`-- big` runs only the 100 MB
-//! part, `-- small` only the rest).
+//! part, `-- small` only the rest). With `REPRISE_BENCH_KEEP=DIR` the runs are
+//! written under `DIR` and kept, to profile by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -67,25 +71,48 @@ fn command(cwd: &Path, args: &[&str]) -> Command {
 fn timed(cwd: &Path, args: &[&str]) -> (Duration, u64) {
     let start = Instant::now();
     let mut child = command(cwd, args).spawn().unwrap();
+    let peak = PeakWatch::of(child.id());
     let mut stdout = child.stdout.take().unwrap();
     let mut buffer = vec![0u8; 1 << 16];
     while stdout.read(&mut buffer).unwrap() > 0 {}
     let status = child.wait().unwrap();
     let elapsed = start.elapsed();
     assert!(status.success(), "{args:?} failed");
-    (elapsed, peak_rss_of_children_kib())
+    (elapsed, peak.finish())
 }
 
-fn peak_rss_of_children_kib() -> u64 {
-    // ru_maxrss of RUSAGE_CHILDREN: the largest peak of any child waited for so far.
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a complete rusage into the pointer it is given.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+/// The peak resident memory of a child's own address space (`VmHWM`), sampled
+/// until it exits. Not `ru_maxrss` from `wait4` or `RUSAGE_CHILDREN`: Linux carries
+/// the high-water mark of the address space a child replaced at `exec` into it, and
+/// a spawned child's is this bench's own (hundreds of MB after a load in process).
+struct PeakWatch {
+    sampler: std::thread::JoinHandle<u64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PeakWatch {
+    fn of(pid: u32) -> PeakWatch {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut peak = 0;
+            // VmHWM only grows while the process lives; once it has exited (a
+            // zombie has no address space) the line is gone.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(vm_hwm_kib(pid));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        });
+        PeakWatch { sampler, done }
+    }
+
+    /// Stops sampling (call after the child has been waited for) and returns the
+    /// peak seen.
+    fn finish(self) -> u64 {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap()
+    }
 }
 
 /// Writes `count` runs through the library, on several threads (creating folders
@@ -369,6 +396,13 @@ async fn big_run_bench(big: &Path, run: &BigRun) {
         show_time.as_secs_f64() / first_load.as_secs_f64(),
         show_time.as_secs_f64() / library.as_secs_f64()
     );
+    if let Some(python) = python_load(&dir.join("conversation.jsonl"), run.entries) {
+        println!(
+            "the seed's Python loader (json.loads per line, python3 in a fresh process), {mb:.1} MB: median {} (show --json is {:.2}x faster)",
+            ms(python),
+            python.as_secs_f64() / show_time.as_secs_f64()
+        );
+    }
 
     let args = [
         "--plain",
@@ -407,13 +441,42 @@ async fn big_run_bench(big: &Path, run: &BigRun) {
     );
 }
 
+/// The seed's Python `load`: every line of the file through `json.loads`, in a fresh
+/// `python3`, timed around the whole process (median of [`REPEAT`]); `None` without
+/// python3.
+fn python_load(file: &Path, entries: usize) -> Option<Duration> {
+    const LOAD: &str = "import sys, json\n\
+        from pathlib import Path\n\
+        messages = [json.loads(line) for line in Path(sys.argv[1]).read_text(encoding='utf-8').splitlines() if line]\n\
+        print(len(messages))\n";
+    let run = || {
+        let start = Instant::now();
+        let output = Command::new("python3")
+            .args(["-c", LOAD])
+            .arg(file)
+            .output()
+            .ok()?;
+        let took = start.elapsed();
+        let count: usize = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .ok()?;
+        // The conversation file also holds the session's header line.
+        assert!(count >= entries, "python read {count} lines");
+        Some(took)
+    };
+    run()?;
+    let samples: Option<Vec<_>> = (0..REPEAT).map(|_| run()).collect();
+    Some(median(samples?))
+}
+
 /// Runs a command to its end; when `marker` first appeared on its stderr (plain mode
 /// on a pipe keeps stdout for the replies), its wall time, and its own peak RSS
-/// (KiB), from wait4.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+/// (KiB, see [`PeakWatch`]).
 fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u64) {
     let start = Instant::now();
     let mut child = command(cwd, args).spawn().unwrap();
+    let peak = PeakWatch::of(child.id());
     let mut out = Vec::new();
     let mut stderr = child.stderr.take().unwrap();
     let mut buffer = [0u8; 65536];
@@ -428,28 +491,11 @@ fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u
             shown = Some(start.elapsed());
         }
     }
-    let pid = child.id();
-    let mut status = 0;
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: wait4 on our own child, writing a complete rusage into the pointer.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        let waited = libc::wait4(
-            libc::pid_t::try_from(pid).unwrap(),
-            &mut status,
-            0,
-            usage.as_mut_ptr(),
-        );
-        assert_eq!(waited, libc::pid_t::try_from(pid).unwrap());
-        usage.assume_init()
-    };
+    let status = child.wait().unwrap();
     let elapsed = start.elapsed();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{args:?} failed"
-    );
+    assert!(status.success(), "{args:?} failed");
     let shown = shown.expect("the marker was never printed");
-    (shown, elapsed, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+    (shown, elapsed, peak.finish())
 }
 
 #[tokio::main]
@@ -457,15 +503,18 @@ async fn main() {
     if let (Ok(dir), Ok(id)) = (std::env::var(CHILD_LOAD_DIR), std::env::var(CHILD_LOAD_KEY)) {
         return child_load(&dir, &id).await;
     }
-    let root = tempfile::tempdir().unwrap();
+    let temporary = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("REPRISE_BENCH_KEEP").map(std::path::PathBuf::from);
+    let root = kept.as_deref().unwrap_or(temporary.path());
+    std::fs::create_dir_all(root).unwrap();
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     if only.as_deref() != Some("small") {
-        big_bench(root.path()).await;
+        big_bench(root).await;
     }
     if only.as_deref() == Some("big") {
         return;
     }
-    let many = root.path().join("many");
+    let many = root.join("many");
     std::fs::create_dir_all(many.join("xdg")).unwrap();
     let setup = Instant::now();
     make_runs(&many.join(".run"), RUNS);
@@ -505,7 +554,7 @@ async fn main() {
         ms(median(in_process))
     );
 
-    let long = root.path().join("long");
+    let long = root.join("long");
     std::fs::create_dir_all(long.join("xdg")).unwrap();
     make_long_run(&long.join(".run"), MESSAGES).await;
     let args = [

@@ -6,10 +6,16 @@
 //! - `reprise runs` over those 10,000 runs, every one with a title (`labels.json`),
 //!   with the list cache present (warm) and removed before each listing (cold).
 //!
+//! - `reprise search` over 2,000 runs the chat wrote (the real binary driven against
+//!   the scripted server, its conversation repeated with fresh ids into each run),
+//!   for a phrase in every reply and for a file name in prompts, tool calls and
+//!   results, against `rg -F -c` over the same files.
+//!
 //! Wall time of the whole process, median of alternating rounds after an untimed
 //! pass of each. The data is generated under `target/bench-tmp/` and removed
-//! afterwards. Needs `rg` (Debian's `ripgrep`). Run with
-//! `cargo bench -p reprise-cli --bench history`.
+//! afterwards (kept under `REPRISE_BENCH_KEEP=DIR` when set). Needs `rg` (Debian's `ripgrep`). Run with
+//! `cargo bench -p reprise-cli --bench history` (`-- chat` runs only the search of
+//! chat-written runs).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -27,13 +33,20 @@ const RUN_BYTES: usize = 100_000;
 const BODIES: usize = 64;
 const ROUNDS: usize = 5;
 const QUERY: &str = "migration plan";
+/// Runs made of what the chat wrote, and the turns driven to write it.
+const CHAT_RUNS: usize = 2_000;
+const DRIVEN_TURNS: usize = 40;
+/// In every reply of the driven chat; in prompts, tool calls and tool results.
+const CHAT_QUERIES: [&str; 2] = ["splits on tabs", "src/module_13.rs"];
 
 /// Removes the generated data however the bench ends.
-struct TempDir(PathBuf);
+struct TempDir(PathBuf, bool);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -259,6 +272,56 @@ fn make_runs(runs_dir: &Path) -> u64 {
     })
 }
 
+/// [`CHAT_RUNS`] runs, each the conversation the chat wrote in [`DRIVEN_TURNS`] turns
+/// against the scripted server (with fresh ids), searched for [`CHAT_QUERIES`]
+/// against `rg -F -c` in alternating rounds.
+fn chat_written_search(reprise: &str, root: &Path) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let driven = root.join("driven");
+    std::fs::create_dir_all(&driven).unwrap();
+    let template = reprise_testkit::chat_corpus::read_entries(&runtime.block_on(
+        reprise_testkit::chat_corpus::drive_chat(Path::new(reprise), &driven, DRIVEN_TURNS),
+    ));
+    let runs_dir = root.join("chat-runs");
+    let started = Instant::now();
+    let mut bytes = 0;
+    for n in 0..CHAT_RUNS {
+        let folder = reprise_runs::create_run_folder(&runs_dir).unwrap();
+        let store = RunStore::with_durability(&folder.dir, Durability::None);
+        let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+        let entries = reprise_testkit::chat_corpus::repeated(&template, n);
+        runtime.block_on(store.append(&key, &entries)).unwrap();
+        bytes += std::fs::metadata(folder.dir.join("conversation.jsonl"))
+            .unwrap()
+            .len();
+    }
+    println!(
+        "made {CHAT_RUNS} runs the chat wrote ({DRIVEN_TURNS} turns each, {} entries), {:.0} MB, in {:.1} s",
+        template.len(),
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let runs_arg = runs_dir.to_str().unwrap();
+    for query in CHAT_QUERIES {
+        let search_args = ["--runs-dir", runs_arg, "search", query];
+        let rg_args = ["-F", "-c", "--glob", "*.jsonl", query, runs_arg];
+        let (_, search_out) = timed(reprise, &search_args, root);
+        let (_, rg_out) = timed("rg", &rg_args, root);
+        let mut search = Vec::new();
+        let mut rg = Vec::new();
+        for _ in 0..ROUNDS {
+            search.push(timed(reprise, &search_args, root).0);
+            rg.push(timed("rg", &rg_args, root).0);
+        }
+        println!(
+            "chat-written runs, reprise search {query:?}: median {} ({search_out} bytes out); rg -F -c: median {} ({rg_out} bytes out); ratio {:.2}x",
+            ms(median(search.clone())),
+            ms(median(rg.clone())),
+            median(search).as_secs_f64() / median(rg).as_secs_f64(),
+        );
+    }
+}
+
 /// Runs a command to its end, its output read and dropped; returns its wall time.
 fn timed(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize) {
     let start = Instant::now();
@@ -284,10 +347,19 @@ fn main() {
         eprintln!("history bench: `rg` is missing (apt-get install -y ripgrep)");
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/bench-tmp")
-        .join(format!("history-{}", std::process::id()));
-    let guard = TempDir(root.clone());
+    // With REPRISE_BENCH_KEEP=DIR the data is written under DIR and kept, to
+    // profile by hand.
+    let kept = std::env::var_os("REPRISE_BENCH_KEEP").map(PathBuf::from);
+    let root = kept.clone().unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/bench-tmp")
+            .join(format!("history-{}", std::process::id()))
+    });
+    let guard = TempDir(root.clone(), kept.is_none());
+    if std::env::args().skip(1).any(|arg| arg == "chat") {
+        chat_written_search(env!("CARGO_BIN_EXE_reprise"), &root);
+        return;
+    }
     let runs_dir = root.join("runs");
     let started = Instant::now();
     let bytes = make_runs(&runs_dir);
@@ -323,6 +395,8 @@ fn main() {
         median(search).as_secs_f64() / median(rg).as_secs_f64(),
         ratios[ratios.len() / 2]
     );
+
+    chat_written_search(reprise, &root);
 
     let list_args = ["--runs-dir", runs_arg, "runs"];
     let cache = runs_dir.join(reprise_runs::LIST_CACHE);

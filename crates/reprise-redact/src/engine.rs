@@ -88,8 +88,12 @@ const SET_MIN_LEN: usize = 512;
 pub(crate) fn secret_spans(compiled: &Compiled, text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     if text.len() < SET_MIN_LEN {
+        // Most patterns match nothing: asking first costs a scan, while going
+        // straight to the captures would allocate their slots for every pattern.
         for pattern in &compiled.patterns {
-            pattern_spans(pattern, text, &mut spans);
+            if pattern.regex.is_match(text) {
+                pattern_spans(pattern, text, &mut spans);
+            }
         }
     } else {
         for index in compiled.set.matches(text).iter() {

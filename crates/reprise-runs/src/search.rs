@@ -36,8 +36,8 @@ use crate::error::RunError;
 use crate::folder::RunSummary;
 use crate::search_text::{Algorithm, LinePrefilter, TextMatcher};
 use crate::store::{CONVERSATION_JSONL, SUBAGENTS_DIR};
-use reprise_session::Entry;
 use reprise_session::parts::jsonl_stems;
+use reprise_session::{Entry, EntryLineDecoder};
 use reprise_session::{Message, Role};
 
 /// Characters of context shown before a match in a snippet.
@@ -339,7 +339,14 @@ fn match_line(
     decided: &TextMatcher,
     query: &SearchQuery,
 ) -> Option<SearchHit> {
-    let entry: Entry = serde_json::from_slice(trim_line(line)).ok()?;
+    // The loader's decoder, one per search thread: its buffer is kept between the
+    // lines it decodes.
+    thread_local! {
+        static DECODER: std::cell::RefCell<EntryLineDecoder> = Default::default();
+    }
+    let entry: Entry = DECODER
+        .with(|decoder| decoder.borrow_mut().decode(trim_line(line)))
+        .ok()?;
     let (role, fields) = match entry.as_message() {
         Some(message) => {
             if message.role == Role::System
