@@ -18,4 +18,3 @@ pub mod export;
 pub mod local;
 pub mod runs;
 pub mod screens;
-pub mod tools;

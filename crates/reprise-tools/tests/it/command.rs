@@ -1,66 +1,11 @@
 //! run_command: the result, the cap on output, and the process group killed whole.
 
-use std::time::Duration;
-
 use reprise_testkit::assert_contains;
+use reprise_testkit::process_group::{group_dies, pid_written};
 use reprise_tools::run_command_tool;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{Folders, call, call_cancellable};
-
-/// The processes of group `group` still alive (zombies waiting for a parent to
-/// reap them count as dead).
-fn alive_in_group(group: i32) -> Vec<String> {
-    let mut alive = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the command name in parentheses: state, parent, group.
-        let Some((_, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split(' ').collect();
-        if fields.len() > 2 && fields[2] == group.to_string() && fields[0] != "Z" {
-            alive.push(stat);
-        }
-    }
-    alive
-}
-
-/// Waits (a minute at most) until no process of `group` is alive.
-async fn group_dies(group: i32) {
-    let deadline = tokio::time::Instant::now() + reprise_testkit::A_MINUTE;
-    loop {
-        let alive = alive_in_group(group);
-        if alive.is_empty() {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still alive: {alive:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The shell's pid the command wrote to `work/src/pid`, once it is there.
-async fn pid_written(folders: &Folders) -> i32 {
-    let file = folders.path("work/src/pid");
-    let deadline = tokio::time::Instant::now() + reprise_testkit::A_MINUTE;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && text.ends_with('\n')
-        {
-            return text.trim().parse().unwrap();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 const SPAWNS_SLEEPERS: &str = "sleep 1000 & sleep 1000 & echo $$ > src/pid; wait";
 
@@ -147,7 +92,7 @@ async fn a_cancelled_call_kills_the_whole_group() {
     let arguments = format!(r#"{{"command":"{SPAWNS_SLEEPERS}"}}"#);
     let call = call_cancellable(&run, &arguments, cancel.clone());
     let (output, group) = tokio::join!(call, async {
-        let group = pid_written(&folders).await;
+        let group = pid_written(&folders.path("work/src/pid")).await;
         cancel.cancel();
         group
     });
@@ -167,7 +112,7 @@ async fn a_call_dropped_midway_kills_the_whole_group() {
         let run = std::sync::Arc::clone(&run);
         tokio::spawn(async move { call(run.as_ref(), &arguments).await })
     };
-    let group = pid_written(&folders).await;
+    let group = pid_written(&folders.path("work/src/pid")).await;
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
     group_dies(group).await;
