@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reprise_agent::{Tool, tool};
+use reprise_agent::{Tool, ToolEffects, tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::command::{self, CommandSettings};
 use crate::error::FileError;
@@ -63,68 +64,80 @@ struct RunCommandArgs {
     timeout: Option<u64>,
 }
 
-/// Runs a file function on a blocking thread.
-async fn blocking<F>(work: F) -> Result<String, FileError>
+/// A tool over one file function, run on a blocking thread.
+fn file_tool<A>(
+    name: &'static str,
+    description: &'static str,
+    workspace: Workspace,
+    effects: ToolEffects,
+    work: fn(&Workspace, A) -> Result<String, FileError>,
+) -> impl Tool
 where
-    F: FnOnce() -> Result<String, FileError> + Send + 'static,
+    A: DeserializeOwned + JsonSchema + Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| Err(FileError::io(".", std::io::Error::other(error))))
+    let made = tool(name, description, move |args: A, _| {
+        let workspace = workspace.clone();
+        async move {
+            tokio::task::spawn_blocking(move || work(&workspace, args))
+                .await
+                .unwrap_or_else(|error| Err(FileError::io(".", std::io::Error::other(error))))
+        }
+    });
+    match effects {
+        ToolEffects::ReadOnly => made.read_only(),
+        _ => made,
+    }
 }
 
 /// `read_file {path}`: a text file under the working folder, at most
 /// [`files::MAX_READ`] bytes. Read-only.
 pub fn read_file_tool(workspace: Workspace) -> impl Tool {
-    tool(
+    file_tool(
         "read_file",
         "Read a text file under the working folder (at most 64 KiB).",
-        move |args: ReadFileArgs, _| {
-            let workspace = workspace.clone();
-            blocking(move || files::read_file(&workspace, &args.path))
-        },
+        workspace,
+        ToolEffects::ReadOnly,
+        |workspace, args: ReadFileArgs| files::read_file(workspace, &args.path),
     )
-    .read_only()
 }
 
 /// `list_dir {path?}`: the entries of a folder under the working folder.
 /// Read-only.
 pub fn list_dir_tool(workspace: Workspace) -> impl Tool {
-    tool(
+    file_tool(
         "list_dir",
         "List the entries of a folder under the working folder.",
-        move |args: ListDirArgs, _| {
-            let workspace = workspace.clone();
-            let path = args.path.unwrap_or_else(|| ".".to_owned());
-            blocking(move || files::list_dir(&workspace, &path))
+        workspace,
+        ToolEffects::ReadOnly,
+        |workspace, args: ListDirArgs| {
+            files::list_dir(workspace, args.path.as_deref().unwrap_or("."))
         },
     )
-    .read_only()
 }
 
 /// `write_file {path, content}`: writes a file under the working folder whole,
 /// creating missing folders. Changes things.
 pub fn write_file_tool(workspace: Workspace) -> impl Tool {
-    tool(
+    file_tool(
         "write_file",
         "Write a file under the working folder, replacing it whole (missing folders are created).",
-        move |args: WriteFileArgs, _| {
-            let workspace = workspace.clone();
-            blocking(move || files::write_file(&workspace, &args.path, &args.content))
-        },
+        workspace,
+        ToolEffects::Changes,
+        |workspace, args: WriteFileArgs| files::write_file(workspace, &args.path, &args.content),
     )
 }
 
 /// `edit_file {path, old, new}`: replaces the one occurrence of `old` in a file
 /// under the working folder. Changes things.
 pub fn edit_file_tool(workspace: Workspace) -> impl Tool {
-    tool(
+    file_tool(
         "edit_file",
         "Replace a piece of text in a file under the working folder; the text to replace \
          (old) must occur exactly once.",
-        move |args: EditFileArgs, _| {
-            let workspace = workspace.clone();
-            blocking(move || files::edit_file(&workspace, &args.path, &args.old, &args.new))
+        workspace,
+        ToolEffects::Changes,
+        |workspace, args: EditFileArgs| {
+            files::edit_file(workspace, &args.path, &args.old, &args.new)
         },
     )
 }
