@@ -173,8 +173,7 @@ pub async fn run_command(
     for name in &settings.hidden_env {
         shell.env_remove(name);
     }
-    let rules = sandbox::rules(workspace, &settings.sandbox)?;
-    let (mut child, confined) = spawn_restricted(shell, rules).await?;
+    let (mut child, confined) = spawn_restricted(shell, workspace, &settings.sandbox).await?;
     let mut group = GroupGuard(
         child
             .id()
@@ -203,19 +202,23 @@ pub async fn run_command(
     })
 }
 
-/// Starts `shell` from a thread that first restricts itself with `rules`: the
-/// shell inherits the restriction; the thread ends right after.
+/// Starts `shell` from a thread that first builds the sandbox's rules (opening
+/// the folders they name, off the async threads) and restricts itself with them:
+/// the shell inherits the restriction; the thread ends right after.
 async fn spawn_restricted(
     mut shell: tokio::process::Command,
-    rules: landlock::RulesetCreated,
+    workspace: &Workspace,
+    settings: &SandboxSettings,
 ) -> Result<(tokio::process::Child, bool), CommandError> {
     let runtime = tokio::runtime::Handle::current();
     let (sender, receiver) = tokio::sync::oneshot::channel();
+    let (workspace, settings) = (workspace.clone(), settings.clone());
     std::thread::Builder::new()
         .name("reprise-sandbox".to_owned())
         .spawn(move || {
             let _runtime = runtime.enter();
-            let started = sandbox::restrict(rules)
+            let started = sandbox::rules(&workspace, &settings)
+                .and_then(sandbox::restrict)
                 .map_err(CommandError::from)
                 .and_then(|confined| {
                     shell

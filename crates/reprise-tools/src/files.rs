@@ -197,7 +197,7 @@ fn open_parent<'r>(
             Err(FileError::Io { source, .. })
                 if create && source.kind() == std::io::ErrorKind::NotFound =>
             {
-                make_folders(&root, parent, given)?
+                make_folders(workspace, &root, parent, given)?
             }
             other => other?,
         },
@@ -207,11 +207,17 @@ fn open_parent<'r>(
 }
 
 /// Makes the folders of `parent` that are missing, one at a time, each in a
-/// handle on the one before it.
-fn make_folders(root: &OwnedFd, parent: &Path, given: &str) -> Result<OwnedFd, FileError> {
+/// handle on the one before it, and never in a protected folder.
+fn make_folders(
+    workspace: &Workspace,
+    root: &OwnedFd,
+    parent: &Path,
+    given: &str,
+) -> Result<OwnedFd, FileError> {
     let flags = OFlags::PATH | OFlags::DIRECTORY;
     let mut dir = open_beneath(root, Path::new("."), flags, Mode::empty(), given)?;
     for part in parent.components() {
+        workspace.check_not_protected(&dir, given)?;
         let name = part.as_os_str();
         match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
             Ok(()) | Err(Errno::EXIST) => {}

@@ -208,6 +208,16 @@ async fn the_runs_folder_is_neither_read_nor_written() {
         "{}\n"
     );
     assert!(!folders.path("work/.run/new.txt").exists());
+    let output = call(
+        by_name("write_file").as_ref(),
+        r#"{"path":"runs/made/new.txt","content":"x"}"#,
+    )
+    .await;
+    assert_contains!(output.content, "lies in the runs folder");
+    assert!(
+        !folders.path("work/.run/made").exists(),
+        "no folder made there"
+    );
     let listing = call(by_name("list_dir").as_ref(), "{}").await;
     assert_eq!(listing.content, ".run/\nruns\nsrc/");
 }
