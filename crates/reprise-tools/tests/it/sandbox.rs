@@ -35,6 +35,7 @@ async fn a_command_writes_inside_the_folder_and_the_temporary_folder_only() {
         "tmp\n"
     );
     for command in [
+        "echo tty > /dev/tty",
         "echo out > ../outside/x.txt",
         "touch ../outside/new",
         "rm -r ../tmp/../outside",
