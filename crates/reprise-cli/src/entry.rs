@@ -184,8 +184,13 @@ async fn chat(
     }
     let root = std::env::current_dir().context("cannot read the working directory")?;
     let (ui_tx, ui_rx) = unbounded_channel();
+    if let Some(warning) =
+        crate::chat::builtins::sandbox_warning(&settings, reprise_tools::SandboxSupport::detect())
+    {
+        let _ = ui_tx.send(crate::chat::events::UiEvent::Warning(warning));
+    }
     let opener = Opener {
-        tools: crate::tools::builtin_tools(root),
+        tools: crate::chat::builtins::chat_tools(&settings, root),
         settings,
         provider,
         redactor,

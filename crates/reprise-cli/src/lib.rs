@@ -5,7 +5,7 @@
 //! the chat driver can be tested without a terminal.
 //!
 //! Imports point down this list: [`entry`] and [`cli`] use [`commands`] and
-//! [`screens`], which use [`chat`], which uses [`config`], [`runs`], [`tools`] and
+//! [`screens`], which use [`chat`], which uses [`config`], [`runs`] and
 //! [`display`]; [`export`] is used by the `export` command.
 
 pub mod chat;
@@ -18,4 +18,3 @@ pub mod export;
 pub mod local;
 pub mod runs;
 pub mod screens;
-pub mod tools;

@@ -14,7 +14,8 @@
 //! reads the shared secret corpus and says what a redaction masked.
 //! [`coding_agent_entry`] makes the session entries benchmarks fill sessions with, and
 //! [`chat_corpus`] sessions that the chat itself wrote.
-//! [`ends_within_a_minute`] turns a hang into a failure.
+//! [`ends_within_a_minute`] turns a hang into a failure; [`process_group::group_dies`]
+//! waits for a killed process group to be gone.
 //! [`failing_sync::FailingSync`] makes a real binary's syncs fail as a failing disk's do.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
 //! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
@@ -50,6 +51,7 @@ pub mod llama;
 pub mod paths;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod process_group;
 #[cfg(feature = "pty")]
 pub mod pty;
 mod reply;

@@ -25,6 +25,8 @@
 //!   sessions and runs in PostgreSQL, for many workers on many machines, one fenced
 //!   writer per session.
 //! - [`mcp`]: MCP servers as tools, and the gate that decides which tool calls run.
+//! - [`tools`]: the chat's built-in tools (read, list, write and edit files under a
+//!   working folder; run shell commands in a Landlock sandbox) for any agent.
 //! - [`redact`]: the [`Redactor`](redact::Redactor) that every transcript value passes
 //!   through.
 //!
@@ -93,6 +95,11 @@ pub use reprise_mcp as mcp;
 /// (`reprise-provider`).
 #[doc(inline)]
 pub use reprise_provider as provider;
+
+/// Built-in tools: files under a working folder and shell commands in a Landlock
+/// sandbox (`reprise-tools`).
+#[doc(inline)]
+pub use reprise_tools as tools;
 
 /// Secret redaction for transcripts and logs (`reprise-redact`).
 #[doc(inline)]

@@ -71,12 +71,14 @@ fn label(decision: &GateDecision) -> String {
         .unwrap_or_else(|| format!("{:?}", decision.decision))
 }
 
-/// A new gate for one run: its "always for this run" answers die with it.
+/// A new gate for one run: its "always for this run" answers die with it. The
+/// `read_only` tools (the chat's own that only read) run without asking.
 pub fn gate_for_run(
     settings: &Settings,
     ui: UnboundedSender<UiEvent>,
     redactor: Redactor,
     decisions: Decisions,
+    read_only: Vec<String>,
 ) -> Result<StepGate> {
     let policy = GatePolicy::from_config(&settings.gate.clone().unwrap_or_default())?;
     let mode = if settings.yes {
@@ -84,9 +86,11 @@ pub fn gate_for_run(
     } else {
         GateMode::Ask(Arc::new(ScreenAsker { ui, redactor }))
     };
-    Ok(StepGate::new(policy, mode).with_reporter(move |decision| {
-        decisions.put(&decision.call_id, &label(decision), &decision.reason);
-    }))
+    Ok(StepGate::new(policy, mode)
+        .with_read_only_tools(read_only)
+        .with_reporter(move |decision| {
+            decisions.put(&decision.call_id, &label(decision), &decision.reason);
+        }))
 }
 
 /// Hands a task to a subagent without asking: a delegation does nothing by itself,

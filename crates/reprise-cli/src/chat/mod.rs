@@ -3,6 +3,7 @@
 //! one dispatcher both screens use.
 
 pub mod approval;
+pub mod builtins;
 pub mod commands;
 pub mod context_window;
 pub mod events;

@@ -133,6 +133,14 @@ impl Opener {
         // Each run gets its own servers and its own gate: nothing one run allowed
         // "always" reaches another.
         let hub = self.start_servers().await?;
+        // Only the chat's own tools: a server's claim that a tool only reads is not
+        // trusted.
+        let read_only = self
+            .tools
+            .iter()
+            .filter(|tool| tool.effects() == reprise_agent::ToolEffects::ReadOnly)
+            .map(|tool| tool.spec().name)
+            .collect();
         let mut tools = self.tools.clone();
         if let Some(hub) = &hub {
             tools.extend(hub.tools());
@@ -142,6 +150,7 @@ impl Opener {
             self.ui.clone(),
             self.redactor.clone(),
             decisions.clone(),
+            read_only,
         )?;
         let approver: Arc<dyn ToolApprover> =
             Arc::new(crate::chat::approval::DelegationPassesGate {

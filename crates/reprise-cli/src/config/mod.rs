@@ -10,6 +10,7 @@ use reprise_provider::Generation;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub mod builtin;
 pub mod duration;
 mod message;
 pub mod values;
@@ -62,6 +63,10 @@ config_table! {
         pub gate: Option<reprise_mcp::GateConfig>,
         /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
         pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+        /// The built-in tools offered to the model; all by default.
+        pub builtin_tools: Option<builtin::BuiltinToolNames>,
+        /// Settings of the built-in tools (`[tools.run_command]`).
+        pub tools: Option<builtin::ToolsTable>,
     }
 }
 
@@ -137,7 +142,7 @@ fn check_agent(name: &str, table: &AgentTable) -> Result<(), String> {
             message::short(name)
         ));
     }
-    if crate::tools::BUILTIN_TOOL_NAMES.contains(&name) {
+    if reprise_tools::BUILTIN_TOOL_NAMES.contains(&name) {
         return Err(format!("{name:?} is the name of a built-in tool"));
     }
     if table.description.trim().is_empty() {
@@ -315,6 +320,10 @@ pub struct Settings {
     pub gate: Option<reprise_mcp::GateConfig>,
     /// The subagents (`[agents.NAME]`), by name.
     pub agents: Vec<AgentSettings>,
+    /// The built-in tools offered to the model.
+    pub builtin_tools: Vec<String>,
+    /// How `run_command` runs commands.
+    pub run_command: reprise_tools::CommandSettings,
 }
 
 /// The system prompt when the config gives none.
@@ -383,6 +392,15 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
                         "bad config file {}:{line}: [agents.{}]: {problem}",
                         path.display(),
                         message::short(name)
+                    )
+                })?;
+            }
+            if let Some(table) = config.tools.as_ref().and_then(|t| t.run_command.as_ref()) {
+                table.get_ref().check().map_err(|problem| {
+                    let (line, _) = line_col(text, table.span().start);
+                    anyhow::anyhow!(
+                        "bad config file {}:{line}: [tools.run_command]: {problem}",
+                        path.display()
                     )
                 })?;
             }
@@ -592,6 +610,15 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         .unwrap_or(Some(reprise_agent::DEFAULT_TURN_TIMEOUT));
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     let agents = resolve_agents(file.agents.as_ref(), &generation);
+    let builtin_tools = builtin::offered(file.builtin_tools.as_ref());
+    let mut run_command = builtin::command_settings(
+        file.tools
+            .as_ref()
+            .and_then(|tools| tools.run_command.as_ref())
+            .map(toml::Spanned::get_ref),
+    );
+    // A command has no use for the API key, and must not be able to send it anywhere.
+    run_command.hidden_env.push(api_key_env.clone());
     let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);
     let summary_max_tokens = per_model.summary_max_tokens.or(file.summary_max_tokens);
     let compact_threshold = per_model
@@ -621,6 +648,8 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         mcp: file.mcp,
         gate: file.gate,
         agents,
+        builtin_tools,
+        run_command,
     })
 }
 

@@ -127,6 +127,8 @@ async fn compact_with_too_little_to_compact_says_so() {
 #[tokio::test]
 async fn a_request_past_the_window_is_compacted_first() {
     let sandbox = Sandbox::new();
+    // The sizes below are measured with the two reading tools' schemas in each request.
+    crate::subagents::write_config(&sandbox, "builtin_tools = [\"read_file\", \"list_dir\"]\n");
     let long = "a long question about the weather ".repeat(80);
     let server = ScriptedServer::start_with([
         Reply::text("first answer"),

@@ -315,10 +315,18 @@ async fn the_gate_asks_in_a_box_and_ctrl_c_at_an_empty_prompt_exits() {
     std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
     let server = ScriptedServer::start().await;
     server.push_all([
-        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::tool_call(
+            "call_1",
+            "write_file",
+            r#"{"path":"notes.txt","content":"tea"}"#,
+        ),
         Reply::text("Not allowed, fine."),
-        Reply::tool_call("call_2", "read_file", r#"{"path":"notes.txt"}"#),
-        Reply::text("Read it."),
+        Reply::tool_call(
+            "call_2",
+            "write_file",
+            r#"{"path":"notes.txt","content":"tea"}"#,
+        ),
+        Reply::text("Wrote it."),
     ]);
     let mut pty = chat(&sandbox, &server, &[]);
     pty.wait_text("/help · /resume").await;
@@ -327,13 +335,17 @@ async fn the_gate_asks_in_a_box_and_ctrl_c_at_an_empty_prompt_exits() {
     pty.wait_text("[a] always for this run").await;
     pty.send("n");
     pty.wait_text("Not allowed, fine.").await;
-    pty.wait_text("✗ error: the call to read_file was not allowed")
+    pty.wait_text("✗ error: the call to write_file was not allowed")
         .await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path().join("notes.txt")).unwrap(),
+        "buy milk\n"
+    );
     pty.line("please");
     pty.wait_text("the step gate asks").await;
     pty.send("y");
-    pty.wait_text("Read it.").await;
-    pty.wait_text("↳ buy milk").await;
+    pty.wait_text("Wrote it.").await;
+    pty.wait_text("↳ wrote notes.txt (3 bytes)").await;
     pty.wait_for("the turn to end", |s| !s.contains("working"))
         .await;
     pty.send(CTRL_C);
@@ -346,8 +358,16 @@ async fn ctrl_c_at_the_gate_ends_the_whole_turn_and_closes_every_call() {
     std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
     let server = ScriptedServer::start().await;
     server.push_all([Reply::tool_calls([
-        ScriptedCall::new("call_1", "read_file", r#"{"path":"notes.txt"}"#),
-        ScriptedCall::new("call_2", "read_file", r#"{"path":"other.txt"}"#),
+        ScriptedCall::new(
+            "call_1",
+            "write_file",
+            r#"{"path":"notes.txt","content":"x"}"#,
+        ),
+        ScriptedCall::new(
+            "call_2",
+            "write_file",
+            r#"{"path":"other.txt","content":"x"}"#,
+        ),
     ])]);
     let mut pty = chat(&sandbox, &server, &[]);
     pty.wait_text("/help · /resume").await;

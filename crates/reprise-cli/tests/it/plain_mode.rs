@@ -267,7 +267,11 @@ async fn with_piped_input_the_gate_reads_no_line_and_says_how_to_allow() {
     write_notes(&sandbox);
     let server = ScriptedServer::start().await;
     server.push_all([
-        Reply::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::tool_call(
+            "call_1",
+            "edit_file",
+            r#"{"path":"notes.txt","old":"milk","new":"tea"}"#,
+        ),
         Reply::text("I was not allowed."),
         Reply::tool_call("call_2", "fly", r#"{"to":"moon"}"#),
         Reply::text("No such tool."),
@@ -285,7 +289,7 @@ y
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(!out.stdout.contains("[y]es"), "{}", out.stdout);
     assert_contains!(out.stderr, "--yes");
-    assert_contains!(out.stderr, "[gate] allow = [\"read_file\"]");
+    assert_contains!(out.stderr, "[gate] allow = [\"edit_file\"]");
     let bodies = server.request_bodies();
     assert_eq!(bodies.len(), 4);
     let denied = &bodies[1]["messages"][3];
@@ -396,8 +400,9 @@ async fn help_and_unknown_commands_are_answered_without_the_model() {
     assert_contains!(out.stderr, "/resume");
     // The tools the model may call are listed too.
     assert_contains!(out.stderr, "Tools the model may call");
-    assert_contains!(out.stderr, "  read_file  Read a text file");
-    assert_contains!(out.stderr, "  list_dir   List the entries");
+    assert_contains!(out.stderr, "  read_file    Read a text file");
+    assert_contains!(out.stderr, "  list_dir     List the entries");
+    assert_contains!(out.stderr, "  run_command  Run a shell command");
     assert!(
         out.stderr.contains("unknown command /bogus"),
         "{}",
@@ -551,15 +556,15 @@ async fn ctrl_c_at_the_gate_on_a_terminal_ends_the_turn_and_the_chat_goes_on() {
     let server = ScriptedServer::start().await;
     server.push_all([
         reprise_testkit::Reply::tool_calls([
-            reprise_testkit::ScriptedCall::new("call_1", "read_file", r#"{"path":"notes.txt"}"#),
-            reprise_testkit::ScriptedCall::new("call_2", "read_file", r#"{"path":"other.txt"}"#),
+            reprise_testkit::ScriptedCall::new("call_1", "write_file", r#"{"path":"notes.txt"}"#),
+            reprise_testkit::ScriptedCall::new("call_2", "write_file", r#"{"path":"other.txt"}"#),
         ]),
         Reply::text("Here again."),
     ]);
     let base_url = server.base_url();
     let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
     pty.line("read my notes");
-    pty.wait_text(r#"run read_file {"path":"notes.txt"}?"#)
+    pty.wait_text(r#"run write_file {"path":"notes.txt"}?"#)
         .await;
     // Ctrl-C on the terminal: SIGINT, as a person would send it.
     pty.send("\x03");

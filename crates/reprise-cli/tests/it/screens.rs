@@ -92,6 +92,27 @@ fn tool_calls_are_compact_and_errors_marked() {
 }
 
 #[test]
+fn a_commands_result_shows_its_exit_status_first() {
+    let mut view = base_view();
+    view.items.push(Item::User("run the tests".into()));
+    view.items.push(Item::Tool(ToolView {
+        id: "call_1".into(),
+        agent: String::new(),
+        name: "run_command".into(),
+        arguments: "{\"command\": \"cargo test 2>&1 | tail -3\"}".into(),
+        result: Some(ToolResultView {
+            folded_lines: 0,
+            content: "exit status 101\n--- stdout ---\ntest parse ... FAILED\n\nfailures:\n    \
+                      parse\ntest result: FAILED. 11 passed; 1 failed"
+                .into(),
+            is_error: false,
+        }),
+    }));
+    let terminal = screen(&view, 72, 14);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
 fn the_resume_picker_with_a_filter_typed() {
     let mut view = base_view();
     view.items.push(Item::User("hello".into()));

@@ -222,21 +222,23 @@ async fn a_configured_subagent_takes_a_task_and_its_answer_is_the_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gate_asks_about_a_subagents_tool_call_and_says_which_agent_asks() {
     let sandbox = Sandbox::new();
-    write_config(&sandbox, SCOUT);
+    let writer = SCOUT.replace("\"read_file\"]", "\"read_file\", \"write_file\"]");
+    write_config(&sandbox, &writer);
     let server = ScriptedServer::start().await;
     server.push_all([
-        delegate("p1", "read the notes"),
-        Reply::tool_call("s1", "read_file", r#"{"path":"notes.txt"}"#),
-        Reply::text("I was not allowed to read it."),
-        Reply::text("The scout could not read it."),
+        delegate("p1", "write the notes"),
+        Reply::tool_call("s1", "write_file", r#"{"path":"notes.txt","content":"x"}"#),
+        Reply::text("I was not allowed to write it."),
+        Reply::text("The scout could not write it."),
     ]);
     let base_url = server.base_url();
     let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
-    pty.line("read my notes");
-    pty.wait_text(r#"run [scout] read_file {"path":"notes.txt"}?"#)
+    pty.line("write my notes");
+    pty.wait_text(r#"run [scout] write_file {"path":"notes.txt","content":"x"}?"#)
         .await;
     pty.line("n");
-    pty.wait_text("The scout could not read it.").await;
+    pty.wait_text("The scout could not write it.").await;
+    assert!(!sandbox.path().join("notes.txt").exists());
     // The delegation itself was not asked about: only the subagent's tool call.
     assert!(!pty.contents().contains("run scout"), "{}", pty.contents());
     pty.line("/exit");

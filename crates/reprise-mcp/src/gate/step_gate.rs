@@ -45,7 +45,8 @@ pub trait GateAsker: Send + Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Decision {
-    /// Run without asking: an `allow` pattern, `--yes`, or an earlier "always".
+    /// Run without asking: an `allow` pattern, a read-only tool of the program's own,
+    /// `--yes`, or an earlier "always".
     Allow,
     /// Not run: a `deny` pattern.
     Deny,
@@ -107,6 +108,7 @@ type Reporter = Arc<dyn Fn(&GateDecision) + Send + Sync>;
 pub struct StepGate {
     policy: GatePolicy,
     mode: GateMode,
+    read_only: HashSet<String>,
     always: Mutex<HashSet<String>>,
     /// One question at a time.
     asking: tokio::sync::Mutex<()>,
@@ -119,10 +121,19 @@ impl StepGate {
         StepGate {
             policy,
             mode,
+            read_only: HashSet::new(),
             always: Mutex::new(HashSet::new()),
             asking: tokio::sync::Mutex::new(()),
             reporter: None,
         }
+    }
+
+    /// Lets the tools named here run without asking unless a `deny` pattern matches:
+    /// the program's own tools that only read (never a server's, whose claim to
+    /// only read is not to be trusted).
+    pub fn with_read_only_tools(mut self, names: impl IntoIterator<Item = String>) -> StepGate {
+        self.read_only.extend(names);
+        self
     }
 
     /// Calls `report` with each decision, before the call runs (to write it to the
@@ -177,6 +188,9 @@ impl StepGate {
                 );
             }
             PolicyDecision::Ask => {}
+        }
+        if self.read_only.contains(tool) {
+            return (Decision::Allow, "a read-only built-in tool".to_string());
         }
         let asker = match &self.mode {
             GateMode::Yes => return (Decision::Allow, "--yes".to_string()),

@@ -109,6 +109,42 @@ async fn policy_allows_and_denies_without_asking() {
 }
 
 #[tokio::test]
+async fn read_only_tools_run_without_asking_unless_denied() {
+    let asker = ScriptedAsker::new(&[GateAnswer::No]);
+    let (log, report) = recorder();
+    let gate = StepGate::new(policy(&[], &["list_*"]), GateMode::Ask(asker.clone()))
+        .with_read_only_tools(["read_file".to_owned(), "list_dir".to_owned()])
+        .with_reporter(report);
+    assert_eq!(
+        gate.approve(&subagent_invocation("scout", "c1", "read_file", "{}"))
+            .await,
+        Approval::Allow
+    );
+    assert!(matches!(
+        gate.approve(&invocation("c2", "list_dir", "{}")).await,
+        Approval::Deny(_)
+    ));
+    assert!(matches!(
+        gate.approve(&invocation("c3", "write_file", "{}")).await,
+        Approval::Deny(_)
+    ));
+    assert_eq!(asker.asked(), ["write_file"]);
+    let log = log.lock().unwrap();
+    let decided: Vec<(Decision, &str)> = log
+        .iter()
+        .map(|d| (d.decision, d.reason.as_str()))
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (Decision::Allow, "a read-only built-in tool"),
+            (Decision::Deny, "matches deny pattern \"list_*\""),
+            (Decision::AskNo, "the person answered no"),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn unlisted_tools_are_asked_yes_no_and_always_for_this_run() {
     let asker = ScriptedAsker::new(&[
         GateAnswer::Yes,

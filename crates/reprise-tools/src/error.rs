@@ -1,0 +1,153 @@
+//! What can go wrong in a built-in tool. Every error names a path as the model gave
+//! it, never as it lies on the machine: the absolute path would tell the model (and
+//! the logs) about the machine.
+
+use std::io;
+
+/// A file tool's failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// The path is empty.
+    #[error("the path is empty: give a path relative to the working folder")]
+    Empty,
+    /// The path is absolute and not inside the working folder.
+    #[error("{path}: give a path relative to the working folder")]
+    Absolute {
+        /// The path as given.
+        path: String,
+    },
+    /// The path goes up with `..`.
+    #[error("{path}: paths may not go up with ..")]
+    GoesUp {
+        /// The path as given.
+        path: String,
+    },
+    /// Resolving the path left the working folder (a symbolic link pointing out).
+    #[error("{path}: the path leads out of the working folder (through a symbolic link)")]
+    LeadsOut {
+        /// The path as given.
+        path: String,
+    },
+    /// The path lies in a folder the tools must not touch (the runs folder).
+    #[error("{path}: the path lies in the runs folder, which the tools do not touch")]
+    Protected {
+        /// The path as given.
+        path: String,
+    },
+    /// The path names something that is not a regular file (a folder, a FIFO, a device).
+    #[error("{path}: not a regular file but {what}")]
+    NotRegular {
+        /// The path as given.
+        path: String,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// The file to edit is too large to be edited whole.
+    #[error("{path}: the file has {size} bytes; files over {limit} bytes are not edited")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The largest file edited.
+        limit: u64,
+    },
+    /// The file to edit is not UTF-8 text.
+    #[error("{path}: not UTF-8 text")]
+    NotText {
+        /// The path as given.
+        path: String,
+    },
+    /// The text to replace is empty.
+    #[error("{path}: the text to replace (old) is empty")]
+    EmptyOld {
+        /// The path as given.
+        path: String,
+    },
+    /// The text to replace does not occur exactly once.
+    #[error(
+        "{path}: the text to replace (old) occurs {count} times; it must occur exactly once \
+         (give more of the text around it)"
+    )]
+    NotUnique {
+        /// The path as given.
+        path: String,
+        /// How often it occurs.
+        count: usize,
+    },
+    /// The text to replace does not occur.
+    #[error("{path}: the text to replace (old) does not occur in the file")]
+    NotFound {
+        /// The path as given.
+        path: String,
+    },
+    /// A system call failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    /// An I/O error about `path` as the model gave it.
+    pub(crate) fn io(path: &str, source: impl Into<io::Error>) -> FileError {
+        FileError::Io {
+            path: path.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+/// A failure of `run_command` before or around the command itself (a command that
+/// runs and fails is a result, not an error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// The command text is empty.
+    #[error("the command is empty")]
+    Empty,
+    /// The command text holds a NUL byte, which no shell can be given.
+    #[error("the command holds a NUL byte")]
+    Nul,
+    /// The sandbox could not be set up.
+    #[error("cannot set up the sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    /// The shell could not be started.
+    #[error("cannot start sh: {source}")]
+    Spawn {
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A failure to build or apply the Landlock rules.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// A folder the command may write to could not be opened.
+    #[error("{path}: {source}")]
+    Folder {
+        /// The folder (the working folder's name for itself is `.`).
+        path: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel refused the rules.
+    #[error("Landlock: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+    /// The thread that starts the command in the sandbox could not be started, or
+    /// went away.
+    #[error("cannot start the sandboxed thread: {source}")]
+    Thread {
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
