@@ -5,6 +5,7 @@
 
 use reprise_provider::Usage;
 use reprise_session::{Entry, USAGE_FIELD};
+use serde::Deserialize;
 
 /// Records `usage` on `entry`.
 pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {
@@ -15,8 +16,8 @@ pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {
 
 /// The token counts recorded on `entry`, if any (a malformed field counts as none).
 pub fn usage_of(entry: &Entry) -> Option<Usage> {
-    let value = entry.extra.get(USAGE_FIELD)?;
-    serde_json::from_value(value.clone()).ok()
+    // Read in place: a resumed session's totals visit every reply once.
+    Usage::deserialize(entry.extra.get(USAGE_FIELD)?).ok()
 }
 
 /// Adds `more` to `total`.

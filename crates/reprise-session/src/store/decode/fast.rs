@@ -156,6 +156,19 @@ const ESCAPES: [u8; 256] = {
 };
 
 /// A key as text for an `extra` map; `None` when it is not UTF-8 (serde_json refuses
+/// A map of exactly `pairs` (a later duplicate key replaces the value, as serde's
+/// decoder does). Built from the pairs rather than key by key: a map grown one key
+/// at a time keeps room for more, and a loaded session holds one per entry with
+/// `usage`, one per `usage`, and so on.
+fn exact_map(pairs: Vec<(String, Value)>) -> Map<String, Value> {
+    if pairs.is_empty() {
+        return Map::new();
+    }
+    let mut map = Map::with_capacity(pairs.len());
+    map.extend(pairs);
+    map
+}
+
 /// the line then).
 fn key_text(key: Cow<'_, [u8]>) -> Option<String> {
     match key {
@@ -482,13 +495,13 @@ impl<'a> Parser<'a, '_> {
                 if depth + 1 >= MAX_NESTING {
                     return None;
                 }
-                let mut map = Map::new();
+                let mut pairs = Vec::new();
                 self.object(|p, key| {
                     let value = p.value(depth + 1)?;
-                    map.insert(key_text(key)?, value);
+                    pairs.push((key_text(key)?, value));
                     Some(())
                 })?;
-                Some(Value::Object(map))
+                Some(Value::Object(exact_map(pairs)))
             }
             b'[' => {
                 if depth + 1 >= MAX_NESTING {
@@ -582,7 +595,7 @@ impl<'a> Parser<'a, '_> {
         let mut ts = None;
         let mut kind = None;
         let mut message = None;
-        let mut extra = Map::new();
+        let mut extra = Vec::new();
         self.object(|p, key| {
             match &*key {
                 b"uuid" if uuid.is_none() => uuid = Some(p.uuid()?),
@@ -600,7 +613,7 @@ impl<'a> Parser<'a, '_> {
                 b"uuid" | b"ts" | b"kind" | b"message" => return None,
                 _ => {
                     let value = p.value(1)?;
-                    extra.insert(key_text(key)?, value);
+                    extra.push((key_text(key)?, value));
                 }
             }
             Some(())
@@ -610,7 +623,7 @@ impl<'a> Parser<'a, '_> {
             ts: ts?,
             kind: kind.flatten(),
             message: message.flatten(),
-            extra,
+            extra: exact_map(extra),
         })
     }
 
@@ -619,7 +632,7 @@ impl<'a> Parser<'a, '_> {
         let mut content = None;
         let mut tool_calls = None;
         let mut tool_call_id = None;
-        let mut extra = Map::new();
+        let mut extra = Vec::new();
         self.object(|p, key| {
             match &*key {
                 b"role" if role.is_none() => role = Some(p.with_str(|text| Role::from(text))?),
@@ -647,7 +660,7 @@ impl<'a> Parser<'a, '_> {
                 b"role" | b"content" | b"tool_calls" | b"tool_call_id" => return None,
                 _ => {
                     let value = p.value(2)?;
-                    extra.insert(key_text(key)?, value);
+                    extra.push((key_text(key)?, value));
                 }
             }
             Some(())
@@ -657,7 +670,7 @@ impl<'a> Parser<'a, '_> {
             content: content.flatten(),
             tool_calls: tool_calls.flatten(),
             tool_call_id: tool_call_id.flatten(),
-            extra,
+            extra: exact_map(extra),
         })
     }
 
@@ -685,7 +698,7 @@ impl<'a> Parser<'a, '_> {
         let mut id = None;
         let mut kind = None;
         let mut function = None;
-        let mut extra = Map::new();
+        let mut extra = Vec::new();
         self.object(|p, key| {
             match &*key {
                 b"id" if id.is_none() => id = Some(p.string()?),
@@ -694,7 +707,7 @@ impl<'a> Parser<'a, '_> {
                 b"id" | b"type" | b"function" => return None,
                 _ => {
                     let value = p.value(4)?;
-                    extra.insert(key_text(key)?, value);
+                    extra.push((key_text(key)?, value));
                 }
             }
             Some(())
@@ -703,14 +716,14 @@ impl<'a> Parser<'a, '_> {
             id: id.unwrap_or_default(),
             kind: kind.unwrap_or_else(|| "function".to_owned()),
             function: function?,
-            extra,
+            extra: exact_map(extra),
         })
     }
 
     fn function(&mut self) -> Option<FunctionCall> {
         let mut name = None;
         let mut arguments = None;
-        let mut extra = Map::new();
+        let mut extra = Vec::new();
         self.object(|p, key| {
             match &*key {
                 b"name" if name.is_none() => name = Some(p.string()?),
@@ -729,7 +742,7 @@ impl<'a> Parser<'a, '_> {
                 b"name" | b"arguments" => return None,
                 _ => {
                     let value = p.value(5)?;
-                    extra.insert(key_text(key)?, value);
+                    extra.push((key_text(key)?, value));
                 }
             }
             Some(())
@@ -737,7 +750,7 @@ impl<'a> Parser<'a, '_> {
         Some(FunctionCall {
             name: name.unwrap_or_default(),
             arguments: arguments.unwrap_or_default(),
-            extra,
+            extra: exact_map(extra),
         })
     }
 }
