@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::template::Template;
+use crate::template::{Template, is_env_name};
 
 /// Longest server name: `<server>__<tool>` must fit the 64 characters that
 /// OpenAI-compatible servers accept as a function name.
@@ -236,13 +236,6 @@ pub fn validate_server_name(name: &str) -> Result<(), ConfigError> {
             name: name.to_string(),
         })
     }
-}
-
-/// A POSIX-style variable name.
-pub(crate) fn is_env_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Whether a variable or header name suggests its value is a credential.

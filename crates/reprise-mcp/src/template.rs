@@ -1,7 +1,5 @@
 //! `${NAME}` references in config values, so secrets stay in the environment.
 
-use crate::config::is_env_name;
-
 /// A parsed value: literal text and variable references, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Template {
@@ -73,6 +71,13 @@ impl Template {
         }
         Ok(out)
     }
+}
+
+/// A POSIX-style variable name.
+pub(crate) fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]

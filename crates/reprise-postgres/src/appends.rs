@@ -100,7 +100,11 @@ struct Kept {
 
 /// How long a kept connection is used without a test: as long as the pool uses one
 /// without a test.
-const KEPT_FOR: Duration = crate::store::CHECKED_AFTER_IDLE;
+const KEPT_FOR: Duration = CHECKED_AFTER_IDLE;
+
+/// How long a pooled connection may sit idle before it is checked with a ping on
+/// its next use.
+pub(crate) const CHECKED_AFTER_IDLE: Duration = Duration::from_millis(100);
 
 impl Drop for Kept {
     fn drop(&mut self) {

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Row};
 use uuid::Uuid;
 
-use crate::appends::{Appender, Call, Outcome};
+use crate::appends::{Appender, CHECKED_AFTER_IDLE, Call, Outcome};
 use crate::error::{PgStoreError, backend, diagnosed, shared_backend};
 use crate::lease::{
     Held, HeldLeases, LeaseGuard, PendingReleases, lock_held, released_tokens, renew_until_lost,
@@ -64,10 +64,6 @@ struct Inner {
     /// Why this store may not write, when the schema says so.
     read_only: Option<String>,
 }
-
-/// How long a pooled connection may sit idle before it is checked with a ping on
-/// its next use.
-pub(crate) const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where a page of [`PgSessionStore::list_sessions_page`] ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

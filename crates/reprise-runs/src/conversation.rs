@@ -13,9 +13,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::Value;
 use uuid::Uuid;
 
+use crate::command_expansion::is_command_expansion;
 use crate::error::RunError;
 use crate::store::CONVERSATION_JSONL;
 use reprise_session::Entry;
@@ -23,9 +23,6 @@ use reprise_session::parts::push_expected;
 use reprise_session::{Compaction, compaction_marker};
 use reprise_session::{Content, Message, Role};
 use reprise_session::{LoadWarning, Loaded};
-
-/// The field that marks a user message as a slash-command expansion.
-pub const COMMAND_EXPANSION_MARK: &str = "isMeta";
 
 /// One message to redraw.
 ///
@@ -49,15 +46,6 @@ pub struct Conversation {
     pub messages: Vec<ConversationMessage>,
     /// Corrupt lines skipped and a torn last line ignored.
     pub warnings: Vec<LoadWarning>,
-}
-
-/// Marks an entry as a slash-command expansion so that [`read_conversation`] does
-/// not redraw it as something the person said. The mark is on the entry, not the
-/// message, so it is never sent to a model.
-pub fn mark_command_expansion(entry: &mut Entry) {
-    entry
-        .extra
-        .insert(COMMAND_EXPANSION_MARK.to_owned(), Value::Bool(true));
 }
 
 /// The person's messages and the agent's text replies in `dir/conversation.jsonl`
@@ -292,21 +280,6 @@ pub fn subagent_names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Whether an entry is a slash-command expansion (marked `"isMeta": true` on the
-/// entry or on its message): something the chat wrote, not the person. The run
-/// store should not take such an entry as the person's last message either.
-pub fn is_command_expansion(entry: &Entry) -> bool {
-    is_marked(&entry.extra)
-        || entry
-            .message
-            .as_ref()
-            .is_some_and(|message| is_marked(&message.extra))
-}
-
-fn is_marked(extra: &serde_json::Map<String, Value>) -> bool {
-    extra.get(COMMAND_EXPANSION_MARK) == Some(&Value::Bool(true))
 }
 
 /// A message as shown: the person's and the agent's, when they hold text.

@@ -10,7 +10,6 @@
 //!     └── session.json
 //! ```
 
-use std::fmt;
 use std::fs::{self, DirBuilder};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::DirBuilderExt;
@@ -25,6 +24,7 @@ use crate::labels::{LABELS_JSON, parse_labels};
 use crate::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
 use crate::meta::{SESSION_JSON, SessionJson};
 use crate::recover::{Damage, rebuild_session_json};
+use crate::run::{RunFolder, RunSummary, RunWarning, folder_name};
 use crate::store::{CONVERSATION_JSONL, account};
 use crate::summary::RUN_SUMMARY;
 use reprise_session::IoError;
@@ -44,18 +44,6 @@ pub const CONTEXT_WINDOW_JSON: &str = "context-window.json";
 
 /// Most suffixes tried when many runs start in the same millisecond.
 const MAX_SUFFIX: u32 = 100_000;
-
-/// One run's folder, and the session it holds once it has a conversation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunFolder {
-    /// The folder, `<runs_dir>/<name>`.
-    pub dir: PathBuf,
-    /// The session kept in the folder (from `session.json`); `None` for a new run.
-    pub session_id: Option<String>,
-    /// What was repaired when the folder was opened: a missing or damaged
-    /// `session.json` rebuilt from the conversation.
-    pub warnings: Vec<RunWarning>,
-}
 
 impl RunFolder {
     /// A run folder that already exists, with its session id read from
@@ -215,78 +203,6 @@ pub fn new_run_folder(runs_dir: &Path) -> Result<RunFolder, RunError> {
         }
     }
     Err(every_suffix_taken(runs_dir, &base))
-}
-
-/// One run with a conversation, as `list_runs` sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunSummary {
-    /// The run's folder.
-    pub dir: PathBuf,
-    /// The session kept in it.
-    pub session_id: String,
-    /// When the conversation was last appended to (`updatedAt` of `session.json`, or
-    /// the file's modification time when the field is missing).
-    pub updated_at: Timestamp,
-    /// The person's last message, when `session.json` records it.
-    pub last_message: Option<String>,
-    /// The person's first message, when `session.json` records it.
-    pub first_message: Option<String>,
-    /// How many messages the conversation holds, per `session.json`.
-    pub message_count: u64,
-    /// The title the run was given (`labels.json`).
-    pub title: Option<String>,
-    /// The run's tags (`labels.json`), sorted.
-    pub tags: Vec<String>,
-}
-
-impl RunSummary {
-    /// The folder's name (its start time).
-    pub fn name(&self) -> &str {
-        folder_name(&self.dir)
-    }
-
-    /// What a listing calls the run: its title, else the person's first message (else
-    /// their last one, for runs that predate `firstMessage`), whitespace folded and
-    /// cut to `max` characters with `…`; empty when there is none.
-    pub fn display_title(&self, max: usize) -> String {
-        let text = self
-            .title
-            .as_deref()
-            .or(self.first_message.as_deref())
-            .or(self.last_message.as_deref())
-            .unwrap_or_default();
-        let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        if folded.chars().count() <= max {
-            folded
-        } else {
-            let cut: String = folded.chars().take(max.saturating_sub(1)).collect();
-            format!("{cut}…")
-        }
-    }
-
-    /// The run as a folder to resume.
-    pub fn folder(&self) -> RunFolder {
-        RunFolder {
-            dir: self.dir.clone(),
-            session_id: Some(self.session_id.clone()),
-            warnings: Vec::new(),
-        }
-    }
-}
-
-/// A run that `list_runs` left out because its `session.json` could not be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunWarning {
-    /// The `session.json` in question.
-    pub path: PathBuf,
-    /// What was wrong with it.
-    pub message: String,
-}
-
-impl fmt::Display for RunWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
-    }
 }
 
 /// What `list_runs` found.
@@ -1038,8 +954,4 @@ pub fn fold_title(title: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
-}
-
-fn folder_name(dir: &Path) -> &str {
-    dir.file_name().and_then(|name| name.to_str()).unwrap_or("")
 }

@@ -30,6 +30,7 @@
 //! ([`FolderCatalog`]) or sessions in a database (`reprise-postgres`).
 
 mod catalog;
+mod command_expansion;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod conversation;
@@ -45,6 +46,7 @@ mod listing_redaction;
 mod meta;
 mod record;
 mod recover;
+mod run;
 mod search;
 mod search_text;
 mod session_log;
@@ -54,16 +56,16 @@ mod transcript;
 mod unused;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
+pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_command_expansion};
 pub use conversation::{
-    COMMAND_EXPANSION_MARK, Conversation, ConversationMessage, ConversationPicker, conversation_of,
-    is_command_expansion, mark_command_expansion, read_conversation,
+    Conversation, ConversationMessage, ConversationPicker, conversation_of, read_conversation,
     read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
 };
 pub use error::RunError;
 pub use folder::{
-    CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunFolder, RunList, RunSummary,
-    RunWarning, SESSION_LOG, create_run_folder, create_run_folder_at, find_run, find_run_or_title,
-    fold_title, list_runs, new_run_folder, run_folder_name, summarize_run,
+    CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunList, SESSION_LOG, create_run_folder,
+    create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs, new_run_folder,
+    run_folder_name, summarize_run,
 };
 pub use folder_catalog::{FolderCatalog, folder_bytes};
 pub use history::{
@@ -74,14 +76,15 @@ pub use labels::{
     read_labels, set_title, write_labels,
 };
 pub use list_cache::LIST_CACHE;
+pub use listing_redaction::{LAST_MESSAGE_CHARS, last_message_text};
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
+pub use run::{RunFolder, RunSummary, RunWarning};
 pub use search::{MATCH_CHARS, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
 pub use search_text::{Algorithm, MAX_REGEX_BYTES};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{
-    CONVERSATION_JSONL, ForkedRun, LAST_MESSAGE_CHARS, RUN_LOCK, RunStore, SUBAGENTS_DIR,
-    create_run_store, fork_run, last_message_text,
+    CONVERSATION_JSONL, ForkedRun, RUN_LOCK, RunStore, SUBAGENTS_DIR, create_run_store, fork_run,
 };
 pub use summary::RUN_SUMMARY;
 pub use transcript::{

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::folder::RunSummary;
+use crate::run::RunSummary;
 use reprise_session::validate_id;
 
 /// The cache's file name in the runs directory. Its leading `.` keeps it from ever

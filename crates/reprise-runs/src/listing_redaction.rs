@@ -13,7 +13,14 @@ use std::thread::JoinHandle;
 
 use reprise_redact::Redactor;
 
-use super::store::last_message_text;
+/// Longest `lastMessage` (and `firstMessage`) kept for listings, in characters.
+pub const LAST_MESSAGE_CHARS: usize = 300;
+
+/// The person's message as listings keep it: trimmed, at most
+/// [`LAST_MESSAGE_CHARS`] characters.
+pub fn last_message_text(text: &str) -> String {
+    text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
+}
 
 /// One text to redact, and where its listing form goes.
 struct Job {

@@ -15,8 +15,8 @@ use jiff::Timestamp;
 use uuid::Uuid;
 
 use crate::error::RunError;
-use crate::folder::RunWarning;
 use crate::meta::{SESSION_JSON, SessionJson};
+use crate::run::RunWarning;
 use crate::store::{
     CONVERSATION_JSONL, RUN_LOCK, SUBAGENTS_DIR, account, summary_of, write_session_json,
 };

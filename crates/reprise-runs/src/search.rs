@@ -33,7 +33,7 @@ use reprise_redact::Redactor;
 use uuid::Uuid;
 
 use crate::error::RunError;
-use crate::folder::RunSummary;
+use crate::run::RunSummary;
 use crate::search_text::{Algorithm, LinePrefilter, TextMatcher};
 use crate::store::{CONVERSATION_JSONL, SUBAGENTS_DIR};
 use reprise_session::parts::jsonl_stems;

@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use uuid::Uuid;
 
-use crate::listing_redaction::{ListingRedaction, Pending};
+use crate::listing_redaction::{ListingRedaction, Pending, last_message_text};
 use crate::meta::{SESSION_JSON, SessionJson};
 use crate::summary::{RUN_SUMMARY, SummaryRecord, SummaryWriter};
 use reprise_session::IoError;
@@ -53,15 +53,6 @@ pub const CONVERSATION_JSONL: &str = "conversation.jsonl";
 pub const SUBAGENTS_DIR: &str = "subagents";
 /// The writer lock file of a run.
 pub const RUN_LOCK: &str = ".lock";
-/// Longest `lastMessage` (and `firstMessage`) kept for listings, in characters.
-pub const LAST_MESSAGE_CHARS: usize = 300;
-
-/// The person's message as listings keep it: trimmed, at most
-/// [`LAST_MESSAGE_CHARS`] characters.
-pub fn last_message_text(text: &str) -> String {
-    text.trim().chars().take(LAST_MESSAGE_CHARS).collect()
-}
-
 /// Folds appended entries into the listing fields (kept in `.summary.json`). The last message
 /// is redacted before it is cut to length, so that a cut never leaves the start of a
 /// secret that the whole text would have masked; only the newest one is redacted.
@@ -75,7 +66,7 @@ pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Red
 /// A message the person typed, with text (a slash-command expansion is not).
 fn typed_text(entry: &Entry) -> Option<String> {
     let message = entry.as_message()?;
-    if message.role != Role::User || crate::conversation::is_command_expansion(entry) {
+    if message.role != Role::User || crate::command_expansion::is_command_expansion(entry) {
         return None;
     }
     let text = message.text();

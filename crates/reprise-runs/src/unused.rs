@@ -18,7 +18,8 @@ use reprise_session::parts::acquire;
 use reprise_session::{IoError, StoreError, validate_id};
 
 use crate::error::RunError;
-use crate::folder::{CONTEXT_WINDOW_JSON, RunFolder, SESSION_LOG};
+use crate::folder::{CONTEXT_WINDOW_JSON, SESSION_LOG};
+use crate::run::RunFolder;
 use crate::store::RUN_LOCK;
 use crate::transcript::TRANSCRIPT_JSONL;
 
