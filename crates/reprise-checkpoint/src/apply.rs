@@ -21,6 +21,7 @@ use crate::error::{CheckpointError, io_err};
 use crate::folder::{Folder, split};
 use crate::id::ObjectId;
 use crate::objects::Objects;
+use crate::store_file::sync_together;
 use crate::tree::Kind;
 
 /// The temporary name a file is written under in its folder before the rename.
@@ -289,15 +290,12 @@ fn sync_changes(
     if written.len() > SYNC_EACH_LIMIT || touched.len() > SYNC_EACH_LIMIT {
         return rustix::fs::syncfs(folder.root()).map_err(io_err("sync", folder.path()));
     }
-    for file in written {
-        file.sync_data().map_err(io_err("sync", folder.path()))?;
-    }
-    for dir_rel in touched {
-        if let Ok(dir) = folder.open_dir(dir_rel) {
-            rustix::fs::fsync(&dir).map_err(io_err("sync", &folder.display_path(dir_rel)))?;
-        }
-    }
-    Ok(())
+    sync_together(written, true).map_err(io_err("sync", folder.path()))?;
+    let dirs: Vec<File> = touched
+        .iter()
+        .filter_map(|dir_rel| folder.open_dir(dir_rel).ok().map(File::from))
+        .collect();
+    sync_together(&dirs, false).map_err(io_err("sync", folder.path()))
 }
 
 /// Writes every entry of `flat` into the empty folder `folder`; returns the files'

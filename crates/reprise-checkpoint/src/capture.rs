@@ -30,6 +30,11 @@ pub(crate) type Flat = BTreeMap<PathBuf, (Kind, ObjectId)>;
 /// Below this many files to read, one thread reads them.
 const PARALLEL_FROM: usize = 16;
 
+/// The stat cache is rewritten once it misses this many paths. Rewriting it costs
+/// as much as writing every path's status; reading a few changed files again at
+/// each checkpoint costs less.
+const REWRITE_CACHE_FROM: usize = 32;
+
 /// A captured state of the folder.
 pub(crate) struct Captured {
     /// The root tree.
@@ -41,8 +46,8 @@ pub(crate) struct Captured {
     pub(crate) large: u64,
     /// The stat cache for this state.
     pub(crate) cache: StatCache,
-    /// Whether the cache differs from the one given.
-    pub(crate) cache_changed: bool,
+    /// Whether the cache given is off by enough paths to be worth rewriting.
+    pub(crate) cache_stale: bool,
     /// The new objects (empty when nothing is stored).
     pub(crate) batch: Batch,
 }
@@ -88,7 +93,8 @@ pub(crate) fn capture(
             None => misses.push(entry),
         }
     }
-    let cache_changed = !misses.is_empty() || cache.entries.len() != new_cache.entries.len();
+    let hits = new_cache.entries.len();
+    let cache_stale = misses.len() + (cache.entries.len() - hits) >= REWRITE_CACHE_FROM;
     let (results, mut batch) = read_all(folder, &misses, sink, max_file_size)?;
     for (entry, result) in misses.into_iter().zip(results) {
         match result {
@@ -110,7 +116,7 @@ pub(crate) fn capture(
         bytes,
         large,
         cache: new_cache,
-        cache_changed,
+        cache_stale,
         batch,
     })
 }

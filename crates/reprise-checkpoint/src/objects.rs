@@ -19,6 +19,7 @@ use rustix::io::Errno;
 
 use crate::error::{CheckpointError, io_err};
 use crate::id::ObjectId;
+use crate::store_file::sync_together;
 
 /// Mode of every file and folder of the store.
 const FILE_MODE: u32 = 0o600;
@@ -257,17 +258,17 @@ impl Batch {
         if self.sync_all {
             rustix::fs::syncfs(&objects.tmp).map_err(io_err("sync", &objects.tmp_dir))?;
         } else {
-            for file in &self.open {
-                file.sync_data().map_err(io_err("sync", &objects.tmp_dir))?;
-            }
+            sync_together(&self.open, true).map_err(io_err("sync", &objects.tmp_dir))?;
         }
         let mut fanouts = BTreeSet::new();
+        let mut new_fanout = false;
         for (name, id) in &self.staged {
             let rel = id.rel_path();
             let fanout = rel[..2].to_owned();
             if !fanouts.contains(&fanout) {
                 match rustix::fs::mkdirat(&objects.fd, &fanout, Mode::from_raw_mode(DIR_MODE)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
+                    Ok(()) => new_fanout = true,
+                    Err(Errno::EXIST) => {}
                     Err(errno) => return Err(io_err("create", &objects.dir.join(&fanout))(errno)),
                 }
             }
@@ -278,18 +279,28 @@ impl Batch {
         if self.sync_all || fanouts.len() > SYNC_EACH_LIMIT {
             rustix::fs::syncfs(&objects.fd).map_err(io_err("sync", &objects.dir))?;
         } else {
+            let mut dirs = Vec::with_capacity(fanouts.len() + 1);
             for fanout in &fanouts {
-                let path = objects.dir.join(fanout);
                 let fd = rustix::fs::openat(
                     &objects.fd,
                     fanout.as_str(),
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     Mode::empty(),
                 )
-                .map_err(io_err("open", &path))?;
-                rustix::fs::fsync(&fd).map_err(io_err("sync", &path))?;
+                .map_err(io_err("open", &objects.dir.join(fanout)))?;
+                dirs.push(File::from(fd));
             }
-            rustix::fs::fsync(&objects.fd).map_err(io_err("sync", &objects.dir))?;
+            if new_fanout {
+                let fd = rustix::fs::openat(
+                    &objects.fd,
+                    ".",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(io_err("open", &objects.dir))?;
+                dirs.push(File::from(fd));
+            }
+            sync_together(&dirs, false).map_err(io_err("sync", &objects.dir))?;
         }
         Ok(())
     }

@@ -204,9 +204,8 @@ impl CheckpointStore {
     }
 
     fn capture_and_store(&self) -> Result<(Checkpoint, Flat), CheckpointError> {
-        let (captured, ignored, special) = self.scan_and_capture(Sink::Store(&self.objects))?;
+        let (mut captured, ignored, special) = self.scan_and_capture(Sink::Store(&self.objects))?;
         let added_trees_and_files = captured.batch.bytes;
-        captured.batch.commit(&self.objects)?;
         let record = Record {
             format: FORMAT,
             kind: RecordKind::Checkpoint,
@@ -222,10 +221,10 @@ impl CheckpointStore {
         let bytes = serde_json::to_vec(&record)
             .map_err(|error| CheckpointError::io("encode", &self.dir, error))?;
         let id = ObjectId::of(&bytes);
-        let mut batch = Batch::default();
-        batch.add(&self.objects, id, &bytes)?;
-        batch.commit(&self.objects)?;
-        if captured.cache_changed {
+        // Renamed into place last: a record never names an object not yet there.
+        captured.batch.add(&self.objects, id, &bytes)?;
+        captured.batch.commit(&self.objects)?;
+        if captured.cache_stale {
             captured.cache.save(&self.cache_path())?;
         }
         let checkpoint = checkpoint_of(CheckpointId(id), &record, bytes.len() as u64);
@@ -233,7 +232,7 @@ impl CheckpointStore {
     }
 
     fn set_head(&self, id: &CheckpointId) -> Result<(), CheckpointError> {
-        store_file::replace(&self.head_path(), format!("{id}\n").as_bytes(), false)
+        store_file::overwrite(&self.head_path(), format!("{id}\n").as_bytes())
     }
 
     /// The checkpoint the working folder was last known to equal: the latest one
