@@ -59,6 +59,9 @@ pub(crate) fn diff(from: &Flat, to: &Flat) -> Diff {
         .filter(|path| !to.contains_key(*path))
         .cloned()
         .collect();
+    out.restored.sort();
+    out.created.sort();
+    out.deleted.sort();
     out
 }
 

@@ -7,7 +7,7 @@
 //! `stat`); only trees the store does not hold yet, those on the path of a change,
 //! are written.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -24,8 +24,8 @@ use crate::scan::{FileStat, Scan, Scanned};
 use crate::stat_cache::{Known, StatCache};
 use crate::tree::{self, Kind, TreeEntry};
 
-/// Every captured path and its object, sorted by path.
-pub(crate) type Flat = BTreeMap<PathBuf, (Kind, ObjectId)>;
+/// Every captured path and its object.
+pub(crate) type Flat = HashMap<PathBuf, (Kind, ObjectId)>;
 
 /// Below this many files to read, one thread reads them.
 const PARALLEL_FROM: usize = 16;
@@ -230,13 +230,13 @@ fn build_trees(
     sink: Sink<'_>,
     batch: &mut Batch,
 ) -> Result<ObjectId, CheckpointError> {
-    let mut dirs: BTreeMap<PathBuf, Vec<TreeEntry>> = BTreeMap::new();
-    dirs.insert(PathBuf::new(), Vec::new());
+    let mut dirs: HashMap<&Path, Vec<TreeEntry>> = HashMap::new();
+    dirs.insert(Path::new(""), Vec::new());
     for (path, (kind, id)) in files {
         let (parent, name) = split(path);
         let mut ancestor = parent;
         while !dirs.contains_key(ancestor) {
-            dirs.insert(ancestor.to_path_buf(), Vec::new());
+            dirs.insert(ancestor, Vec::new());
             ancestor = ancestor.parent().unwrap_or(Path::new(""));
         }
         if let Some(entries) = dirs.get_mut(parent) {
@@ -247,11 +247,11 @@ fn build_trees(
             });
         }
     }
-    let mut order: Vec<PathBuf> = dirs.keys().cloned().collect();
+    let mut order: Vec<&Path> = dirs.keys().copied().collect();
     order.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));
     let mut root = ObjectId::of(&tree::encode(&mut []));
     for dir in order {
-        let mut entries = dirs.remove(&dir).unwrap_or_default();
+        let mut entries = dirs.remove(dir).unwrap_or_default();
         let bytes = tree::encode(&mut entries);
         let id = ObjectId::of(&bytes);
         if let Sink::Store(objects) = sink {
@@ -261,7 +261,7 @@ fn build_trees(
             root = id;
             continue;
         }
-        let (parent, name) = split(&dir);
+        let (parent, name) = split(dir);
         if let Some(entries) = dirs.get_mut(parent) {
             entries.push(TreeEntry {
                 name: name.as_bytes().to_vec(),

@@ -104,7 +104,7 @@ impl StatCache {
 
     /// Writes the cache to `path`: a private temporary file renamed over it. Not
     /// synced: a cache lost in a crash is rebuilt by reading the files.
-    pub(crate) fn save(&self, path: &Path) -> Result<(), CheckpointError> {
+    pub(crate) fn save(&mut self, path: &Path) -> Result<(), CheckpointError> {
         let entries = self
             .entries
             .iter()
@@ -129,7 +129,16 @@ impl StatCache {
             entries,
         })
         .map_err(|error| CheckpointError::io("encode", path, error))?;
-        crate::store_file::replace(path, &bytes, false)
+        crate::store_file::replace(path, &bytes, false)?;
+        // The copy kept in memory follows the same rule as the file read back.
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                let written = (meta.mtime(), u32::try_from(meta.mtime_nsec()).unwrap_or(0));
+                self.entries.retain(|_, known| known.stat.mtime < written);
+            }
+            Err(_) => self.entries.clear(),
+        }
+        Ok(())
     }
 }
 

@@ -111,6 +111,8 @@ pub struct CheckpointStore {
     objects: Objects,
     max_file_size: u64,
     exclude: Vec<PathBuf>,
+    /// The stat cache as last read or written (read from its file once).
+    cache: Option<StatCache>,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -152,6 +154,7 @@ impl CheckpointStore {
             objects,
             max_file_size: options.max_file_size,
             exclude,
+            cache: None,
         })
     }
 
@@ -189,8 +192,8 @@ impl CheckpointStore {
     }
 
     fn scan_and_capture(
-        &self,
-        sink: Sink<'_>,
+        &mut self,
+        store: bool,
     ) -> Result<(capture::Captured, u64, u64), CheckpointError> {
         let limits = ScanLimits {
             max_file_size: self.max_file_size,
@@ -198,13 +201,19 @@ impl CheckpointStore {
         };
         let scan = scan::scan(&self.folder, &limits)?;
         let (ignored, special) = (scan.ignored, scan.special);
-        let cache = StatCache::load(&self.cache_path());
-        let captured = capture::capture(&self.folder, scan, &cache, sink, self.max_file_size)?;
+        let cache_path = self.cache_path();
+        let cache = self.cache.get_or_insert_with(|| StatCache::load(&cache_path));
+        let sink = if store {
+            Sink::Store(&self.objects)
+        } else {
+            Sink::Discard
+        };
+        let captured = capture::capture(&self.folder, scan, cache, sink, self.max_file_size)?;
         Ok((captured, ignored, special))
     }
 
-    fn capture_and_store(&self) -> Result<(Checkpoint, Flat), CheckpointError> {
-        let (mut captured, ignored, special) = self.scan_and_capture(Sink::Store(&self.objects))?;
+    fn capture_and_store(&mut self) -> Result<(Checkpoint, Flat), CheckpointError> {
+        let (mut captured, ignored, special) = self.scan_and_capture(true)?;
         let added_trees_and_files = captured.batch.bytes;
         let record = Record {
             format: FORMAT,
@@ -226,6 +235,7 @@ impl CheckpointStore {
         captured.batch.commit(&self.objects)?;
         if captured.cache_stale {
             captured.cache.save(&self.cache_path())?;
+            self.cache = Some(captured.cache);
         }
         let checkpoint = checkpoint_of(CheckpointId(id), &record, bytes.len() as u64);
         Ok((checkpoint, captured.files))
@@ -269,7 +279,7 @@ impl CheckpointStore {
     pub fn preview(&mut self, target: &CheckpointId) -> Result<RestorePreview, CheckpointError> {
         self.recover()?;
         let target_files = self.files_of(target)?;
-        let (captured, _, _) = self.scan_and_capture(Sink::Discard)?;
+        let (captured, _, _) = self.scan_and_capture(false)?;
         self.preview_of(&captured.files, &target_files)
     }
 
