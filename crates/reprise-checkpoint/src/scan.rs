@@ -13,7 +13,8 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{AtFlags, FileType, OFlags};
@@ -77,7 +78,7 @@ pub(crate) struct Scan {
 /// The ignore rules in force in one folder: its own `.gitignore` and its parents'.
 struct Rules {
     own: Option<Gitignore>,
-    parent: Option<Rc<Rules>>,
+    parent: Option<Arc<Rules>>,
 }
 
 impl Rules {
@@ -107,89 +108,145 @@ pub(crate) struct ScanLimits<'a> {
     pub(crate) exclude: &'a [PathBuf],
 }
 
-/// Walks `folder`.
+/// A folder still to read, with the rules in force above it.
+type Pending = (PathBuf, Arc<Rules>);
+
+/// Walks `folder`, on two threads sharing the folders still to read (as `git
+/// status` reads file status on several threads).
 pub(crate) fn scan(folder: &Folder, limits: &ScanLimits<'_>) -> Result<Scan, CheckpointError> {
-    let mut scan = Scan::default();
     let exclude = read_rules(folder, Path::new(".git/info"), "exclude", None)?;
-    let top = Rc::new(Rules {
+    let top = Arc::new(Rules {
         own: exclude,
         parent: None,
     });
-    let mut pending = vec![(PathBuf::new(), top)];
-    while let Some((dir_rel, parent_rules)) = pending.pop() {
-        let dir = match folder.open_dir(&dir_rel) {
-            Ok(dir) => dir,
-            // Removed or replaced while walking: what is not there is not captured.
-            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) if !dir_rel.as_os_str().is_empty() => {
-                continue;
-            }
-            Err(errno) => return Err(io_err("open", &folder.display_path(&dir_rel))(errno)),
-        };
-        let rules = match read_rules(folder, &dir_rel, ".gitignore", Some(&dir))? {
-            Some(own) => Rc::new(Rules {
-                own: Some(own),
-                parent: Some(parent_rules),
-            }),
-            None => parent_rules,
-        };
-        let display = folder.display_path(&dir_rel);
-        let entries = rustix::fs::Dir::read_from(&dir).map_err(io_err("read", &display))?;
-        for entry in entries {
-            let entry = entry.map_err(io_err("read", &display))?;
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." || name == ".git" {
-                continue;
-            }
-            let rel = dir_rel.join(name);
-            if limits.exclude.contains(&rel) {
-                continue;
-            }
-            let mut file_type = entry.file_type();
-            let mut stat = None;
-            if file_type == FileType::Unknown {
-                let Some(found) = stat_entry(&dir, name, folder, &rel)? else {
-                    continue;
-                };
-                file_type = FileType::from_raw_mode(found.st_mode);
-                stat = Some(found);
-            }
-            let is_dir = file_type == FileType::Directory;
-            if rules.ignores(&folder.path().join(&rel), is_dir) {
-                scan.ignored += 1;
-                continue;
-            }
-            match file_type {
-                FileType::Directory => pending.push((rel, Rc::clone(&rules))),
-                FileType::RegularFile | FileType::Symlink => {
-                    let stat = match stat {
-                        Some(stat) => stat,
-                        None => match stat_entry(&dir, name, folder, &rel)? {
-                            Some(stat) => stat,
-                            None => continue,
-                        },
-                    };
-                    let stat = FileStat::of(&stat);
-                    let kind = if file_type == FileType::Symlink {
-                        Kind::Link
-                    } else if stat.size > limits.max_file_size {
-                        scan.large += 1;
-                        continue;
-                    } else if stat.mode & 0o100 != 0 {
-                        Kind::Exec
-                    } else {
-                        Kind::File
-                    };
-                    scan.entries.push(Scanned {
-                        path: rel,
-                        kind,
-                        stat,
-                    });
+    let pending: Mutex<Vec<Pending>> = Mutex::new(vec![(PathBuf::new(), top)]);
+    let busy = AtomicUsize::new(0);
+    let work = || -> Result<Scan, CheckpointError> {
+        let mut scan = Scan::default();
+        let mut found = Vec::new();
+        loop {
+            let next = {
+                let mut queue = pending.lock().unwrap_or_else(PoisonError::into_inner);
+                let next = queue.pop();
+                if next.is_some() {
+                    busy.fetch_add(1, Ordering::SeqCst);
                 }
-                _ => scan.special += 1,
+                next
+            };
+            let Some((dir_rel, rules)) = next else {
+                if busy.load(Ordering::SeqCst) == 0 {
+                    return Ok(scan);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                continue;
+            };
+            let result = scan_dir(folder, limits, &dir_rel, rules, &mut scan, &mut found);
+            pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .append(&mut found);
+            busy.fetch_sub(1, Ordering::SeqCst);
+            result?;
+        }
+    };
+    let (mine, theirs) = std::thread::scope(|scope| {
+        let other = scope.spawn(work);
+        let mine = work();
+        let theirs = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (mine, theirs)
+    });
+    let mut scan = mine?;
+    let theirs = theirs?;
+    scan.entries.extend(theirs.entries);
+    scan.ignored += theirs.ignored;
+    scan.large += theirs.large;
+    scan.special += theirs.special;
+    Ok(scan)
+}
+
+/// Reads the folder `dir_rel` into `scan`; its subfolders go to `found`.
+fn scan_dir(
+    folder: &Folder,
+    limits: &ScanLimits<'_>,
+    dir_rel: &Path,
+    parent_rules: Arc<Rules>,
+    scan: &mut Scan,
+    found: &mut Vec<Pending>,
+) -> Result<(), CheckpointError> {
+    let dir = match folder.open_dir(dir_rel) {
+        Ok(dir) => dir,
+        // Removed or replaced while walking: what is not there is not captured.
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) if !dir_rel.as_os_str().is_empty() => {
+            return Ok(());
+        }
+        Err(errno) => return Err(io_err("open", &folder.display_path(dir_rel))(errno)),
+    };
+    let rules = match read_rules(folder, dir_rel, ".gitignore", Some(&dir))? {
+        Some(own) => Arc::new(Rules {
+            own: Some(own),
+            parent: Some(parent_rules),
+        }),
+        None => parent_rules,
+    };
+    let display = folder.display_path(dir_rel);
+    let entries = rustix::fs::Dir::read_from(&dir).map_err(io_err("read", &display))?;
+    for entry in entries {
+        let entry = entry.map_err(io_err("read", &display))?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." || name == ".git" {
+            continue;
+        }
+        let rel = dir_rel.join(name);
+        if limits.exclude.contains(&rel) {
+            continue;
+        }
+        let mut file_type = entry.file_type();
+        let mut stat = None;
+        if file_type == FileType::Unknown {
+            let Some(found) = stat_entry(&dir, name, folder, &rel)? else {
+                continue;
+            };
+            file_type = FileType::from_raw_mode(found.st_mode);
+            stat = Some(found);
+        }
+        let is_dir = file_type == FileType::Directory;
+        if rules.ignores(&rel, is_dir) {
+            scan.ignored += 1;
+            continue;
+        }
+        match file_type {
+            FileType::Directory => found.push((rel, Arc::clone(&rules))),
+            FileType::RegularFile | FileType::Symlink => {
+                let stat = match stat {
+                    Some(stat) => stat,
+                    None => match stat_entry(&dir, name, folder, &rel)? {
+                        Some(stat) => stat,
+                        None => continue,
+                    },
+                };
+                let stat = FileStat::of(&stat);
+                let kind = if file_type == FileType::Symlink {
+                    Kind::Link
+                } else if stat.size > limits.max_file_size {
+                    scan.large += 1;
+                    continue;
+                } else if stat.mode & 0o100 != 0 {
+                    Kind::Exec
+                } else {
+                    Kind::File
+                };
+                scan.entries.push(Scanned {
+                    path: rel,
+                    kind,
+                    stat,
+                });
             }
+            _ => scan.special += 1,
         }
     }
-    Ok(scan)
+    Ok(())
 }
 
 /// `lstat` of the entry `name` of `dir`; `None` when it is gone.
@@ -231,10 +288,11 @@ fn read_rules(
         .take(GITIGNORE_LIMIT)
         .read_to_end(&mut text)
         .map_err(io_err("read", &folder.display_path(&rel)))?;
+    // Paths are matched relative to the folder's root, so the rules' root is too.
     let base = if name == "exclude" {
-        folder.path().to_path_buf()
+        PathBuf::new()
     } else {
-        folder.path().join(dir_rel)
+        dir_rel.to_path_buf()
     };
     let mut builder = GitignoreBuilder::new(base);
     for line in String::from_utf8_lossy(&text).lines() {

@@ -202,7 +202,9 @@ impl CheckpointStore {
         let scan = scan::scan(&self.folder, &limits)?;
         let (ignored, special) = (scan.ignored, scan.special);
         let cache_path = self.cache_path();
-        let cache = self.cache.get_or_insert_with(|| StatCache::load(&cache_path));
+        let cache = self
+            .cache
+            .get_or_insert_with(|| StatCache::load(&cache_path));
         let sink = if store {
             Sink::Store(&self.objects)
         } else {
