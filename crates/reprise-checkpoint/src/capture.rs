@@ -44,7 +44,7 @@ pub(crate) struct Captured {
     pub(crate) bytes: u64,
     /// Files over the size limit (those that grew past it while read included).
     pub(crate) large: u64,
-    /// The stat cache for this state.
+    /// The stat cache for this state (empty unless `cache_stale`).
     pub(crate) cache: StatCache,
     /// Whether the cache given is off by enough paths to be worth rewriting.
     pub(crate) cache_stale: bool,
@@ -73,41 +73,45 @@ pub(crate) fn capture(
     max_file_size: u64,
 ) -> Result<Captured, CheckpointError> {
     let mut large = scan.large;
-    let mut new_cache = StatCache::default();
-    let mut files = Flat::new();
-    let mut bytes = 0;
-    let mut misses: Vec<Scanned> = Vec::new();
-    for entry in scan.entries {
-        match cache.get(&entry.path, &entry.stat) {
-            Some(id) => {
-                bytes += entry.stat.size;
-                new_cache.entries.insert(
-                    entry.path.clone(),
-                    Known {
-                        stat: entry.stat,
-                        id,
-                    },
-                );
-                files.insert(entry.path, (entry.kind, id));
-            }
-            None => misses.push(entry),
-        }
-    }
-    let hits = new_cache.entries.len();
+    let known: Vec<Option<ObjectId>> = scan
+        .entries
+        .iter()
+        .map(|entry| cache.get(&entry.path, &entry.stat))
+        .collect();
+    let misses: Vec<&Scanned> = scan
+        .entries
+        .iter()
+        .zip(&known)
+        .filter(|(_, known)| known.is_none())
+        .map(|(entry, _)| entry)
+        .collect();
+    let hits = known.len() - misses.len();
     let cache_stale = misses.len() + (cache.entries.len() - hits) >= REWRITE_CACHE_FROM;
     let (results, mut batch) = read_all(folder, &misses, sink, max_file_size)?;
-    for (entry, result) in misses.into_iter().zip(results) {
-        match result {
-            Some((kind, stat, id, size)) => {
-                bytes += size;
-                new_cache
-                    .entries
-                    .insert(entry.path.clone(), Known { stat, id });
-                files.insert(entry.path, (kind, id));
-            }
-            None if entry.kind != Kind::Link => large += u64::from(grew(&entry, folder)),
-            None => {}
+    let mut read = results.into_iter();
+    let mut new_cache = StatCache::default();
+    let mut files = Flat::with_capacity(known.len());
+    let mut bytes = 0;
+    for (entry, known) in scan.entries.into_iter().zip(known) {
+        let (kind, stat, id, size) = match known {
+            Some(id) => (entry.kind, entry.stat, id, entry.stat.size),
+            None => match read.next().flatten() {
+                Some(found) => found,
+                None => {
+                    if entry.kind != Kind::Link {
+                        large += u64::from(grew(&entry, folder));
+                    }
+                    continue;
+                }
+            },
+        };
+        bytes += if kind == Kind::Link { 0 } else { size };
+        if cache_stale {
+            new_cache
+                .entries
+                .insert(entry.path.clone(), Known { stat, id });
         }
+        files.insert(entry.path, (kind, id));
     }
     let root = build_trees(&files, sink, &mut batch)?;
     Ok(Captured {
@@ -129,11 +133,11 @@ fn grew(entry: &Scanned, folder: &Folder) -> bool {
 /// Reads the files of `misses`, on two threads when there are many.
 fn read_all(
     folder: &Folder,
-    misses: &[Scanned],
+    misses: &[&Scanned],
     sink: Sink<'_>,
     max_file_size: u64,
 ) -> Result<(Vec<Read1>, Batch), CheckpointError> {
-    let read_part = |part: &[Scanned]| -> Result<(Vec<Read1>, Batch), CheckpointError> {
+    let read_part = |part: &[&Scanned]| -> Result<(Vec<Read1>, Batch), CheckpointError> {
         let mut batch = Batch::default();
         let mut out = Vec::with_capacity(part.len());
         for entry in part {

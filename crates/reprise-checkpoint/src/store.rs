@@ -186,7 +186,7 @@ impl CheckpointStore {
     /// run.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, CheckpointError> {
         self.recover()?;
-        let (checkpoint, _) = self.capture_and_store()?;
+        let (checkpoint, _, _) = self.capture_and_store()?;
         self.set_head(&checkpoint.id)?;
         Ok(checkpoint)
     }
@@ -214,7 +214,7 @@ impl CheckpointStore {
         Ok((captured, ignored, special))
     }
 
-    fn capture_and_store(&mut self) -> Result<(Checkpoint, Flat), CheckpointError> {
+    fn capture_and_store(&mut self) -> Result<(Checkpoint, Flat, ObjectId), CheckpointError> {
         let (mut captured, ignored, special) = self.scan_and_capture(true)?;
         let added_trees_and_files = captured.batch.bytes;
         let record = Record {
@@ -240,7 +240,7 @@ impl CheckpointStore {
             self.cache = Some(captured.cache);
         }
         let checkpoint = checkpoint_of(CheckpointId(id), &record, bytes.len() as u64);
-        Ok((checkpoint, captured.files))
+        Ok((checkpoint, captured.files, captured.root))
     }
 
     fn set_head(&self, id: &CheckpointId) -> Result<(), CheckpointError> {
@@ -282,10 +282,15 @@ impl CheckpointStore {
         self.recover()?;
         let target_files = self.files_of(target)?;
         let (captured, _, _) = self.scan_and_capture(false)?;
-        self.preview_of(&captured.files, &target_files)
+        self.preview_of(&captured.files, &captured.root, &target_files)
     }
 
-    fn preview_of(&self, current: &Flat, target: &Flat) -> Result<RestorePreview, CheckpointError> {
+    fn preview_of(
+        &self,
+        current: &Flat,
+        current_root: &ObjectId,
+        target: &Flat,
+    ) -> Result<RestorePreview, CheckpointError> {
         let Diff {
             restored,
             created,
@@ -303,8 +308,11 @@ impl CheckpointStore {
                 preview.created.push(path);
             }
         }
+        // The same root tree as the head's: nothing changed outside.
         if let Some(head) = self.head()?
-            && let Ok(head_files) = self.files_of(&head)
+            && let Ok(record) = self.record(&head)
+            && record.tree != *current_root
+            && let Ok(head_files) = capture::flatten(&self.objects, &record.tree, None)
         {
             let outside = apply::diff(&head_files, current);
             preview.changed_outside = outside
@@ -326,8 +334,8 @@ impl CheckpointStore {
     pub fn restore(&mut self, target: &CheckpointId) -> Result<Restored, CheckpointError> {
         self.recover()?;
         let target_files = self.files_of(target)?;
-        let (undo, current) = self.capture_and_store()?;
-        let mut preview = self.preview_of(&current, &target_files)?;
+        let (undo, current, current_root) = self.capture_and_store()?;
+        let mut preview = self.preview_of(&current, &current_root, &target_files)?;
         journal::write(
             &self.journal_path(),
             &Journal {
