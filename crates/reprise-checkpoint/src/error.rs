@@ -1,0 +1,100 @@
+//! The errors of checkpoints.
+
+use std::path::{Path, PathBuf};
+
+use crate::id::CheckpointId;
+
+/// What went wrong while capturing, restoring or reading a checkpoint.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A file operation failed: what was being done, and to which path.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// The operation (`read`, `rename`, …).
+        op: &'static str,
+        /// The file or folder it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An object that a checkpoint or tree names is not in the store.
+    #[error("{}: object {id} is missing", dir.display())]
+    MissingObject {
+        /// The object's name (its SHA-256, in hexadecimal).
+        id: String,
+        /// The checkpoint store.
+        dir: PathBuf,
+    },
+    /// An object whose bytes are not what it must hold.
+    #[error("{}: object {id} is damaged: {reason}", dir.display())]
+    DamagedObject {
+        /// The object's name.
+        id: String,
+        /// The checkpoint store.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A checkpoint record that is not one.
+    #[error("{}: checkpoint {id} is not a checkpoint record", dir.display())]
+    BadRecord {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// The checkpoint store.
+        dir: PathBuf,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A text that is not a checkpoint id.
+    #[error("not a checkpoint id: {text:?} (a checkpoint id is 64 hexadecimal digits)")]
+    InvalidId {
+        /// The text given.
+        text: String,
+    },
+    /// The restore journal cannot be read.
+    #[error("{}: not a restore journal; restore the folder by hand or delete the file", path.display())]
+    BadJournal {
+        /// The journal file.
+        path: PathBuf,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A checkpoint is materialized only into a new or empty folder.
+    #[error("{}: not an empty folder; a checkpoint is materialized only into a new or empty folder", path.display())]
+    NotEmpty {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// The folder to capture cannot be used.
+    #[error("{}: the folder to capture must be an existing folder", path.display())]
+    BadFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Why it cannot be used.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CheckpointError {
+    /// The error for `op` failing on `path`.
+    pub(crate) fn io(op: &'static str, path: &Path, source: impl Into<std::io::Error>) -> Self {
+        Self::Io {
+            op,
+            path: path.to_path_buf(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Builds the `map_err` closure for `op` failing on `path`.
+pub(crate) fn io_err<E: Into<std::io::Error>>(
+    op: &'static str,
+    path: &Path,
+) -> impl FnOnce(E) -> CheckpointError {
+    move |source| CheckpointError::io(op, path, source)
+}

@@ -1,0 +1,33 @@
+//! Checkpoint records: the object naming a checkpoint's root tree, with what the
+//! capture counted. Its SHA-256 is the checkpoint's id.
+
+use crate::id::ObjectId;
+
+/// The format number written in every record.
+pub(crate) const FORMAT: u32 = 1;
+
+/// The largest record read.
+pub(crate) const RECORD_LIMIT: u64 = 64 << 10;
+
+/// A checkpoint record, as stored (JSON).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Record {
+    pub(crate) format: u32,
+    pub(crate) kind: RecordKind,
+    pub(crate) tree: ObjectId,
+    pub(crate) created_at: jiff::Timestamp,
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+    pub(crate) skipped_ignored: u64,
+    pub(crate) skipped_large: u64,
+    pub(crate) skipped_special: u64,
+    pub(crate) added_bytes: u64,
+}
+
+/// Tells a record from a file that happens to be JSON.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RecordKind {
+    /// The only kind.
+    Checkpoint,
+}
