@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::id::CheckpointId;
+use crate::id::{CheckpointId, InvalidCheckpointId};
 
 /// What went wrong while capturing, restoring or reading a checkpoint.
 #[derive(Debug, thiserror::Error)]
@@ -49,11 +49,8 @@ pub enum CheckpointError {
         source: serde_json::Error,
     },
     /// A text that is not a checkpoint id.
-    #[error("not a checkpoint id: {text:?} (a checkpoint id is 64 hexadecimal digits)")]
-    InvalidId {
-        /// The text given.
-        text: String,
-    },
+    #[error(transparent)]
+    InvalidId(#[from] InvalidCheckpointId),
     /// The restore journal cannot be read.
     #[error("{}: not a restore journal; restore the folder by hand or delete the file", path.display())]
     BadJournal {

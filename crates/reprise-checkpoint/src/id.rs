@@ -5,8 +5,6 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::CheckpointError;
-
 /// The name of an object in the store: the SHA-256 of its bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ObjectId(pub(crate) [u8; 32]);
@@ -95,13 +93,21 @@ impl fmt::Debug for CheckpointId {
     }
 }
 
+/// A text that is not a checkpoint id.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a checkpoint id: {text:?} (a checkpoint id is 64 hexadecimal digits)")]
+pub struct InvalidCheckpointId {
+    /// The text given.
+    pub text: String,
+}
+
 impl FromStr for CheckpointId {
-    type Err = CheckpointError;
+    type Err = InvalidCheckpointId;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         ObjectId::parse(text)
             .map(Self)
-            .ok_or_else(|| CheckpointError::InvalidId {
+            .ok_or_else(|| InvalidCheckpointId {
                 text: text.to_owned(),
             })
     }

@@ -48,7 +48,7 @@ mod store_file;
 mod tree;
 
 pub use error::CheckpointError;
-pub use id::CheckpointId;
+pub use id::{CheckpointId, InvalidCheckpointId};
 pub use store::{
     CaptureOptions, Checkpoint, CheckpointStore, DEFAULT_MAX_FILE_SIZE, Materialized,
     RestorePreview, Restored, STORE_DIR_NAME,
