@@ -46,6 +46,9 @@ const BEFORE_CHARS: usize = 50;
 const AFTER_CHARS: usize = 100;
 /// The most characters of one match a snippet shows.
 pub const MATCH_CHARS: usize = 300;
+/// Bytes on each side of a hit's first match that are redacted to cut its snippet
+/// from (see [`snippet`]).
+const REDACTED_MARGIN: usize = 64 * 1024;
 
 /// Which messages a search looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -442,6 +445,17 @@ fn snippet(
     redactor: &Redactor,
 ) -> (String, Vec<(usize, usize)>) {
     let original = decided.find(text).map_or(0, |(start, _)| start);
+    // Only the text around the match is redacted: a snippet shows a few hundred
+    // characters of it, and redacting a megabyte of tool output for each hit would
+    // cost a thousand times that. The margin is wider than any secret the redactor
+    // knows (a PEM key is a few kilobytes), so a secret cut at the region's edge
+    // lies far outside the snippet.
+    let from = floor_char(text, original.saturating_sub(REDACTED_MARGIN));
+    let to = floor_char(
+        text,
+        original.saturating_add(REDACTED_MARGIN).min(text.len()),
+    );
+    let (text, original) = (&text[from..to], original - from);
     let redacted = redactor.redact(text);
     let found = decided.find(&redacted);
     // Where the window starts: before the first match in the redacted text, or near
@@ -537,6 +551,27 @@ mod tests {
         let (start, end) = highlights[0];
         assert_eq!(&snippet[start..end], "needle");
         assert!(snippet.contains("here and more"));
+    }
+
+    #[test]
+    fn a_hit_deep_in_a_long_text_is_cut_from_its_redacted_surroundings() {
+        let secret = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+        let text = format!(
+            "{}OPENAI_API_KEY={secret} needle{}",
+            "x ".repeat(300_000),
+            " y".repeat(300_000)
+        );
+        let decided = TextMatcher::new("needle", false, false).unwrap();
+        let (snippet, highlights) = snippet(&text, &decided, &Redactor::new());
+        assert!(!snippet.contains(secret), "{snippet}");
+        assert!(snippet.contains(reprise_redact::MASK), "{snippet}");
+        assert_eq!(highlights.len(), 1);
+        let (start, end) = highlights[0];
+        assert_eq!(&snippet[start..end], "needle");
+        assert!(
+            snippet.starts_with('…') && snippet.ends_with('…'),
+            "{snippet}"
+        );
     }
 
     #[test]
