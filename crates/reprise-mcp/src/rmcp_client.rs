@@ -180,8 +180,24 @@ async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<RemoteTool>, ServiceE
                 .or(tool.title)
                 .unwrap_or_default(),
             input_schema: Value::Object((*tool.input_schema).clone()),
+            effects: effects_of(tool.annotations.as_ref()),
         })
         .collect())
+}
+
+/// What a tool's annotations say it does: a read-only hint wins over an idempotent
+/// one; none says it may change things.
+fn effects_of(annotations: Option<&rmcp::model::ToolAnnotations>) -> reprise_agent::ToolEffects {
+    let hint = |hint: Option<bool>| hint == Some(true);
+    match annotations {
+        Some(annotations) if hint(annotations.read_only_hint) => {
+            reprise_agent::ToolEffects::ReadOnly
+        }
+        Some(annotations) if hint(annotations.idempotent_hint) => {
+            reprise_agent::ToolEffects::Idempotent
+        }
+        _ => reprise_agent::ToolEffects::Changes,
+    }
 }
 
 /// A connection over rmcp's client.
@@ -235,11 +251,18 @@ impl McpConnection for RmcpConnection {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        idempotency_key: &str,
     ) -> Result<CallResult, ConnectionError> {
         let mut params = CallToolRequestParams::new(name.to_string());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let mut meta = Map::new();
+        meta.insert(
+            crate::connection::IDEMPOTENCY_KEY_META.to_owned(),
+            Value::String(idempotency_key.to_owned()),
+        );
+        params.meta = Some(rmcp::model::RequestMetaObject(meta.into()));
         match self.peer.call_tool(params).await {
             Ok(result) => Ok(convert_result(result)),
             Err(e) => Err(self.classify(e).await),

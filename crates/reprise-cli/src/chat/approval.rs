@@ -101,9 +101,17 @@ pub struct DelegationPassesGate {
 #[async_trait]
 impl ToolApprover for DelegationPassesGate {
     async fn approve(&self, invocation: &ToolInvocation) -> Approval {
+        self.approve_with_reason(invocation).await.0
+    }
+
+    async fn approve_with_reason(&self, invocation: &ToolInvocation) -> (Approval, String) {
         if !invocation.context.subagent && self.subagents.contains(&invocation.name) {
-            return Approval::Allow;
+            return (Approval::Allow, "a delegation to a subagent".to_owned());
         }
-        self.inner.approve(invocation).await
+        self.inner.approve_with_reason(invocation).await
+    }
+
+    async fn run_again(&self, invocation: &ToolInvocation) -> bool {
+        self.inner.run_again(invocation).await
     }
 }
