@@ -438,7 +438,8 @@ impl Agent {
     /// - **never started** (no start record): the approver is asked again, and the
     ///   call runs if allowed;
     /// - **read-only** ([`ToolEffects::ReadOnly`](crate::ToolEffects)): run again
-    ///   without asking;
+    ///   with no question about running it twice (the approver still decides
+    ///   whether it may run: its start is never recorded);
     /// - **started, outcome unknown**: as the tool's [`Tool::on_unknown`](crate::Tool::on_unknown)
     ///   says: run again with the same idempotency key, ask the approver
     ///   ([`ToolApprover::run_again`](crate::ToolApprover::run_again)), or tell the

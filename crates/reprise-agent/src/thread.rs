@@ -234,7 +234,9 @@ struct Slot {
 enum ResumePlan {
     /// Never started: through the approver, then run.
     Reask,
-    /// Only reads: run again without asking.
+    /// Only reads: run again, with no question about running it twice (the
+    /// approver still decides whether it may run at all: its start is not
+    /// recorded, so whether anyone allowed it is not known).
     RunReadOnly,
     /// Started, outcome unknown: what the tool says.
     Unknown(OnUnknown),
@@ -1113,8 +1115,7 @@ impl Thread {
         };
         // What a resumed call does instead of asking the approver.
         let resumed = match plan {
-            None | Some(ResumePlan::Reask) => None,
-            Some(ResumePlan::RunReadOnly) => Some((AfterCrash::RanAgainReadOnly, None)),
+            None | Some(ResumePlan::Reask | ResumePlan::RunReadOnly) => None,
             Some(ResumePlan::Continue) => Some((AfterCrash::Continued, None)),
             Some(ResumePlan::Unknown(on_unknown)) => {
                 let again = match on_unknown {
@@ -1175,16 +1176,22 @@ impl Thread {
             }
             None => {}
         }
-        if plan.is_some() {
+        // A call that never started, or one that only reads (whose start is not
+        // recorded), goes through the approver again: the crash may have come before
+        // anyone allowed it.
+        let mark = plan.map(|plan| match plan {
+            ResumePlan::RunReadOnly => AfterCrash::RanAgainReadOnly,
+            _ => AfterCrash::Reasked,
+        });
+        if let Some(action) = mark {
             ctx.emit(|| AgentEvent::CallResumed {
                 agent: self.name.clone(),
                 id: call.id.clone(),
                 name: name.clone(),
-                action: AfterCrash::Reasked,
+                action,
             })
             .await;
         }
-        let mark = plan.map(|_| AfterCrash::Reasked);
         let allowed_by = match &self.approver {
             None => "no approver: every call runs".to_owned(),
             Some(approver) => {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 pub mod duration;
 mod message;
+pub mod tools;
 pub mod values;
 
 #[macro_use]
@@ -62,6 +63,8 @@ config_table! {
         pub gate: Option<reprise_mcp::GateConfig>,
         /// Subagents (`[agents.NAME]`), each offered to the model as a tool.
         pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
+        /// Settings of single tools (`[tools."NAME"]`).
+        pub tools: Option<BTreeMap<String, tools::ToolTable>>,
     }
 }
 
@@ -315,6 +318,8 @@ pub struct Settings {
     pub gate: Option<reprise_mcp::GateConfig>,
     /// The subagents (`[agents.NAME]`), by name.
     pub agents: Vec<AgentSettings>,
+    /// Settings of single tools (`[tools."NAME"]`), by the tool's name.
+    pub tools: BTreeMap<String, tools::ToolTable>,
 }
 
 /// The system prompt when the config gives none.
@@ -621,6 +626,7 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         mcp: file.mcp,
         gate: file.gate,
         agents,
+        tools: file.tools.unwrap_or_default(),
     })
 }
 

@@ -484,6 +484,40 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
         format!("[{}] ", screen_text(&question.agent))
     };
     let width = usize::from(area.width).saturating_sub(20);
+    if question.again {
+        let lines = [
+            Line::from(vec![
+                Span::raw(who),
+                Span::styled(
+                    screen_text(&question.tool),
+                    Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(
+                    format!(
+                        " {}",
+                        shorten(&one_line(&screen_text(&question.arguments)), width)
+                    ),
+                    DIM,
+                ),
+            ]),
+            Line::from(format!(
+                "this call {}",
+                crate::chat::session::AGAIN_QUESTION
+            )),
+            Line::from(vec![
+                Span::styled("[y]", Style::new().fg(Color::Green)),
+                Span::raw(" run it again  "),
+                Span::styled("[n]", Style::new().fg(Color::Red)),
+                Span::raw(" tell the model it was interrupted"),
+            ]),
+        ];
+        let lines: Vec<Line<'static>> = lines
+            .iter()
+            .flat_map(|line| wrap_line(line, usize::from(block.inner(area).width)))
+            .collect();
+        frame.render_widget(Paragraph::new(lines).block(block), area);
+        return;
+    }
     let lines = [
         Line::from(vec![
             Span::raw(format!("Run {who}")),
