@@ -7,6 +7,7 @@
 
 mod compaction;
 mod crash_resume;
+mod crash_soak;
 mod e2e_cut_off;
 mod e2e_faults;
 mod e2e_sessions;
