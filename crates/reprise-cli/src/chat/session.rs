@@ -362,18 +362,11 @@ impl ChatSession {
         // The prompt is redacted alone before it is marked, so that the mark cannot
         // change how it reads (the log redacts the whole line again).
         self.log_line(&format!("› {}", self.redactor.redact(prompt)));
-        let (events_tx, events_rx) = unbounded_channel();
-        let run = self.agent.run_streaming(prompt, events_tx, cancel);
-        let forward = follow_events(
-            events_rx,
-            &mut self.log,
-            &self.transcript,
-            &self.decisions,
-            &self.redactor,
-            &self.ui,
-        );
-        let (result, ()) = tokio::join!(run, forward);
-        self.end_of(result)
+        let prompt = prompt.to_owned();
+        self.followed(|agent, events| {
+            Box::pin(async move { agent.run_streaming(prompt, events, cancel).await.map(drop) })
+        })
+        .await
     }
 
     /// Whether a crash cut the conversation's last turn in the middle of its tool
@@ -387,8 +380,28 @@ impl ChatSession {
     /// screen and in `session.log`), then the model answers.
     pub async fn resume_cut_turn(&mut self, cancel: CancellationToken) -> TurnEnd {
         self.log_line(RESUMING_CUT_TURN);
+        self.followed(|agent, events| {
+            Box::pin(async move {
+                agent
+                    .resume_turn(Some(events.into()), cancel)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
+    }
+
+    /// Runs `work` on the agent, its events forwarded to the screen and the run's
+    /// logs, and says in `session.log` how it ended.
+    async fn followed(
+        &mut self,
+        work: impl for<'a> FnOnce(
+            &'a mut Agent,
+            UnboundedSender<AgentEvent>,
+        ) -> futures::future::BoxFuture<'a, Result<(), AgentError>>,
+    ) -> TurnEnd {
         let (events_tx, events_rx) = unbounded_channel();
-        let run = self.agent.resume_turn(Some(events_tx.into()), cancel);
+        let run = work(&mut self.agent, events_tx);
         let forward = follow_events(
             events_rx,
             &mut self.log,

@@ -628,30 +628,6 @@ impl ShownSession {
             UiEvent::Ask(ask) if ask.again && !printer.interactive => {
                 let _ = ask.reply.send(Answer::No);
             }
-            UiEvent::Ask(ask) if ask.again => {
-                let who = subagent_prefix(&ask.agent);
-                printer.line(&format!(
-                    "{who}{} {} {AGAIN_QUESTION} [a]gain / [i]nterrupted",
-                    ask.tool,
-                    one_line(&ask.arguments)
-                ));
-                let answer = loop {
-                    let line = tokio::select! {
-                        line = lines.next() => line,
-                        _ = interrupts.next() => {
-                            cancel.cancel();
-                            return;
-                        }
-                    };
-                    match line.as_deref().map(str::trim) {
-                        None => break Answer::No,
-                        Some("a" | "again" | "A") => break Answer::Yes,
-                        Some("i" | "interrupted" | "I") => break Answer::No,
-                        Some(_) => printer.line("answer a or i"),
-                    }
-                };
-                let _ = ask.reply.send(answer);
-            }
             UiEvent::Ask(ask) if !printer.interactive => {
                 // The lines on stdin are prompts, not answers: never take one as
                 // a yes or a no.
@@ -667,33 +643,68 @@ impl ShownSession {
             }
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
-                printer.line(&format!(
-                    "run {who}{} {}? [y]es / [n]o / [a]lways for this run",
-                    ask.tool,
-                    one_line(&ask.arguments)
-                ));
-                let answer = loop {
-                    let line = tokio::select! {
-                        line = lines.next() => line,
-                        // Ctrl-C stops the whole turn: this call and the ones after it
-                        // get an "interrupted" result, and nothing more is asked.
-                        _ = interrupts.next() => {
-                            cancel.cancel();
-                            return;
-                        }
-                    };
-                    match line {
-                        None => break Answer::No,
-                        Some(line) => match line.trim() {
-                            "y" | "yes" | "Y" => break Answer::Yes,
-                            "n" | "no" | "N" => break Answer::No,
-                            "a" | "always" | "A" => break Answer::Always,
-                            _ => printer.line("answer y, n or a"),
-                        },
-                    }
+                let call = format!("{who}{} {}", ask.tool, one_line(&ask.arguments));
+                let (question, answers, hint) = if ask.again {
+                    (
+                        format!("{call} {AGAIN_QUESTION} [a]gain / [i]nterrupted"),
+                        AGAIN_ANSWERS,
+                        "answer a or i",
+                    )
+                } else {
+                    (
+                        format!("run {call}? [y]es / [n]o / [a]lways for this run"),
+                        GATE_ANSWERS,
+                        "answer y, n or a",
+                    )
                 };
-                let _ = ask.reply.send(answer);
+                printer.line(&question);
+                match read_answer(lines, printer, interrupts, answers, hint).await {
+                    Some(answer) => {
+                        let _ = ask.reply.send(answer);
+                    }
+                    // Ctrl-C stops the whole turn: this call and the ones after it
+                    // get an "interrupted" result, and nothing more is asked.
+                    None => cancel.cancel(),
+                }
             }
+        }
+    }
+}
+
+/// What a line may answer to the gate's question.
+const GATE_ANSWERS: &[(&[&str], Answer)] = &[
+    (&["y", "yes", "Y"], Answer::Yes),
+    (&["n", "no", "N"], Answer::No),
+    (&["a", "always", "A"], Answer::Always),
+];
+
+/// What a line may answer to "run it again?": again is yes, interrupted is no.
+const AGAIN_ANSWERS: &[(&[&str], Answer)] = &[
+    (&["a", "again", "A"], Answer::Yes),
+    (&["i", "interrupted", "I"], Answer::No),
+];
+
+/// Reads lines until one is an answer (one of `answers`' words), saying `hint` after each that is
+/// not; the end of input is "no". `None` when Ctrl-C came first.
+async fn read_answer(
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+    answers: &[(&[&str], Answer)],
+    hint: &str,
+) -> Option<Answer> {
+    loop {
+        let line = tokio::select! {
+            line = lines.next() => line,
+            _ = interrupts.next() => return None,
+        };
+        let Some(line) = line else {
+            return Some(Answer::No);
+        };
+        let line = line.trim();
+        match answers.iter().find(|(words, _)| words.contains(&line)) {
+            Some((_, answer)) => return Some(*answer),
+            None => printer.line(hint),
         }
     }
 }

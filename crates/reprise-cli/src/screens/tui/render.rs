@@ -484,22 +484,22 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
         format!("[{}] ", screen_text(&question.agent))
     };
     let width = usize::from(area.width).saturating_sub(20);
-    if question.again {
-        let lines = [
-            Line::from(vec![
-                Span::raw(who),
-                Span::styled(
-                    screen_text(&question.tool),
-                    Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
-                ),
-                Span::styled(
-                    format!(
-                        " {}",
-                        shorten(&one_line(&screen_text(&question.arguments)), width)
-                    ),
-                    DIM,
-                ),
-            ]),
+    let call = [
+        Span::styled(
+            screen_text(&question.tool),
+            Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!(
+                " {}",
+                shorten(&one_line(&screen_text(&question.arguments)), width)
+            ),
+            DIM,
+        ),
+    ];
+    let lines = if question.again {
+        vec![
+            Line::from([vec![Span::raw(who)], call.to_vec()].concat()),
             Line::from(format!(
                 "this call {}",
                 crate::chat::session::AGAIN_QUESTION
@@ -510,39 +510,27 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
                 Span::styled("[n]", Style::new().fg(Color::Red)),
                 Span::raw(" tell the model it was interrupted"),
             ]),
-        ];
-        let lines: Vec<Line<'static>> = lines
-            .iter()
-            .flat_map(|line| wrap_line(line, usize::from(block.inner(area).width)))
-            .collect();
-        frame.render_widget(Paragraph::new(lines).block(block), area);
-        return;
-    }
-    let lines = [
-        Line::from(vec![
-            Span::raw(format!("Run {who}")),
-            Span::styled(
-                screen_text(&question.tool),
-                Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        ]
+    } else {
+        vec![
+            Line::from(
+                [
+                    vec![Span::raw(format!("Run {who}"))],
+                    call.to_vec(),
+                    vec![Span::raw("?")],
+                ]
+                .concat(),
             ),
-            Span::styled(
-                format!(
-                    " {}",
-                    shorten(&one_line(&screen_text(&question.arguments)), width)
-                ),
-                DIM,
-            ),
-            Span::raw("?"),
-        ]),
-        Line::from(vec![
-            Span::styled("[y]", Style::new().fg(Color::Green)),
-            Span::raw(" yes  "),
-            Span::styled("[n]", Style::new().fg(Color::Red)),
-            Span::raw(" no  "),
-            Span::styled("[a]", Style::new().fg(Color::Cyan)),
-            Span::raw(" always for this run"),
-        ]),
-    ];
+            Line::from(vec![
+                Span::styled("[y]", Style::new().fg(Color::Green)),
+                Span::raw(" yes  "),
+                Span::styled("[n]", Style::new().fg(Color::Red)),
+                Span::raw(" no  "),
+                Span::styled("[a]", Style::new().fg(Color::Cyan)),
+                Span::raw(" always for this run"),
+            ]),
+        ]
+    };
     let lines: Vec<Line<'static>> = lines
         .iter()
         .flat_map(|line| wrap_line(line, usize::from(block.inner(area).width)))
