@@ -17,16 +17,30 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
-    let dir =
+    let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-tmp/crash-soak");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::remove_dir_all(&root);
     let program = std::env::current_exe().unwrap();
     let started = std::time::Instant::now();
-    // Enough turns that no child finishes before the last kill.
-    let killed = runtime.block_on(crash_soak::soak(&program, &[], &dir, kills, kills * 20));
+    // Sessions of a few dozen turns each, so that every kill lands in a session of
+    // the same size, however many kills there are.
+    let (mut killed, mut sessions) = (0, 0);
+    while killed < kills {
+        let dir = root.join(sessions.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        killed += runtime.block_on(crash_soak::soak(
+            &program,
+            &[],
+            &dir,
+            10.min(kills - killed),
+            crash_soak::TURNS,
+        ));
+        sessions += 1;
+    }
     println!(
-        "crash soak: {killed} processes killed mid-run, every rule held ({:.1} s)",
+        "crash soak: {killed} processes killed mid-run in {sessions} sessions of {} turns, \
+         every rule held ({:.1} s)",
+        crash_soak::TURNS,
         started.elapsed().as_secs_f64()
     );
 }

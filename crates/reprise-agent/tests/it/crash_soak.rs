@@ -289,9 +289,16 @@ async fn check(dir: &Path, finished: Option<usize>) {
             continue;
         }
         let id = message.tool_call_id.as_deref().unwrap();
-        let Some(reply) = entries[..at].iter().rev().find(|e| {
-            e.as_message()
-                .is_some_and(|m| m.calls().iter().any(|c| c.id == id))
+        // A result written away from its call names the entry holding it.
+        let answers = entry
+            .extra
+            .get(reprise_session::ANSWERS_ENTRY)
+            .and_then(|uuid| uuid.as_str());
+        let Some(reply) = entries[..at].iter().rev().find(|e| match answers {
+            Some(uuid) => e.uuid.to_string() == uuid,
+            None => e
+                .as_message()
+                .is_some_and(|m| m.calls().iter().any(|c| c.id == id)),
         }) else {
             continue;
         };
