@@ -425,8 +425,8 @@ impl Agent {
     }
 
     /// Whether a crash cut the session's last turn in the middle of its tool calls
-    /// (a call without a result), or after them and before the model's reply: the
-    /// next run finishes that turn (see [`Agent::resume_turn`]).
+    /// (a call without a result): the next run finishes that turn (see
+    /// [`Agent::resume_turn`]).
     pub fn has_cut_turn(&self) -> bool {
         self.thread.has_cut_turn()
     }

@@ -179,9 +179,9 @@ pub(crate) struct Thread {
     warnings: Vec<LoadWarning>,
     /// Set when a run ended early; the next run first closes any call left open.
     needs_repair: bool,
-    /// The assistant entry of a turn a crash cut in the middle of its tool calls, or
-    /// after them and before the model's reply (found when the transcript was
-    /// opened): the next run finishes its open calls instead of closing them.
+    /// The assistant entry of a turn a crash cut in the middle of its tool calls
+    /// (found when the transcript was opened): the next run finishes its open calls
+    /// instead of closing them.
     cut_turn: Option<Uuid>,
     /// The context window and when to compact.
     context: ContextSettings,
@@ -269,7 +269,7 @@ impl Thread {
             .into_iter()
             .map(|(spec, callable)| (spec.name, callable))
             .collect();
-        let cut_turn = cut_turn(&loaded.entries).or_else(|| results_unanswered(&loaded.entries));
+        let cut_turn = cut_turn(&loaded.entries);
         let mut thread = Thread {
             name: config.name,
             key: config.key,
@@ -1222,23 +1222,6 @@ impl Thread {
         names.sort_unstable();
         names.join(", ")
     }
-}
-
-/// The assistant entry of the last turn when every one of its calls has a result and
-/// the model never answered them (a crash between the last result and the reply).
-fn results_unanswered(entries: &[Entry]) -> Option<Uuid> {
-    let mut messages = entries
-        .iter()
-        .rev()
-        .filter_map(|entry| Some((entry.uuid, entry.as_message()?)));
-    let (_, last) = messages.next()?;
-    if last.role != Role::Tool {
-        return None;
-    }
-    messages
-        .find(|(_, message)| message.role != Role::Tool)
-        .filter(|(_, message)| message.role == Role::Assistant && !message.calls().is_empty())
-        .map(|(uuid, _)| uuid)
 }
 
 /// Starts an allowed call as a task of its own (so that a panic stays inside it);

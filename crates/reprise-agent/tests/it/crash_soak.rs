@@ -177,11 +177,12 @@ pub async fn child(dir: &Path) {
     {
         log_line(&acks, &answer);
     }
-    // A prompt cut before the model answered it is answered first.
+    // A prompt, or tool results, cut before the model answered them are answered
+    // first.
     if agent
         .messages()
         .last()
-        .is_some_and(|m| m.role == Role::User)
+        .is_some_and(|m| m.role == Role::User || m.role == Role::Tool)
     {
         let answer = agent.answer_pending().await.unwrap();
         log_line(&acks, &answer);
