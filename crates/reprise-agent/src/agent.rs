@@ -179,7 +179,9 @@ impl AgentBuilder {
 
     /// Takes the session's writer lock (failing at once with
     /// [`StoreError::Locked`] if another writer has it), loads the session and its
-    /// subagents' transcripts, and closes tool calls left without a result.
+    /// subagents' transcripts, and closes tool calls left without a result (but
+    /// those of a last turn a crash cut, which the next run finishes: see
+    /// [`Agent::resume_turn`]).
     pub async fn build(self) -> Result<Agent, AgentError> {
         let store = self
             .store
@@ -420,6 +422,46 @@ impl Agent {
     pub async fn answer_pending(&mut self) -> Result<String, AgentError> {
         let ctx = RunContext::new(None, CancellationToken::new());
         self.thread.run_entry(None, &ctx).await
+    }
+
+    /// Whether a crash cut the session's last turn in the middle of its tool calls
+    /// (a call without a result): the next run finishes that turn (see
+    /// [`Agent::resume_turn`]).
+    pub fn has_cut_turn(&self) -> bool {
+        self.thread.has_cut_turn()
+    }
+
+    /// Finishes the turn a crash cut, as if the crash had not happened, and returns
+    /// the model's answer; `Ok(None)` when no turn was cut. For each call of that
+    /// turn without a result:
+    ///
+    /// - **never started** (no start record): the approver is asked again, and the
+    ///   call runs if allowed;
+    /// - **read-only** ([`ToolEffects::ReadOnly`](crate::ToolEffects)): run again
+    ///   with no question about running it twice (the approver still decides
+    ///   whether it may run: its start is never recorded);
+    /// - **started, outcome unknown**: as the tool's [`Tool::on_unknown`](crate::Tool::on_unknown)
+    ///   says: run again with the same idempotency key, ask the approver
+    ///   ([`ToolApprover::run_again`](crate::ToolApprover::run_again)), or tell the
+    ///   model the call was interrupted;
+    /// - **a subagent's task**: the subagent goes on from where it was cut, and its
+    ///   answer is the result.
+    ///
+    /// Then the model is called. Each decision is durable before it is acted on, so
+    /// a crash during the resume is resumed the same way. What is done with each
+    /// call is reported as [`AgentEvent::CallResumed`](crate::AgentEvent::CallResumed),
+    /// and written on its result (`afterCrash`). Any run ([`Agent::run`],
+    /// [`Agent::answer_pending`]) finishes a cut turn first as well.
+    pub async fn resume_turn(
+        &mut self,
+        events: Option<EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<Option<String>, AgentError> {
+        if !self.thread.has_cut_turn() {
+            return Ok(None);
+        }
+        let ctx = RunContext::new(events, cancel);
+        self.thread.run_entry(None, &ctx).await.map(Some)
     }
 
     /// The session's messages, in the order they were recorded (the system prompt

@@ -76,6 +76,19 @@ pub enum AgentEvent {
         /// The arguments as the model sent them.
         arguments: String,
     },
+    /// A call of a turn that a crash cut, taken up again when the session is
+    /// resumed: what the resume does with it (sent before it does it, after the
+    /// call's `ToolCallStarted`).
+    CallResumed {
+        /// The agent that made the call.
+        agent: String,
+        /// The call id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// What is done with it.
+        action: reprise_session::AfterCrash,
+    },
     /// A tool call has a result (also for denied, failed, panicked and cancelled calls).
     ToolCallFinished {
         /// The agent that ran the tool.
@@ -176,6 +189,7 @@ impl AgentEvent {
             | AgentEvent::ToolCallStreaming { agent, .. }
             | AgentEvent::ToolCallStarted { agent, .. }
             | AgentEvent::ToolCallFinished { agent, .. }
+            | AgentEvent::CallResumed { agent, .. }
             | AgentEvent::SubagentTask { agent, .. }
             | AgentEvent::Usage { agent, .. }
             | AgentEvent::Retrying { agent, .. }

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::schema::parameters_schema;
-use crate::tool::{Tool, ToolContext, ToolEffects, ToolInvocation, ToolOutput};
+use crate::tool::{OnUnknown, Tool, ToolContext, ToolEffects, ToolInvocation, ToolOutput};
 
 /// A tool whose arguments deserialize into `A` and whose work is the function `F`.
 /// Made by [`tool`].
@@ -21,6 +21,7 @@ pub struct FnTool<A, F> {
     description: String,
     parameters: Value,
     effects: ToolEffects,
+    on_unknown: Option<OnUnknown>,
     execute: F,
     _args: PhantomData<fn(A)>,
 }
@@ -70,6 +71,7 @@ where
         description: description.into(),
         parameters: parameters_schema::<A>(),
         effects: ToolEffects::Changes,
+        on_unknown: None,
         execute,
         _args: PhantomData,
     }
@@ -92,6 +94,13 @@ impl<A, F> FnTool<A, F> {
     /// more: a call a crash may have cut is run again with its key.
     pub fn idempotent(mut self) -> Self {
         self.effects = ToolEffects::Idempotent;
+        self
+    }
+
+    /// What to do with a call that a crash cut after it started (by default
+    /// [`OnUnknown::default_for`] the tool's effects).
+    pub fn on_unknown(mut self, on_unknown: OnUnknown) -> Self {
+        self.on_unknown = Some(on_unknown);
         self
     }
 }
@@ -142,6 +151,11 @@ where
 
     fn effects(&self) -> ToolEffects {
         self.effects
+    }
+
+    fn on_unknown(&self) -> OnUnknown {
+        self.on_unknown
+            .unwrap_or_else(|| OnUnknown::default_for(self.effects))
     }
 
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput {

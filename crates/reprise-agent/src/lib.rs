@@ -40,6 +40,6 @@ pub use subagent::{
 };
 pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT, TOOL_ERROR_FIELD};
 pub use tool::{
-    Approval, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
+    Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
 };
 pub use usage::{usage_of, usage_totals};

@@ -156,16 +156,45 @@ impl SubagentHandle {
                 PARENT_CALL_FIELD.to_owned(),
                 serde_json::Value::String(call_id),
             );
-            match thread.run_entry(Some(task), &ctx).await {
-                Ok(answer) => ToolOutput::ok(answer),
-                Err(AgentError::Cancelled) => ToolOutput::error(match ctx.stopped_text() {
-                    crate::thread::CANCELLED_BY_USER => subagent_interrupted_text(&self.name),
-                    other => other.to_owned(),
-                }),
-                Err(error) => {
-                    ToolOutput::error(format!("error: the subagent {} failed: {error}", self.name))
-                }
-            }
+            let result = thread.run_entry(Some(task), &ctx).await;
+            self.output(result, &ctx)
         })
+    }
+
+    /// Goes on with the task that the parent's call `call_id` gave before a crash
+    /// cut it: its answer when the subagent had given one, else the subagent's turn
+    /// finished from where it was cut (its own open calls included).
+    pub(crate) fn resume(
+        self: Arc<Self>,
+        call_id: String,
+        ctx: RunContext,
+    ) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move {
+            let mut thread = self.thread.lock().await;
+            ctx.emit(|| AgentEvent::SubagentTask {
+                agent: self.name.clone(),
+                call_id,
+            })
+            .await;
+            if let Some(answer) = thread.last_task_answer() {
+                return ToolOutput::ok(answer);
+            }
+            let result = thread.run_entry(None, &ctx).await;
+            self.output(result, &ctx)
+        })
+    }
+
+    /// The parent's result for a task's run.
+    fn output(&self, result: Result<String, AgentError>, ctx: &RunContext) -> ToolOutput {
+        match result {
+            Ok(answer) => ToolOutput::ok(answer),
+            Err(AgentError::Cancelled) => ToolOutput::error(match ctx.stopped_text() {
+                crate::thread::CANCELLED_BY_USER => subagent_interrupted_text(&self.name),
+                other => other.to_owned(),
+            }),
+            Err(error) => {
+                ToolOutput::error(format!("error: the subagent {} failed: {error}", self.name))
+            }
+        }
     }
 }

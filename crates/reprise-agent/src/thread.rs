@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    Compaction, Entry, LoadWarning, Message, Role, SessionKey, SessionStore, ToolCall,
-    arguments_are_an_object, compacted_tail, model_view, repair_entries, request_message,
-    visit_model_view,
+    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, Compaction, Entry, LoadWarning, Message, Role,
+    SessionKey, SessionStore, StartedCall, ToolCall, arguments_are_an_object, compacted_tail,
+    cut_turn, inspect, interrupted_result, model_view, repair_entries_except, request_message,
+    tool_start_entry, visit_model_view, was_started,
 };
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
@@ -30,7 +31,9 @@ use crate::events::{AgentEvent, EventSink};
 use crate::idempotency::idempotency_key;
 use crate::subagent::SubagentHandle;
 use crate::tokens::{estimate_message, estimate_messages, estimate_request, estimate_tools};
-use crate::tool::{Approval, Tool, ToolApprover, ToolContext, ToolInvocation, ToolOutput};
+use crate::tool::{
+    Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
+};
 use crate::usage::set_usage;
 
 /// The smallest window assumed after a context-exceeded answer.
@@ -176,6 +179,10 @@ pub(crate) struct Thread {
     warnings: Vec<LoadWarning>,
     /// Set when a run ended early; the next run first closes any call left open.
     needs_repair: bool,
+    /// The assistant entry of a turn a crash cut in the middle of its tool calls
+    /// (found when the transcript was opened): the next run finishes its open calls
+    /// instead of closing them.
+    cut_turn: Option<Uuid>,
     /// The context window and when to compact.
     context: ContextSettings,
     /// The summary of the latest compaction, sent in place of what it covers.
@@ -196,12 +203,45 @@ enum Pending {
     Done(ToolOutput),
     /// Refused by the approver.
     Denied(ToolOutput),
+    /// Allowed, not started yet: calls are started together, after their start
+    /// records are durable.
+    Allowed {
+        invocation: Box<ToolInvocation>,
+        callable: Callable,
+        /// The start record to write first (`None`: a call that only reads, or a
+        /// subagent's task, whose transcript records its start).
+        start: Option<StartedCall>,
+        /// A subagent's task cut by a crash: the subagent goes on with it.
+        continued: bool,
+    },
     Running {
         task: AbortOnDrop,
         /// Subagents stop by themselves when cancelled (closing their own calls), so
         /// they are awaited; plain tools are aborted.
         abort_on_cancel: bool,
     },
+}
+
+/// A call of a turn on its way to a result, and what the resume of a cut turn did
+/// with it (recorded with the result).
+struct Slot {
+    pending: Pending,
+    after_crash: Option<AfterCrash>,
+}
+
+/// What the resume of a turn cut by a crash does with one of its open calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResumePlan {
+    /// Never started: through the approver, then run.
+    Reask,
+    /// Only reads: run again, with no question about running it twice (the
+    /// approver still decides whether it may run at all: its start is not
+    /// recorded, so whether anyone allowed it is not known).
+    RunReadOnly,
+    /// Started, outcome unknown: what the tool says.
+    Unknown(OnUnknown),
+    /// A subagent's task that was started: the subagent goes on with it.
+    Continue,
 }
 
 /// A tool task that is aborted if the turn ends without waiting for it.
@@ -214,8 +254,9 @@ impl Drop for AbortOnDrop {
 }
 
 impl Thread {
-    /// Loads the transcript (a missing one is empty), closes tool calls that never got
-    /// a result, and prepares the model view.
+    /// Loads the transcript (a missing one is empty), closes the tool calls of earlier
+    /// turns that never got a result, and prepares the model view. The open calls of
+    /// a last turn that a crash cut are left for the next run to finish.
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
         let loaded = config.store.load(&config.key).await?.unwrap_or_default();
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
@@ -228,6 +269,7 @@ impl Thread {
             .into_iter()
             .map(|(spec, callable)| (spec.name, callable))
             .collect();
+        let cut_turn = cut_turn(&loaded.entries);
         let mut thread = Thread {
             name: config.name,
             key: config.key,
@@ -244,6 +286,7 @@ impl Thread {
             request: OnceLock::new(),
             warnings: loaded.warnings,
             needs_repair: true,
+            cut_turn,
             context: config.context,
             summary,
             view_start,
@@ -304,7 +347,7 @@ impl Thread {
         if !self.needs_repair {
             return Ok(());
         }
-        for entry in repair_entries(&self.entries) {
+        for entry in repair_entries_except(&self.entries, self.cut_turn) {
             self.record_entry(entry, ctx).await?;
         }
         // Rebuilt from the entries when next needed.
@@ -575,6 +618,9 @@ impl Thread {
         if ctx.cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
+        if let Some(reply) = self.cut_turn.take() {
+            self.finish_cut_turn(reply, ctx).await?;
+        }
         // A prompt the session holds already (a retry of a run that failed, or whose
         // answer its caller never saw) is not stored or sent again.
         let held = prompt.as_ref().and_then(|prompt| {
@@ -721,6 +767,94 @@ impl Thread {
         result
     }
 
+    /// Whether a crash cut the last turn in the middle of its tool calls, and the
+    /// next run will finish them.
+    pub fn has_cut_turn(&self) -> bool {
+        self.cut_turn.is_some()
+    }
+
+    /// Finishes the open calls of the turn a crash cut (the assistant entry
+    /// `reply`): each is run, asked about again or closed, as [`ResumePlan`] says,
+    /// and every decision is durable before it is acted on (a start record before a
+    /// run, the result of a call that is not run again).
+    async fn finish_cut_turn(&mut self, reply: Uuid, ctx: &RunContext) -> Result<(), AgentError> {
+        let Some(at) = self.entries.iter().position(|entry| entry.uuid == reply) else {
+            return Ok(());
+        };
+        let open: Vec<ToolCall> = inspect(&self.entries[at..])
+            .dangling
+            .into_iter()
+            .filter(|dangling| dangling.entry == Some(reply))
+            .map(|dangling| dangling.call)
+            .collect();
+        let mut plans = Vec::with_capacity(open.len());
+        for call in &open {
+            plans.push(self.resume_plan(at, call).await);
+        }
+        self.run_tools_with(reply, &open, None, Some(&plans), ctx)
+            .await
+    }
+
+    /// What the resume does with the open call `call` of the assistant entry at
+    /// `at`.
+    async fn resume_plan(&self, at: usize, call: &ToolCall) -> ResumePlan {
+        let reply = &self.entries[at];
+        match self.tools.get(&call.function.name) {
+            // Unknown tools and broken arguments get their error result, as they would
+            // have the first time.
+            None => ResumePlan::Reask,
+            Some(Callable::Subagent(handle)) => {
+                let thread = handle.thread.lock().await;
+                if thread.task_started_by(&call.id, reply.ts) {
+                    ResumePlan::Continue
+                } else {
+                    ResumePlan::Reask
+                }
+            }
+            Some(Callable::Tool(tool)) => {
+                if tool.effects() == ToolEffects::ReadOnly {
+                    ResumePlan::RunReadOnly
+                } else if was_started(&self.entries[at..], reply.uuid, &call.id) {
+                    ResumePlan::Unknown(tool.on_unknown())
+                } else {
+                    ResumePlan::Reask
+                }
+            }
+        }
+    }
+
+    /// Whether this (subagent) thread's last task was given by the parent's call
+    /// `call_id`, made at or after `since`.
+    pub(crate) fn task_started_by(&self, call_id: &str, since: jiff::Timestamp) -> bool {
+        self.last_task()
+            .is_some_and(|(at, parent)| parent == call_id && self.entries[at].ts >= since)
+    }
+
+    /// The last task (user entry) of this transcript and the parent's call named on
+    /// it.
+    fn last_task(&self) -> Option<(usize, &str)> {
+        let at = self.entries.iter().rposition(|entry| {
+            entry
+                .as_message()
+                .is_some_and(|message| message.role == Role::User)
+        })?;
+        let parent = self.entries[at]
+            .extra
+            .get(crate::subagent::PARENT_CALL_FIELD)?
+            .as_str()?;
+        Some((at, parent))
+    }
+
+    /// The answer to the last task when the model gave it (the parent's call was cut
+    /// after the subagent answered): `None` while the task's turn is not over.
+    pub(crate) fn last_task_answer(&self) -> Option<String> {
+        let (at, _) = self.last_task()?;
+        match answer_after(&self.entries[at + 1..]) {
+            PromptState::Answered(text) => Some(text),
+            _ => None,
+        }
+    }
+
     /// Runs the calls of one assistant message concurrently and records their results
     /// in call order, each as soon as it and those before it are done. `cut_limit`
     /// is set when the reply was cut off at `max_tokens` (the limit, when known).
@@ -731,45 +865,110 @@ impl Thread {
         cut_limit: Option<Option<u32>>,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
-        let mut pending: Vec<Option<Pending>> = Vec::with_capacity(calls.len());
+        self.run_tools_with(reply, calls, cut_limit, None, ctx)
+            .await
+    }
+
+    /// [`Thread::run_tools`], for a turn a crash cut when `plans` is given (one per
+    /// call). Every call is decided first (the approver asked, in call order), then
+    /// the start records of those allowed are written in one append, then they all
+    /// start.
+    async fn run_tools_with(
+        &mut self,
+        reply: Uuid,
+        calls: &[ToolCall],
+        cut_limit: Option<Option<u32>>,
+        plans: Option<&[ResumePlan]>,
+        ctx: &RunContext,
+    ) -> Result<(), AgentError> {
+        let mut slots: Vec<Option<Slot>> = Vec::with_capacity(calls.len());
         let mut recorded = 0;
-        for call in calls {
-            pending.push(Some(self.start_call(reply, call, cut_limit, ctx).await));
-            // Results already there (a denied call, an unknown tool, a quick tool)
-            // are recorded before the next call is asked about, so that no call
-            // looks as if it were running while the person answers for the next.
-            while let Some(slot) = pending.get_mut(recorded) {
-                let ready = match slot {
-                    Some(Pending::Done(_) | Pending::Denied(_)) => true,
-                    Some(Pending::Running { task, .. }) => task.0.is_finished(),
-                    None => false,
-                };
-                if !ready {
-                    break;
-                }
-                let Some(done) = slot.take() else { break };
-                self.finish_and_record(&calls[recorded], done, ctx).await?;
-                recorded += 1;
+        for (index, call) in calls.iter().enumerate() {
+            let plan = plans.and_then(|plans| plans.get(index).copied());
+            slots.push(Some(
+                self.decide_call(reply, call, cut_limit, plan, ctx).await,
+            ));
+            // Results already there (a denied call, an unknown tool) are recorded
+            // before the next call is asked about.
+            recorded = self
+                .record_ready(reply, calls, &mut slots, recorded, ctx)
+                .await?;
+        }
+        let starts: Vec<StartedCall> = slots
+            .iter()
+            .flatten()
+            .filter_map(|slot| match &slot.pending {
+                Pending::Allowed { start, .. } => start.clone(),
+                _ => None,
+            })
+            .collect();
+        if !starts.is_empty() {
+            self.record_entry(tool_start_entry(&starts), ctx).await?;
+        }
+        for slot in slots.iter_mut().flatten() {
+            if matches!(slot.pending, Pending::Allowed { .. }) {
+                let allowed =
+                    std::mem::replace(&mut slot.pending, Pending::Done(ToolOutput::ok("")));
+                slot.pending = start_allowed(allowed, ctx);
             }
         }
-        for (call, slot) in calls.iter().zip(pending).skip(recorded) {
-            if let Some(pending) = slot {
-                self.finish_and_record(call, pending, ctx).await?;
+        let recorded = self
+            .record_ready(reply, calls, &mut slots, recorded, ctx)
+            .await?;
+        for (call, slot) in calls.iter().zip(slots).skip(recorded) {
+            if let Some(slot) = slot {
+                self.finish_and_record(reply, call, slot, ctx).await?;
             }
         }
         Ok(())
     }
 
+    /// Records, in call order from `recorded`, the results that are there; returns
+    /// how many calls are recorded now.
+    async fn record_ready(
+        &mut self,
+        reply: Uuid,
+        calls: &[ToolCall],
+        slots: &mut [Option<Slot>],
+        mut recorded: usize,
+        ctx: &RunContext,
+    ) -> Result<usize, AgentError> {
+        while let Some(entry) = slots.get_mut(recorded) {
+            let ready = match entry {
+                Some(Slot {
+                    pending: Pending::Done(_) | Pending::Denied(_),
+                    ..
+                }) => true,
+                Some(Slot {
+                    pending: Pending::Running { task, .. },
+                    ..
+                }) => task.0.is_finished(),
+                _ => false,
+            };
+            if !ready {
+                break;
+            }
+            let Some(slot) = entry.take() else { break };
+            self.finish_and_record(reply, &calls[recorded], slot, ctx)
+                .await?;
+            recorded += 1;
+        }
+        Ok(recorded)
+    }
+
     /// Waits for a call's result (at once when it has one) and records it.
     async fn finish_and_record(
         &mut self,
+        reply: Uuid,
         call: &ToolCall,
-        pending: Pending,
+        slot: Slot,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
-        let (output, denied) = match pending {
+        let (output, denied) = match slot.pending {
             Pending::Done(output) => (output, false),
             Pending::Denied(output) => (output, true),
+            // Started by `run_tools_with` before results are waited for.
+            Pending::Allowed { .. } => (ToolOutput::error(ctx.stopped_text()), false),
             Pending::Running {
                 mut task,
                 abort_on_cancel,
@@ -778,7 +977,9 @@ impl Thread {
                 false,
             ),
         };
-        self.record_result(call, output, denied, ctx).await
+        let after_crash = slot.after_crash.map(|mark| (reply, mark));
+        self.record_result(call, output, denied, after_crash, ctx)
+            .await
     }
 
     /// Says that the reply was cut off at its `max_tokens`, after its calls and their
@@ -793,12 +994,14 @@ impl Thread {
         }
     }
 
-    /// Records a call's result and reports it.
+    /// Records a call's result and reports it. `after_crash`: the call belongs to a
+    /// turn a crash cut (the assistant entry holding it, and what the resume did).
     async fn record_result(
         &mut self,
         call: &ToolCall,
         output: ToolOutput,
         denied: bool,
+        after_crash: Option<(Uuid, AfterCrash)>,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
         let mut entry = Entry::message(Message::tool(call.id.clone(), output.content.clone()));
@@ -807,6 +1010,17 @@ impl Thread {
             entry
                 .extra
                 .insert(TOOL_ERROR_FIELD.to_owned(), serde_json::Value::Bool(true));
+        }
+        if let Some((reply, mark)) = after_crash {
+            // Written after other results, so pinned to its call (ids may repeat).
+            entry.extra.insert(
+                ANSWERS_ENTRY.to_owned(),
+                serde_json::Value::String(reply.to_string()),
+            );
+            entry.extra.insert(
+                AFTER_CRASH.to_owned(),
+                serde_json::Value::String(mark.as_str().to_owned()),
+            );
         }
         self.record_entry(entry, ctx).await?;
         ctx.emit(|| AgentEvent::ToolCallFinished {
@@ -830,25 +1044,31 @@ impl Thread {
         .await;
     }
 
-    /// Asks the approver, then starts the call as a task of its own (so that a panic
-    /// stays inside it). `reply` is the assistant entry that holds the call.
-    async fn start_call(
+    /// Decides about one call: the approver is asked (or, for a call of a turn a
+    /// crash cut, what `plan` says is done). The call is not started here.
+    /// `reply` is the assistant entry that holds the call.
+    async fn decide_call(
         &self,
         reply: Uuid,
         call: &ToolCall,
         cut_limit: Option<Option<u32>>,
+        plan: Option<ResumePlan>,
         ctx: &RunContext,
-    ) -> Pending {
+    ) -> Slot {
         let name = call.function.name.clone();
         self.announce_call(call, ctx).await;
+        let done = |output| Slot {
+            pending: Pending::Done(output),
+            after_crash: plan.map(|_| AfterCrash::Reasked),
+        };
         if ctx.cancel.is_cancelled() {
-            return Pending::Done(ToolOutput::error(ctx.stopped_text()));
+            return done(ToolOutput::error(ctx.stopped_text()));
         }
         // Neither run nor offered to the approver: no tool can act on them, and a
         // person cannot judge a call whose arguments are broken.
         if !arguments_usable(&call.function.arguments) {
             let shown = preview(&call.function.arguments);
-            return Pending::Done(ToolOutput::error(match cut_limit {
+            return done(ToolOutput::error(match cut_limit {
                 Some(max_tokens) => format!(
                     "error: not run: the reply was cut off at max_tokens{} in the middle \
                      of this call's arguments ({shown:?})",
@@ -861,6 +1081,7 @@ impl Thread {
             }));
         }
         let session_id = self.key.session_id();
+        let idempotency_key = idempotency_key(session_id, reply, &call.id);
         let invocation = ToolInvocation {
             name: name.clone(),
             arguments: call.function.arguments.clone(),
@@ -869,63 +1090,175 @@ impl Thread {
                 agent: self.name.clone(),
                 subagent: self.key.subagent_name().is_some(),
                 call_id: call.id.clone(),
-                idempotency_key: idempotency_key(session_id, reply, &call.id),
+                idempotency_key: idempotency_key.clone(),
                 cancel: ctx.cancel.child_token(),
             },
         };
         // A tool that does not exist cannot run whatever the person says: no question.
         let Some(callable) = self.tools.get(&name) else {
-            return Pending::Done(ToolOutput::error(format!(
+            return done(ToolOutput::error(format!(
                 "error: no such tool: there is no tool named {name:?}; the tools are: {}",
                 self.tool_names()
             )));
         };
-        if let Some(approver) = &self.approver {
-            let decision = tokio::select! {
-                biased;
-                _ = ctx.cancel.cancelled() => None,
-                decision = approver.approve(&invocation) => Some(decision),
-            };
-            match decision {
-                None => return Pending::Done(ToolOutput::error(ctx.stopped_text())),
-                Some(Approval::Deny(reason)) => {
-                    return Pending::Denied(ToolOutput::error(format!(
-                        "error: the call to {name} was not allowed: {reason}"
-                    )));
-                }
-                Some(Approval::Allow) => {}
-            }
-        }
-        match callable {
-            Callable::Tool(tool) => {
-                let tool = Arc::clone(tool);
-                Pending::Running {
-                    task: AbortOnDrop(tokio::spawn(async move { tool.call(invocation).await })),
-                    abort_on_cancel: true,
-                }
-            }
-            Callable::Subagent(handle) => {
-                let handle = Arc::clone(handle);
-                let child = RunContext {
-                    events: ctx.events.clone(),
-                    cancel: invocation.context.cancel.clone(),
-                    timed_out: Arc::clone(&ctx.timed_out),
+        let start = |allowed_by: String, rerun: bool| StartedCall {
+            entry: reply,
+            tool_call_id: call.id.clone(),
+            tool: name.clone(),
+            allowed_by,
+            idempotency_key: idempotency_key.clone(),
+            rerun,
+        };
+        let needs_record = match callable {
+            Callable::Tool(tool) => tool.effects() != ToolEffects::ReadOnly,
+            Callable::Subagent(_) => false,
+        };
+        // What a resumed call does instead of asking the approver.
+        let resumed = match plan {
+            None | Some(ResumePlan::Reask | ResumePlan::RunReadOnly) => None,
+            Some(ResumePlan::Continue) => Some((AfterCrash::Continued, None)),
+            Some(ResumePlan::Unknown(on_unknown)) => {
+                let again = match on_unknown {
+                    OnUnknown::Rerun => Some("run again after a crash: the tool says so"),
+                    OnUnknown::Skip => None,
+                    OnUnknown::Ask => {
+                        let asked = async {
+                            match &self.approver {
+                                Some(approver) => approver.run_again(&invocation).await,
+                                None => false,
+                            }
+                        };
+                        let answer = tokio::select! {
+                            biased;
+                            _ = ctx.cancel.cancelled() => None,
+                            again = asked => Some(again),
+                        };
+                        match answer {
+                            None => return done(ToolOutput::error(ctx.stopped_text())),
+                            Some(true) => Some("run again after a crash: the person said so"),
+                            Some(false) => None,
+                        }
+                    }
                 };
-                let (call_id, arguments) = (invocation.context.call_id, invocation.arguments);
-                Pending::Running {
-                    task: AbortOnDrop(tokio::spawn(async move {
-                        handle.call(call_id, arguments, child).await
-                    })),
-                    abort_on_cancel: false,
+                Some(match again {
+                    Some(why) => (AfterCrash::RanAgain, Some(start(why.to_owned(), true))),
+                    None => (AfterCrash::Interrupted, None),
+                })
+            }
+        };
+        if let Some((action, _)) = resumed {
+            ctx.emit(|| AgentEvent::CallResumed {
+                agent: self.name.clone(),
+                id: call.id.clone(),
+                name: name.clone(),
+                action,
+            })
+            .await;
+        }
+        let allowed = |start: Option<StartedCall>, continued: bool, mark| Slot {
+            pending: Pending::Allowed {
+                invocation: Box::new(invocation.clone()),
+                callable: callable.clone(),
+                start,
+                continued,
+            },
+            after_crash: mark,
+        };
+        match resumed {
+            Some((AfterCrash::Interrupted, _)) => {
+                return Slot {
+                    pending: Pending::Done(ToolOutput::error(interrupted_result(call).text())),
+                    after_crash: Some(AfterCrash::Interrupted),
+                };
+            }
+            Some((action, start)) => {
+                return allowed(start, action == AfterCrash::Continued, Some(action));
+            }
+            None => {}
+        }
+        // A call that never started, or one that only reads (whose start is not
+        // recorded), goes through the approver again: the crash may have come before
+        // anyone allowed it.
+        let mark = plan.map(|plan| match plan {
+            ResumePlan::RunReadOnly => AfterCrash::RanAgainReadOnly,
+            _ => AfterCrash::Reasked,
+        });
+        if let Some(action) = mark {
+            ctx.emit(|| AgentEvent::CallResumed {
+                agent: self.name.clone(),
+                id: call.id.clone(),
+                name: name.clone(),
+                action,
+            })
+            .await;
+        }
+        let allowed_by = match &self.approver {
+            None => "no approver: every call runs".to_owned(),
+            Some(approver) => {
+                let decision = tokio::select! {
+                    biased;
+                    _ = ctx.cancel.cancelled() => None,
+                    decision = approver.approve_with_reason(&invocation) => Some(decision),
+                };
+                match decision {
+                    None => return done(ToolOutput::error(ctx.stopped_text())),
+                    Some((Approval::Deny(reason), _)) => {
+                        return Slot {
+                            pending: Pending::Denied(ToolOutput::error(format!(
+                                "error: the call to {name} was not allowed: {reason}"
+                            ))),
+                            after_crash: mark,
+                        };
+                    }
+                    Some((Approval::Allow, allowed_by)) => allowed_by,
                 }
             }
-        }
+        };
+        allowed(needs_record.then(|| start(allowed_by, false)), false, mark)
     }
 
     fn tool_names(&self) -> String {
         let mut names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
         names.sort_unstable();
         names.join(", ")
+    }
+}
+
+/// Starts an allowed call as a task of its own (so that a panic stays inside it);
+/// anything else is returned as it is.
+fn start_allowed(pending: Pending, ctx: &RunContext) -> Pending {
+    let Pending::Allowed {
+        invocation,
+        callable,
+        continued,
+        ..
+    } = pending
+    else {
+        return pending;
+    };
+    match callable {
+        Callable::Tool(tool) => Pending::Running {
+            task: AbortOnDrop(tokio::spawn(async move { tool.call(*invocation).await })),
+            abort_on_cancel: true,
+        },
+        Callable::Subagent(handle) => {
+            let child = RunContext {
+                events: ctx.events.clone(),
+                cancel: invocation.context.cancel.clone(),
+                timed_out: Arc::clone(&ctx.timed_out),
+            };
+            let (call_id, arguments) = (invocation.context.call_id, invocation.arguments);
+            Pending::Running {
+                task: AbortOnDrop(tokio::spawn(async move {
+                    if continued {
+                        handle.resume(call_id, child).await
+                    } else {
+                        handle.call(call_id, arguments, child).await
+                    }
+                })),
+                abort_on_cancel: false,
+            }
+        }
     }
 }
 

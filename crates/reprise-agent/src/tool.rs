@@ -83,6 +83,30 @@ pub enum ToolEffects {
     Changes,
 }
 
+/// What to do, after a crash, with a call that had started and whose outcome is
+/// unknown (a start record and no result).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnUnknown {
+    /// Run it again, with the same idempotency key.
+    Rerun,
+    /// Ask the approver ([`ToolApprover::run_again`]); without one, or with no one
+    /// to ask, [`OnUnknown::Skip`].
+    Ask,
+    /// Tell the model it was interrupted and may or may not have taken effect.
+    Skip,
+}
+
+impl OnUnknown {
+    /// The default for a tool with these effects: [`OnUnknown::Rerun`] for a tool
+    /// that only reads or is idempotent, [`OnUnknown::Ask`] for any other.
+    pub fn default_for(effects: ToolEffects) -> OnUnknown {
+        match effects {
+            ToolEffects::ReadOnly | ToolEffects::Idempotent => OnUnknown::Rerun,
+            ToolEffects::Changes => OnUnknown::Ask,
+        }
+    }
+}
+
 /// A tool the agent offers the model. Object-safe; an `Arc` of a tool is a tool, so
 /// one tool can be given to many agents.
 ///
@@ -126,6 +150,13 @@ pub trait Tool: Send + Sync {
     fn effects(&self) -> ToolEffects {
         ToolEffects::Changes
     }
+
+    /// What to do with a call that a crash cut after it started
+    /// ([`OnUnknown::default_for`] its effects unless the tool says otherwise). A
+    /// read-only tool's calls are run again whatever this says.
+    fn on_unknown(&self) -> OnUnknown {
+        OnUnknown::default_for(self.effects())
+    }
 }
 
 #[async_trait]
@@ -140,6 +171,10 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
 
     fn effects(&self) -> ToolEffects {
         (**self).effects()
+    }
+
+    fn on_unknown(&self) -> OnUnknown {
+        (**self).on_unknown()
     }
 }
 
@@ -179,4 +214,21 @@ pub trait ToolApprover: Send + Sync {
     /// Decides about one call; `call.context` says which agent made it, in which
     /// session.
     async fn approve(&self, call: &ToolInvocation) -> Approval;
+
+    /// [`approve`](Self::approve), with who allowed the call in words (a config
+    /// pattern, `--yes`, the person): it is written to the call's start record. By
+    /// default `approve`'s answer and "the approver".
+    async fn approve_with_reason(&self, call: &ToolInvocation) -> (Approval, String) {
+        (self.approve(call).await, "the approver".to_owned())
+    }
+
+    /// A call of a tool with effects started before a crash, and no result was
+    /// recorded: it may or may not have taken effect. `true` runs it again (with the
+    /// same idempotency key), `false` tells the model it was interrupted. Asked only
+    /// for tools whose [`Tool::on_unknown`] is [`OnUnknown::Ask`]. By default `false`:
+    /// no call is run again without someone saying so.
+    async fn run_again(&self, call: &ToolInvocation) -> bool {
+        let _ = call;
+        false
+    }
 }

@@ -16,6 +16,9 @@ pub struct RemoteTool {
     pub description: String,
     /// Its input JSON Schema, as the server sent it.
     pub input_schema: Value,
+    /// What a call does besides answering, from the tool's annotations
+    /// (`readOnlyHint`, `idempotentHint`).
+    pub effects: reprise_agent::ToolEffects,
 }
 
 /// One block of a tool result.
@@ -38,17 +41,25 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
+/// The `_meta` key of a `tools/call` request holding the call's idempotency key: the
+/// same on every attempt of one call (a call run again after a crash), different
+/// for every other call, so that a server can do a call once.
+pub const IDEMPOTENCY_KEY_META: &str = "reprise/idempotencyKey";
+
 /// A live connection to one MCP server.
 #[async_trait]
 pub trait McpConnection: Send + Sync {
     /// All the server's tools (every page).
     async fn list_tools(&self) -> Result<Vec<RemoteTool>, ConnectionError>;
 
-    /// Calls one tool. Dropping the future abandons the request (the server is told).
+    /// Calls one tool, with the call's idempotency key in the request's `_meta`
+    /// (under [`IDEMPOTENCY_KEY_META`]). Dropping the future abandons the request
+    /// (the server is told).
     async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        idempotency_key: &str,
     ) -> Result<CallResult, ConnectionError>;
 
     /// `None` while the connection is usable; otherwise why it is not (the process

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reprise_agent::{Tool, ToolInvocation, ToolOutput};
+use reprise_agent::{Tool, ToolEffects, ToolInvocation, ToolOutput};
 use reprise_provider::ToolSpec;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -227,6 +227,7 @@ fn slot_tools(
         }
         tools.push(McpTool {
             slot: slot.clone(),
+            effects: tool.effects,
             remote_name: tool.name,
             spec: ToolSpec {
                 name,
@@ -446,6 +447,7 @@ impl ServerSlot {
         &self,
         remote_name: &str,
         arguments: Option<Map<String, Value>>,
+        idempotency_key: &str,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> ToolOutput {
         tokio::select! {
@@ -454,7 +456,7 @@ impl ServerSlot {
                 "the call of {remote_name:?} on MCP server {:?} was cancelled",
                 self.name()
             )),
-            output = self.call_uncancelled(remote_name, arguments) => output,
+            output = self.call_uncancelled(remote_name, arguments, idempotency_key) => output,
         }
     }
 
@@ -462,14 +464,18 @@ impl ServerSlot {
         &self,
         remote_name: &str,
         arguments: Option<Map<String, Value>>,
+        idempotency_key: &str,
     ) -> ToolOutput {
         let (connection, generation) = match self.connection().await {
             Ok(found) => found,
             Err(message) => return ToolOutput::error(message),
         };
         let timeout = self.spec.call_timeout;
-        let outcome =
-            tokio::time::timeout(timeout, connection.call_tool(remote_name, arguments)).await;
+        let outcome = tokio::time::timeout(
+            timeout,
+            connection.call_tool(remote_name, arguments, idempotency_key),
+        )
+        .await;
         match outcome {
             Ok(Ok(result)) => render_result(&result),
             Ok(Err(error)) if error.is_fatal() => {
@@ -542,6 +548,7 @@ pub struct McpTool {
     slot: Arc<ServerSlot>,
     remote_name: String,
     spec: ToolSpec,
+    effects: ToolEffects,
 }
 
 impl McpTool {
@@ -580,13 +587,23 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
+    fn effects(&self) -> ToolEffects {
+        self.effects
+    }
+
     async fn call(&self, invocation: ToolInvocation) -> ToolOutput {
         let arguments = match parse_arguments(&invocation.arguments) {
             Ok(arguments) => arguments,
             Err(message) => return ToolOutput::error(message),
         };
+        let context = &invocation.context;
         self.slot
-            .call(&self.remote_name, arguments, &invocation.context.cancel)
+            .call(
+                &self.remote_name,
+                arguments,
+                &context.idempotency_key,
+                &context.cancel,
+            )
             .await
     }
 }

@@ -24,6 +24,7 @@ mod rmcp_client;
 mod template;
 
 pub use config::{McpConfig, ServerConfig};
+pub use connection::IDEMPOTENCY_KEY_META;
 pub use error::{ConfigError, ConnectionError, StartError};
 pub use gate::{
     Decision, GateAnswer, GateAsker, GateConfig, GateDecision, GateMode, GatePolicy, GateRequest,

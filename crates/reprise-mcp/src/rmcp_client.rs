@@ -180,8 +180,43 @@ async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<RemoteTool>, ServiceE
                 .or(tool.title)
                 .unwrap_or_default(),
             input_schema: Value::Object((*tool.input_schema).clone()),
+            effects: effects_of(tool.annotations.as_ref()),
         })
         .collect())
+}
+
+/// What a tool's annotations say it does: a read-only hint wins over an idempotent
+/// one; none says it may change things.
+fn effects_of(annotations: Option<&rmcp::model::ToolAnnotations>) -> reprise_agent::ToolEffects {
+    let hint = |hint: Option<bool>| hint == Some(true);
+    match annotations {
+        Some(annotations) if hint(annotations.read_only_hint) => {
+            reprise_agent::ToolEffects::ReadOnly
+        }
+        Some(annotations) if hint(annotations.idempotent_hint) => {
+            reprise_agent::ToolEffects::Idempotent
+        }
+        _ => reprise_agent::ToolEffects::Changes,
+    }
+}
+
+/// A `tools/call` request's parameters, with the call's idempotency key in `_meta`.
+fn call_params(
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+    idempotency_key: &str,
+) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    if let Some(arguments) = arguments {
+        params = params.with_arguments(arguments);
+    }
+    let mut meta = Map::new();
+    meta.insert(
+        crate::connection::IDEMPOTENCY_KEY_META.to_owned(),
+        Value::String(idempotency_key.to_owned()),
+    );
+    params.meta = Some(rmcp::model::RequestMetaObject(meta.into()));
+    params
 }
 
 /// A connection over rmcp's client.
@@ -235,11 +270,9 @@ impl McpConnection for RmcpConnection {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        idempotency_key: &str,
     ) -> Result<CallResult, ConnectionError> {
-        let mut params = CallToolRequestParams::new(name.to_string());
-        if let Some(arguments) = arguments {
-            params = params.with_arguments(arguments);
-        }
+        let params = call_params(name, arguments, idempotency_key);
         match self.peer.call_tool(params).await {
             Ok(result) => Ok(convert_result(result)),
             Err(e) => Err(self.classify(e).await),
@@ -509,5 +542,42 @@ impl StderrTail {
         self.quote_bare()
             .map(|q| format!("; {q}"))
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_carries_its_idempotency_key_in_meta() {
+        let mut arguments = Map::new();
+        arguments.insert("amount".to_owned(), Value::from(5));
+        let params = call_params("pay", Some(arguments), "key-1");
+        let sent = serde_json::to_value(&params).unwrap();
+        assert_eq!(sent["_meta"]["reprise/idempotencyKey"], "key-1");
+        assert_eq!(sent["name"], "pay");
+        assert_eq!(sent["arguments"]["amount"], 5);
+    }
+
+    #[test]
+    fn annotations_say_what_a_tool_does() {
+        use reprise_agent::ToolEffects;
+        let annotations = |read_only, idempotent| {
+            rmcp::model::ToolAnnotations::from_raw(None, read_only, None, idempotent, None)
+        };
+        assert_eq!(effects_of(None), ToolEffects::Changes);
+        assert_eq!(
+            effects_of(Some(&annotations(Some(true), Some(true)))),
+            ToolEffects::ReadOnly
+        );
+        assert_eq!(
+            effects_of(Some(&annotations(Some(false), Some(true)))),
+            ToolEffects::Idempotent
+        );
+        assert_eq!(
+            effects_of(Some(&annotations(None, Some(false)))),
+            ToolEffects::Changes
+        );
     }
 }

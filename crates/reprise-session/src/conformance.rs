@@ -62,6 +62,7 @@ pub async fn run_all(make: &(dyn Fn() -> Subject + Sync), caps: Capabilities) {
     load_of_missing_is_none(make()).await;
     duplicate_uuids_are_skipped(make()).await;
     unknown_fields_survive(make()).await;
+    start_records_tell_started_calls_from_the_others(make()).await;
     concurrent_appends_all_land(make()).await;
     subkeys_are_listed_loaded_and_create_the_session(make()).await;
     list_sessions_shows_each_session(make(), caps).await;
@@ -166,6 +167,39 @@ pub async fn unknown_fields_survive(subject: Subject) {
     let all = vec![entry, other, Entry::message(parts)];
     store.append(&key("s1"), &all).await.unwrap();
     assert_eq!(loaded(&*store, &key("s1")).await, all);
+}
+
+/// A turn cut between a call's start record and its result reads back as cut, with
+/// the started call told from the one that never started, after a reopen too.
+pub async fn start_records_tell_started_calls_from_the_others(subject: Subject) {
+    let reply = Entry::message(Message::assistant_tool_calls(
+        None,
+        vec![
+            crate::ToolCall::function("c1", "pay", "{}"),
+            crate::ToolCall::function("c2", "pay", "{}"),
+        ],
+    ));
+    let record = crate::tool_start_entry(&[crate::StartedCall {
+        entry: reply.uuid,
+        tool_call_id: "c1".into(),
+        tool: "pay".into(),
+        allowed_by: "--yes".into(),
+        idempotency_key: "k1".into(),
+        rerun: false,
+    }]);
+    let all = vec![user("pay"), reply.clone(), record];
+    subject.store.append(&key("s1"), &all).await.unwrap();
+    let check = |history: Vec<Entry>| {
+        assert_eq!(history, all);
+        assert_eq!(crate::cut_turn(&history), Some(reply.uuid));
+        assert!(crate::was_started(&history, reply.uuid, "c1"));
+        assert!(!crate::was_started(&history, reply.uuid, "c2"));
+    };
+    check(loaded(&*subject.store, &key("s1")).await);
+    if let Some(reopen) = subject.reopen {
+        drop(subject.store);
+        check(loaded(&*reopen(), &key("s1")).await);
+    }
 }
 
 /// Appends racing on one store all land, once each.

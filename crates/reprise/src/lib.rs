@@ -142,7 +142,7 @@ pub use uuid::Uuid;
 pub mod prelude {
     pub use crate::{CancellationToken, JsonSchema, async_trait, schemars};
     pub use reprise_agent::{
-        Agent, AgentBuilder, AgentError, AgentEvent, Approval, Prompt, Subagent, Tool,
+        Agent, AgentBuilder, AgentError, AgentEvent, Approval, OnUnknown, Prompt, Subagent, Tool,
         ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput, tool,
     };
     pub use reprise_provider::{OpenAiConfig, OpenAiProvider, Provider};

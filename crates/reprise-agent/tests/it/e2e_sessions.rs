@@ -179,7 +179,21 @@ async fn resuming_after_a_crash_between_call_and_result_sends_valid_requests() {
             ),
             Message::tool("call_a", "torch: 5 gold, 15 left"),
         ];
-        let entries: Vec<Entry> = history.into_iter().map(Entry::message).collect();
+        let mut entries: Vec<Entry> = history.into_iter().map(Entry::message).collect();
+        // Both had started: their start record is before the first result.
+        let reply = entries[1].uuid;
+        let started = |id: &str| reprise_session::StartedCall {
+            entry: reply,
+            tool_call_id: id.to_owned(),
+            tool: "buy".to_owned(),
+            allowed_by: "no approver: every call runs".to_owned(),
+            idempotency_key: reprise_agent::idempotency_key("crashed", reply, id),
+            rerun: false,
+        };
+        entries.insert(
+            2,
+            reprise_session::tool_start_entry(&[started("call_a"), started("call_b")]),
+        );
         store.append(&key, &entries).await.unwrap();
     }
     // And a torn last line: the write that was in progress.
@@ -200,16 +214,19 @@ async fn resuming_after_a_crash_between_call_and_result_sends_valid_requests() {
         "{:?}",
         agent.load_warnings()
     );
+    // The cut turn is left open until a run finishes it.
+    assert_eq!(agent.messages().len(), 3);
+    assert!(agent.has_cut_turn());
+
+    agent.run("Did it work?").await.unwrap();
+    // `buy` may have bought the rope: nobody said to run it again.
     let history = agent.messages();
-    assert_eq!(history.len(), 4);
     assert_eq!(history[3].tool_call_id.as_deref(), Some("call_b"));
     assert!(
         history[3].text().contains("interrupted"),
         "{}",
         history[3].text()
     );
-
-    agent.run("Did it work?").await.unwrap();
     server.assert_tool_call_pairing();
     assert_eq!(server.request_count(), 2);
     let first = messages_of(&server.request_bodies()[0]);

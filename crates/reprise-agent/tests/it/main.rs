@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 mod compaction;
+mod crash_resume;
+mod crash_soak;
 mod e2e_cut_off;
 mod e2e_faults;
 mod e2e_sessions;

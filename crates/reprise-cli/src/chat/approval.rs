@@ -43,24 +43,36 @@ struct ScreenAsker {
     redactor: Redactor,
 }
 
-#[async_trait]
-impl GateAsker for ScreenAsker {
-    async fn ask(&self, request: &GateRequest) -> GateAnswer {
+impl ScreenAsker {
+    /// Puts the question on the screen and waits for the answer (no answer: no).
+    async fn put(&self, request: &GateRequest, again: bool) -> Answer {
         let (reply, answer) = oneshot::channel();
         let ask = Ask {
             agent: request.agent.clone(),
             tool: request.tool.clone(),
             arguments: self.redactor.redact(&request.arguments).into_owned(),
+            again,
             reply,
         };
         if self.ui.send(UiEvent::Ask(ask)).is_err() {
-            return GateAnswer::No;
+            return Answer::No;
         }
-        match answer.await {
-            Ok(Answer::Yes) => GateAnswer::Yes,
-            Ok(Answer::Always) => GateAnswer::AlwaysForThisRun,
-            Ok(Answer::No) | Err(_) => GateAnswer::No,
+        answer.await.unwrap_or(Answer::No)
+    }
+}
+
+#[async_trait]
+impl GateAsker for ScreenAsker {
+    async fn ask(&self, request: &GateRequest) -> GateAnswer {
+        match self.put(request, false).await {
+            Answer::Yes => GateAnswer::Yes,
+            Answer::Always => GateAnswer::AlwaysForThisRun,
+            Answer::No => GateAnswer::No,
         }
+    }
+
+    async fn ask_again(&self, request: &GateRequest) -> bool {
+        self.put(request, true).await != Answer::No
     }
 }
 
@@ -105,9 +117,17 @@ pub struct DelegationPassesGate {
 #[async_trait]
 impl ToolApprover for DelegationPassesGate {
     async fn approve(&self, invocation: &ToolInvocation) -> Approval {
+        self.approve_with_reason(invocation).await.0
+    }
+
+    async fn approve_with_reason(&self, invocation: &ToolInvocation) -> (Approval, String) {
         if !invocation.context.subagent && self.subagents.contains(&invocation.name) {
-            return Approval::Allow;
+            return (Approval::Allow, "a delegation to a subagent".to_owned());
         }
-        self.inner.approve(invocation).await
+        self.inner.approve_with_reason(invocation).await
+    }
+
+    async fn run_again(&self, invocation: &ToolInvocation) -> bool {
+        self.inner.run_again(invocation).await
     }
 }

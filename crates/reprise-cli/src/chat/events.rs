@@ -51,6 +51,10 @@ pub struct Ask {
     pub tool: String,
     /// Its arguments (redacted).
     pub arguments: String,
+    /// Set when the call started before a crash and may have taken effect: the
+    /// question is whether to run it again ([`Answer::Yes`]) or to tell the model it
+    /// was interrupted ([`Answer::No`]).
+    pub again: bool,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Answer>,
 }

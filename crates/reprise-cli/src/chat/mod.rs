@@ -11,3 +11,4 @@ pub mod provider;
 pub mod server_error;
 pub mod session;
 pub mod start;
+pub mod tool_settings;

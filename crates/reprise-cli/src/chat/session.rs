@@ -145,6 +145,7 @@ impl Opener {
         if let Some(hub) = &hub {
             tools.extend(hub.tools());
         }
+        let tools = crate::chat::tool_settings::with_settings(tools, &self.settings.tools);
         let gate = gate_for_run(
             &self.settings,
             self.ui.clone(),
@@ -370,24 +371,60 @@ impl ChatSession {
         // The prompt is redacted alone before it is marked, so that the mark cannot
         // change how it reads (the log redacts the whole line again).
         self.log_line(&format!("› {}", self.redactor.redact(prompt)));
+        let prompt = prompt.to_owned();
+        self.followed(|agent, events| {
+            Box::pin(async move { agent.run_streaming(prompt, events, cancel).await.map(drop) })
+        })
+        .await
+    }
+
+    /// Whether a crash cut the conversation's last turn in the middle of its tool
+    /// calls: [`ChatSession::resume_cut_turn`] finishes it.
+    pub fn has_cut_turn(&self) -> bool {
+        self.agent.has_cut_turn()
+    }
+
+    /// Finishes the turn a crash cut, as if the crash had not happened: each open
+    /// call is asked about again, run again or closed (what is done is said, on the
+    /// screen and in `session.log`), then the model answers.
+    pub async fn resume_cut_turn(&mut self, cancel: CancellationToken) -> TurnEnd {
+        self.log_line(RESUMING_CUT_TURN);
+        self.followed(|agent, events| {
+            Box::pin(async move {
+                agent
+                    .resume_turn(Some(events.into()), cancel)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
+    }
+
+    /// Runs `work` on the agent, its events forwarded to the screen and the run's
+    /// logs, and says in `session.log` how it ended.
+    async fn followed(
+        &mut self,
+        work: impl for<'a> FnOnce(
+            &'a mut Agent,
+            UnboundedSender<AgentEvent>,
+        ) -> futures::future::BoxFuture<'a, Result<(), AgentError>>,
+    ) -> TurnEnd {
         let (events_tx, events_rx) = unbounded_channel();
-        let run = self.agent.run_streaming(prompt, events_tx, cancel);
-        let log = &mut self.log;
-        let transcript = &self.transcript;
-        let decisions = &self.decisions;
-        let redactor = &self.redactor;
-        let ui = &self.ui;
-        let forward = async move {
-            let at_line_start =
-                forward_events(events_rx, log, transcript, decisions, redactor, ui).await;
-            if !at_line_start {
-                let _ = log.write("\n");
-            }
-            if let Err(error) = log.flush() {
-                tracing::warn!("session.log: {}", with_causes(&error));
-            }
-        };
+        let run = work(&mut self.agent, events_tx);
+        let forward = follow_events(
+            events_rx,
+            &mut self.log,
+            &self.transcript,
+            &self.decisions,
+            &self.redactor,
+            &self.ui,
+        );
         let (result, ()) = tokio::join!(run, forward);
+        self.end_of(result)
+    }
+
+    /// How a run ended, said in `session.log`.
+    fn end_of<T>(&mut self, result: Result<T, AgentError>) -> TurnEnd {
         let end = match result {
             Ok(_) => TurnEnd::Answered,
             Err(AgentError::Cancelled) => TurnEnd::Cancelled,
@@ -414,6 +451,25 @@ impl ChatSession {
             }
         }
         end
+    }
+}
+
+/// [`forward_events`] until the run ends, then `session.log` ended at a line start
+/// and flushed.
+async fn follow_events(
+    events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    log: &mut SessionLog,
+    transcript: &Transcript,
+    decisions: &Decisions,
+    redactor: &Redactor,
+    ui: &UnboundedSender<UiEvent>,
+) {
+    let at_line_start = forward_events(events_rx, log, transcript, decisions, redactor, ui).await;
+    if !at_line_start {
+        let _ = log.write("\n");
+    }
+    if let Err(error) = log.flush() {
+        tracing::warn!("session.log: {}", with_causes(&error));
     }
 }
 
@@ -554,6 +610,21 @@ fn record_event(
             write(log, &text);
             warn_on_error(log.flush());
         }
+        AgentEvent::CallResumed {
+            agent,
+            name,
+            action,
+            ..
+        } => {
+            if !*at_line_start {
+                write(log, "\n");
+            }
+            write(
+                log,
+                &format!("{}\n", resumed_call_line(agent, name, *action)),
+            );
+            *at_line_start = true;
+        }
         AgentEvent::Retrying {
             attempt, reason, ..
         } => {
@@ -607,6 +678,19 @@ fn writes_stopped_text(error: &reprise_session::StoreError, run: &str) -> String
          --continue` if it is the latest run): it reads back what is on disk.",
         with_causes(error)
     )
+}
+
+/// The question about a call of a cut turn that had started.
+pub const AGAIN_QUESTION: &str = "started before the crash and may have taken effect: \
+     run it again, or tell the model it was interrupted?";
+
+/// What the chat says before it finishes a turn that a crash cut.
+pub const RESUMING_CUT_TURN: &str =
+    "(the last turn was cut in the middle of its tool calls: finishing it)";
+
+/// What the chat says about a call of a cut turn, as the resume takes it up.
+pub fn resumed_call_line(agent: &str, name: &str, action: reprise_session::AfterCrash) -> String {
+    format!("{}{}: {name}", subagent_indent(agent), action.describe())
 }
 
 /// What `/compact` says when the conversation is too short to compact.

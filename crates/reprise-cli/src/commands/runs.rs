@@ -232,7 +232,8 @@ fn show_with_tools(
                     || entry.extra.get(reprise_session::INTERRUPTED)
                         == Some(&serde_json::Value::Bool(true));
                 let id = message.tool_call_id.clone().unwrap_or_default();
-                (Vec::new(), Some((id, body, failed)))
+                let after_crash = reprise_session::AfterCrash::of_entry(&entry);
+                (Vec::new(), Some((id, body, failed, after_crash)))
             }
             _ => (Vec::new(), None),
         };
@@ -249,13 +250,14 @@ fn show_with_tools(
                 }),
             }
         }
-        if let Some((id, body, failed)) = answered
+        if let Some((id, body, failed, after_crash)) = answered
             && !delegated.contains_key(id.as_str())
         {
             rows.push(ShownRow::Result {
                 id,
                 text: redactor.redact(&body).into_owned(),
                 failed,
+                after_crash,
             });
         }
     }
@@ -272,9 +274,19 @@ fn show_with_tools(
                 } => writer.push_row(
                     &json!({"role": "tool_call", "id": id, "name": name, "arguments": arguments}),
                 )?,
-                ShownRow::Result { id, text, failed } => writer.push_row(
-                    &json!({"role": "tool", "id": id, "text": text, "isError": failed}),
-                )?,
+                ShownRow::Result {
+                    id,
+                    text,
+                    failed,
+                    after_crash,
+                } => {
+                    let mut row =
+                        json!({"role": "tool", "id": id, "text": text, "isError": failed});
+                    if let Some(mark) = after_crash {
+                        row["afterCrash"] = json!(mark.as_str());
+                    }
+                    writer.push_row(&row)?;
+                }
             }
         }
         writer.finish()?;
@@ -287,8 +299,16 @@ fn show_with_tools(
                 ShownRow::Call {
                     name, arguments, ..
                 } => writer.push_tool_line(&format!("⚙ {name} {}\n", one_line(arguments))),
-                ShownRow::Result { text, failed, .. } => {
+                ShownRow::Result {
+                    text,
+                    failed,
+                    after_crash,
+                    ..
+                } => {
                     let marker = if *failed { "✗" } else { "↳" };
+                    if let Some(mark) = after_crash {
+                        writer.push_tool_line(&format!("  (after a crash: {})\n", mark.describe()));
+                    }
                     let first = text.lines().next().unwrap_or("");
                     let more = text.lines().count().saturating_sub(1);
                     let more = if more > 0 {
@@ -325,6 +345,8 @@ enum ShownRow {
         id: String,
         text: String,
         failed: bool,
+        /// What the resume of a turn a crash cut did with the call.
+        after_crash: Option<reprise_session::AfterCrash>,
     },
 }
 

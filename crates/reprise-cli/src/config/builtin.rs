@@ -33,21 +33,11 @@ impl<'de> Deserialize<'de> for BuiltinToolNames {
     }
 }
 
-/// The `[tools]` table: settings of built-in tools, by tool.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolsTable {
-    /// `[tools.run_command]`.
-    pub run_command: Option<toml::Spanned<RunCommandTable>>,
-}
-
 /// `[tools.run_command]` as written.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default)]
 pub struct RunCommandTable {
     /// Folders a command may write in besides the working folder and the temporary
     /// folder.
-    #[serde(default)]
     pub writable: Vec<PathBuf>,
     /// Whether commands may open TCP connections.
     pub network: Option<bool>,
@@ -159,8 +149,8 @@ mod tests {
              timeout = \"30s\"\nmax_timeout = \"5m\"\n",
         )
         .unwrap();
-        let table = config.tools.and_then(|tools| tools.run_command).unwrap();
-        let settings = command_settings(Some(table.get_ref()));
+        let table = config.tools.unwrap()["run_command"].get_ref().command();
+        let settings = command_settings(Some(&table));
         assert!(settings.sandbox.network);
         assert_eq!(settings.default_timeout, Duration::from_secs(30));
         assert_eq!(settings.max_timeout, Duration::from_secs(300));
@@ -177,9 +167,9 @@ mod tests {
             "[tools.run_command]\nmax_timeout = \"1m\"\n",
         )
         .unwrap();
-        let table = short_cap.tools.and_then(|tools| tools.run_command).unwrap();
+        let table = short_cap.tools.unwrap()["run_command"].get_ref().command();
         assert_eq!(
-            command_settings(Some(table.get_ref())).default_timeout,
+            command_settings(Some(&table)).default_timeout,
             Duration::from_secs(60),
             "the default timeout is cut to a shorter maximum"
         );
@@ -213,7 +203,11 @@ mod tests {
                 "c.toml:2:",
                 "unknown field `writeable`",
             ),
-            ("[tools.grep]\n", "c.toml:1:", "unknown field `grep`"),
+            (
+                "[tools.grep]\nnetwork = true\n",
+                "c.toml:1: [tools.grep]:",
+                "keys of [tools.run_command] only",
+            ),
             (
                 "[tools.run_command]\ntimeout = \"soon\"\n",
                 "c.toml:2:",

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 pub mod builtin;
 pub mod duration;
 mod message;
+pub mod tools;
 pub mod values;
 
 #[macro_use]
@@ -65,8 +66,8 @@ config_table! {
         pub agents: Option<BTreeMap<String, toml::Spanned<AgentTable>>>,
         /// The built-in tools offered to the model; all by default.
         pub builtin_tools: Option<builtin::BuiltinToolNames>,
-        /// Settings of the built-in tools (`[tools.run_command]`).
-        pub tools: Option<builtin::ToolsTable>,
+        /// Settings of single tools (`[tools."NAME"]`, `[tools.run_command]`).
+        pub tools: Option<BTreeMap<String, toml::Spanned<tools::ToolTable>>>,
     }
 }
 
@@ -324,6 +325,8 @@ pub struct Settings {
     pub builtin_tools: Vec<String>,
     /// How `run_command` runs commands.
     pub run_command: reprise_tools::CommandSettings,
+    /// Settings of single tools (`[tools."NAME"]`), by the tool's name.
+    pub tools: BTreeMap<String, tools::ToolTable>,
 }
 
 /// The system prompt when the config gives none.
@@ -395,12 +398,13 @@ pub fn parse_config(path: &Path, text: &str) -> Result<FileConfig> {
                     )
                 })?;
             }
-            if let Some(table) = config.tools.as_ref().and_then(|t| t.run_command.as_ref()) {
-                table.get_ref().check().map_err(|problem| {
+            for (name, table) in config.tools.iter().flatten() {
+                table.get_ref().check(name).map_err(|problem| {
                     let (line, _) = line_col(text, table.span().start);
                     anyhow::anyhow!(
-                        "bad config file {}:{line}: [tools.run_command]: {problem}",
-                        path.display()
+                        "bad config file {}:{line}: [tools.{}]: {problem}",
+                        path.display(),
+                        message::short(name)
                     )
                 })?;
             }
@@ -611,12 +615,12 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
     let max_turns = per_model.max_turns.or(file.max_turns).unwrap_or(25);
     let agents = resolve_agents(file.agents.as_ref(), &generation);
     let builtin_tools = builtin::offered(file.builtin_tools.as_ref());
-    let mut run_command = builtin::command_settings(
-        file.tools
-            .as_ref()
-            .and_then(|tools| tools.run_command.as_ref())
-            .map(toml::Spanned::get_ref),
-    );
+    let command_table = file
+        .tools
+        .as_ref()
+        .and_then(|tools| tools.get(tools::RUN_COMMAND))
+        .map(|table| table.get_ref().command());
+    let mut run_command = builtin::command_settings(command_table.as_ref());
     // A command has no use for the API key, and must not be able to send it anywhere.
     run_command.hidden_env.push(api_key_env.clone());
     let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);
@@ -650,6 +654,12 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         agents,
         builtin_tools,
         run_command,
+        tools: file
+            .tools
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, table)| (name, table.into_inner()))
+            .collect(),
     })
 }
 

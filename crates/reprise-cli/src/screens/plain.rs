@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
 use crate::chat::events::Answer;
 use crate::chat::events::UiEvent;
+use crate::chat::session::AGAIN_QUESTION;
 use crate::chat::session::{ChatSession, Opener, TurnEnd};
 use crate::chat::start::{StartOptions, StartWith};
 use crate::display::terminal::{eprint_line, visible};
@@ -221,6 +222,16 @@ impl Printer {
             AgentEvent::MessageRecorded { agent, .. } if !main => {
                 self.subagent_text(redactor, agent, true);
             }
+            AgentEvent::CallResumed {
+                agent,
+                name,
+                action,
+                ..
+            } => {
+                self.line(&crate::chat::session::resumed_call_line(
+                    agent, name, *action,
+                ));
+            }
             AgentEvent::ToolCallStarted {
                 agent,
                 name,
@@ -360,9 +371,20 @@ pub async fn run(
             eprint_line(&text);
         }
     }
+    let mut code = 0;
+    if let Some(failed) = finish_cut_turn(
+        &mut session,
+        &mut ui,
+        &mut lines,
+        &mut printer,
+        &mut interrupts,
+    )
+    .await
+    {
+        code = i32::from(failed);
+    }
 
     let mut first = args.prompt.clone();
-    let mut code = 0;
     loop {
         let text = match first.take() {
             Some(prompt) => {
@@ -413,6 +435,14 @@ pub async fn run(
                             std::mem::replace(&mut session, next).close().await;
                             show_resumed(&opener, &mut session, &mut printer)?;
                             warn_load(&session, &mut printer);
+                            finish_cut_turn(
+                                &mut session,
+                                &mut ui,
+                                &mut lines,
+                                &mut printer,
+                                &mut interrupts,
+                            )
+                            .await;
                         }
                         Err(error) => printer.line(&format!("✗ {error:#}")),
                     }
@@ -424,6 +454,14 @@ pub async fn run(
             } => {
                 std::mem::replace(&mut session, *next).close().await;
                 printer.line(&line);
+                finish_cut_turn(
+                    &mut session,
+                    &mut ui,
+                    &mut lines,
+                    &mut printer,
+                    &mut interrupts,
+                )
+                .await;
             }
             Outcome::Compact(focus) => {
                 let end = run_printed(
@@ -451,26 +489,57 @@ pub async fn run(
                     &mut interrupts,
                 )
                 .await;
-                code = i32::from(matches!(end, TurnEnd::Failed(_)));
-                match end {
-                    TurnEnd::Answered => {
-                        if !printer.at_line_start {
-                            printer.print("\n");
-                        }
-                    }
-                    TurnEnd::Cancelled => printer.line("(cancelled)"),
-                    TurnEnd::Failed(message) => {
-                        if !printer.at_line_start {
-                            printer.print("\n");
-                        }
-                        eprint_line(&format!("✗ {message}"));
-                    }
-                }
+                code = i32::from(show_end(end, &mut printer));
             }
         }
     }
     session.close().await;
     Ok(code)
+}
+
+/// Finishes the turn a crash cut, when the session has one, printing it as a turn;
+/// `Some(failed)` when there was one.
+async fn finish_cut_turn(
+    session: &mut ChatSession,
+    ui: &mut UnboundedReceiver<UiEvent>,
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+) -> Option<bool> {
+    if !session.has_cut_turn() {
+        return None;
+    }
+    printer.line(crate::chat::session::RESUMING_CUT_TURN);
+    let end = run_printed(
+        session,
+        |session, cancel| session.resume_cut_turn(cancel),
+        ui,
+        lines,
+        printer,
+        interrupts,
+    )
+    .await;
+    Some(show_end(end, printer))
+}
+
+/// Says how a turn ended; whether it failed.
+fn show_end(end: TurnEnd, printer: &mut Printer) -> bool {
+    let failed = matches!(end, TurnEnd::Failed(_));
+    match end {
+        TurnEnd::Answered => {
+            if !printer.at_line_start {
+                printer.print("\n");
+            }
+        }
+        TurnEnd::Cancelled => printer.line("(cancelled)"),
+        TurnEnd::Failed(message) => {
+            if !printer.at_line_start {
+                printer.print("\n");
+            }
+            eprint_line(&format!("✗ {message}"));
+        }
+    }
+    failed
 }
 
 /// Runs `work` (a turn, a compaction) on the session, printing its events as they
@@ -554,6 +623,11 @@ impl ShownSession {
                     eprint_line(&text);
                 }
             }
+            // Without a terminal, a call that may have run is not run again: the
+            // resume says so on its line.
+            UiEvent::Ask(ask) if ask.again && !printer.interactive => {
+                let _ = ask.reply.send(Answer::No);
+            }
             UiEvent::Ask(ask) if !printer.interactive => {
                 // The lines on stdin are prompts, not answers: never take one as
                 // a yes or a no.
@@ -569,33 +643,68 @@ impl ShownSession {
             }
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
-                printer.line(&format!(
-                    "run {who}{} {}? [y]es / [n]o / [a]lways for this run",
-                    ask.tool,
-                    one_line(&ask.arguments)
-                ));
-                let answer = loop {
-                    let line = tokio::select! {
-                        line = lines.next() => line,
-                        // Ctrl-C stops the whole turn: this call and the ones after it
-                        // get an "interrupted" result, and nothing more is asked.
-                        _ = interrupts.next() => {
-                            cancel.cancel();
-                            return;
-                        }
-                    };
-                    match line {
-                        None => break Answer::No,
-                        Some(line) => match line.trim() {
-                            "y" | "yes" | "Y" => break Answer::Yes,
-                            "n" | "no" | "N" => break Answer::No,
-                            "a" | "always" | "A" => break Answer::Always,
-                            _ => printer.line("answer y, n or a"),
-                        },
-                    }
+                let call = format!("{who}{} {}", ask.tool, one_line(&ask.arguments));
+                let (question, answers, hint) = if ask.again {
+                    (
+                        format!("{call} {AGAIN_QUESTION} [a]gain / [i]nterrupted"),
+                        AGAIN_ANSWERS,
+                        "answer a or i",
+                    )
+                } else {
+                    (
+                        format!("run {call}? [y]es / [n]o / [a]lways for this run"),
+                        GATE_ANSWERS,
+                        "answer y, n or a",
+                    )
                 };
-                let _ = ask.reply.send(answer);
+                printer.line(&question);
+                match read_answer(lines, printer, interrupts, answers, hint).await {
+                    Some(answer) => {
+                        let _ = ask.reply.send(answer);
+                    }
+                    // Ctrl-C stops the whole turn: this call and the ones after it
+                    // get an "interrupted" result, and nothing more is asked.
+                    None => cancel.cancel(),
+                }
             }
+        }
+    }
+}
+
+/// What a line may answer to the gate's question.
+const GATE_ANSWERS: &[(&[&str], Answer)] = &[
+    (&["y", "yes", "Y"], Answer::Yes),
+    (&["n", "no", "N"], Answer::No),
+    (&["a", "always", "A"], Answer::Always),
+];
+
+/// What a line may answer to "run it again?": again is yes, interrupted is no.
+const AGAIN_ANSWERS: &[(&[&str], Answer)] = &[
+    (&["a", "again", "A"], Answer::Yes),
+    (&["i", "interrupted", "I"], Answer::No),
+];
+
+/// Reads lines until one is an answer (one of `answers`' words), saying `hint` after each that is
+/// not; the end of input is "no". `None` when Ctrl-C came first.
+async fn read_answer(
+    lines: &mut Lines,
+    printer: &mut Printer,
+    interrupts: &mut Interrupts,
+    answers: &[(&[&str], Answer)],
+    hint: &str,
+) -> Option<Answer> {
+    loop {
+        let line = tokio::select! {
+            line = lines.next() => line,
+            _ = interrupts.next() => return None,
+        };
+        let Some(line) = line else {
+            return Some(Answer::No);
+        };
+        let line = line.trim();
+        match answers.iter().find(|(words, _)| words.contains(&line)) {
+            Some((_, answer)) => return Some(*answer),
+            None => printer.line(hint),
         }
     }
 }

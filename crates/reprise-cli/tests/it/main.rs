@@ -7,6 +7,7 @@
 
 mod builtin_tools;
 mod compaction;
+mod crash_resume;
 mod damaged_runs;
 mod database;
 mod docs;

@@ -25,7 +25,7 @@ fn ev_server(scripts: &[PathBuf], extra: &str) -> String {
 }
 
 /// The reference server as "ev", then the gate section.
-fn configure(sandbox: &Sandbox, gate: &str) {
+pub(crate) fn configure(sandbox: &Sandbox, gate: &str) {
     write_config(
         sandbox,
         &ev_server(&[mcp_everything_server()], &format!("\n{gate}")),

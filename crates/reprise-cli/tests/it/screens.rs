@@ -209,6 +209,7 @@ fn the_gate_question_in_place_of_the_prompt() {
         tool: "read_file".into(),
         arguments: "{\"path\":\"notes.txt\"}".into(),
         agent: String::new(),
+        again: false,
     });
     view.busy = Some(Duration::from_secs(1));
     let terminal = screen(&view, 64, 12);

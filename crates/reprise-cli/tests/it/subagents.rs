@@ -355,34 +355,34 @@ async fn sigkill_in_a_subagents_turn_then_continue_loses_nothing_acknowledged() 
     assert_eq!(roles(&child), ["user", "assistant", "tool"]);
     assert_eq!(child[2]["content"], "buy milk\n");
 
+    // The cut turn is finished first: the subagent goes on from its result, the
+    // main agent gets its answer; then the next prompt.
     server.push_all([
-        delegate("p2", "read them again"),
         Reply::text("It says buy milk."),
         Reply::text("Buy milk."),
+        Reply::text("Going on."),
     ]);
     let out = sandbox
         .chat(&base_url, &["--yes", "--continue"], "go on\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let bodies = server.request_bodies();
-    // The main agent's history: the unanswered call closed as interrupted.
-    let main = request_messages(&bodies[3]);
-    assert_eq!(
-        roles(&main),
-        ["system", "user", "assistant", "tool", "user"]
-    );
-    assert_eq!(main[2]["tool_calls"][0]["id"], "p1");
-    assert_contains!(main[3]["content"].as_str().unwrap(), "interrupted");
     // The subagent continues its own transcript, nothing of it lost.
-    let child = request_messages(&bodies[4]);
-    assert_eq!(
-        roles(&child),
-        ["system", "user", "assistant", "tool", "user"]
-    );
+    let child = request_messages(&bodies[3]);
+    assert_eq!(roles(&child), ["system", "user", "assistant", "tool"]);
     assert_eq!(child[1]["content"], "read the notes");
     assert_eq!(tool_calls_of(&child)[0]["id"], "s1");
     assert_eq!(child[3]["content"], "buy milk\n");
-    assert_eq!(child[4]["content"], "read them again");
+    // The main agent's call gets the subagent's real answer.
+    let main = request_messages(&bodies[4]);
+    assert_eq!(roles(&main), ["system", "user", "assistant", "tool"]);
+    assert_eq!(main[2]["tool_calls"][0]["id"], "p1");
+    assert_eq!(main[3]["content"], "It says buy milk.");
+    let main = request_messages(&bodies[5]);
+    assert_eq!(
+        roles(&main),
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
     server.assert_tool_call_pairing();
 }
 

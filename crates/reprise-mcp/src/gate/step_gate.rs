@@ -39,6 +39,15 @@ pub enum GateAnswer {
 pub trait GateAsker: Send + Sync {
     /// Shows the request and waits for the answer.
     async fn ask(&self, request: &GateRequest) -> GateAnswer;
+
+    /// The call `request` started before a crash and may have taken effect: shows it
+    /// and asks whether to run it again (`true`) or tell the model it was
+    /// interrupted (`false`). By default `false`: an asker that cannot ask never
+    /// runs a call twice.
+    async fn ask_again(&self, request: &GateRequest) -> bool {
+        let _ = request;
+        false
+    }
 }
 
 /// How a call was decided, as written to `transcript.jsonl`.
@@ -224,11 +233,38 @@ impl StepGate {
     }
 }
 
+impl StepGate {
+    /// Asks the person whether to run again a call that a crash cut after it
+    /// started; without someone to ask (`--yes`), no.
+    pub async fn ask_again(&self, invocation: &ToolInvocation) -> bool {
+        let GateMode::Ask(asker) = &self.mode else {
+            return false;
+        };
+        let _one_question = self.asking.lock().await;
+        asker
+            .ask_again(&GateRequest {
+                agent: invocation.context.agent.clone(),
+                call_id: invocation.context.call_id.clone(),
+                tool: invocation.name.clone(),
+                arguments: invocation.arguments.clone(),
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl ToolApprover for StepGate {
     async fn approve(&self, invocation: &ToolInvocation) -> Approval {
+        self.approve_with_reason(invocation).await.0
+    }
+
+    async fn run_again(&self, invocation: &ToolInvocation) -> bool {
+        self.ask_again(invocation).await
+    }
+
+    async fn approve_with_reason(&self, invocation: &ToolInvocation) -> (Approval, String) {
         let decision = self.decide(&invocation.context.agent, invocation).await;
-        match decision.decision {
+        let approval = match decision.decision {
             Decision::Allow | Decision::AskYes | Decision::Always => Approval::Allow,
             Decision::Deny => Approval::Deny(format!(
                 "denied by policy: the tool {:?} {}; it was not run",
@@ -238,6 +274,7 @@ impl ToolApprover for StepGate {
                 "denied: the person declined to run the tool {:?}; it was not run",
                 decision.tool
             )),
-        }
+        };
+        (approval, decision.reason)
     }
 }

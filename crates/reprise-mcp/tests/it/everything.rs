@@ -31,6 +31,19 @@ async fn lists_tools_with_prefixed_names_and_schemas_passed_through() {
     assert_eq!(echo.parameters["type"], "object");
     assert_eq!(echo.parameters["properties"]["message"]["type"], "string");
     assert_eq!(echo.parameters["required"], serde_json::json!(["message"]));
+    // The annotations say what a call does besides answering.
+    assert_eq!(
+        find(&tools, "ev__echo").effects(),
+        reprise_agent::ToolEffects::ReadOnly
+    );
+    assert_eq!(
+        find(&tools, "ev__gzip-file-as-resource").effects(),
+        reprise_agent::ToolEffects::Idempotent
+    );
+    assert_eq!(
+        find(&tools, "ev__toggle-simulated-logging").effects(),
+        reprise_agent::ToolEffects::Changes
+    );
     let sum = find(&tools, "ev__get-sum").spec();
     assert_eq!(sum.parameters["properties"]["a"]["type"], "number");
     assert!(tools.iter().all(|t| t.spec().name.starts_with("ev__")));

@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub(crate) mod repair;
 pub(crate) mod session_store;
 pub(crate) mod stopped_writes;
+pub(crate) mod tool_start;
 pub(crate) mod writer_lock;
 
 pub use compaction::{
@@ -29,9 +30,9 @@ pub use jsonl::{Durability, load_file};
 pub use jsonl_writer::JsonlWriter;
 pub use memory::MemoryStore;
 pub use repair::{
-    ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, inspect,
-    inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
-    repair_messages, request_message, visit_model_view,
+    ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, cut_turn,
+    inspect, inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
+    repair_entries_except, repair_messages, request_message, visit_model_view,
 };
 pub use reprise_message::{
     Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall, USAGE_FIELD, now_millis,
@@ -39,4 +40,8 @@ pub use reprise_message::{
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, ReleasableLock, SessionInfo, SessionStore,
     StoreError, WriterLock,
+};
+pub use tool_start::{
+    AFTER_CRASH, AfterCrash, StartedCall, TOOL_START_KIND, started_calls, tool_start_entry,
+    was_started,
 };

@@ -308,9 +308,16 @@ pub fn inspect_messages(history: &[Message]) -> RepairReport {
 /// dangling. Each names the assistant entry it answers (`"answersEntry"`) and is
 /// marked `"interrupted": true`; both marks are on the entry, never sent to a model.
 pub fn repair_entries(history: &[Entry]) -> Vec<Entry> {
+    repair_entries_except(history, None)
+}
+
+/// [`repair_entries`], leaving open the calls of the assistant entry `open_turn`
+/// (the turn a crash cut, which its opener finishes: see [`cut_turn`]).
+pub fn repair_entries_except(history: &[Entry], open_turn: Option<Uuid>) -> Vec<Entry> {
     inspect(history)
         .dangling
         .into_iter()
+        .filter(|dangling| open_turn.is_none() || dangling.entry != open_turn)
         .map(|dangling| {
             let mut entry = Entry::message(interrupted_result(&dangling.call));
             if let Some(uuid) = dangling.entry {
@@ -324,6 +331,29 @@ pub fn repair_entries(history: &[Entry]) -> Vec<Entry> {
             entry
         })
         .collect()
+}
+
+/// The assistant entry of the last turn when a crash cut it in the middle of its
+/// tool calls: the last message is that entry or a result of one of its calls, and
+/// at least one of its calls has no result. `None` when the history ends otherwise
+/// (calls without a result further back belong to turns that went on, and are
+/// closed by [`repair_entries`]).
+pub fn cut_turn(history: &[Entry]) -> Option<Uuid> {
+    let last = history.iter().rposition(|entry| {
+        entry
+            .as_message()
+            .is_some_and(|message| message.role != Role::Tool)
+    })?;
+    let entry = &history[last];
+    let message = entry.as_message()?;
+    if message.role != Role::Assistant || message.calls().is_empty() {
+        return None;
+    }
+    let open = inspect(&history[last..])
+        .dangling
+        .iter()
+        .any(|dangling| dangling.entry == Some(entry.uuid));
+    open.then_some(entry.uuid)
 }
 
 /// The messages to append to a history of bare messages (see [`repair_entries`]).
@@ -730,5 +760,40 @@ mod tests {
                 "tool:b:interrupted"
             ]
         );
+    }
+
+    #[test]
+    fn the_cut_turn_is_the_last_reply_with_an_open_call() {
+        let user = Entry::message(Message::user("go"));
+        let reply = Entry::message(calls(&["a", "b"]));
+        let answered_a = Entry::message(Message::tool("a", "ok"));
+        let record = Entry::other("toolStart", serde_json::Map::new());
+        // Cut between its calls' results, with an entry of another kind after them.
+        let cut = [
+            user.clone(),
+            reply.clone(),
+            answered_a.clone(),
+            record.clone(),
+        ];
+        assert_eq!(cut_turn(&cut), Some(reply.uuid));
+        // Only the other calls are closed when the cut turn is kept open.
+        let old = Entry::message(calls(&["old"]));
+        let history = [old.clone(), user.clone(), reply.clone(), answered_a.clone()];
+        let repairs = repair_entries_except(&history, cut_turn(&history));
+        assert_eq!(repairs.len(), 1);
+        assert_eq!(repairs[0].extra[ANSWERS_ENTRY], old.uuid.to_string());
+        assert_eq!(repair_entries(&history).len(), 2);
+        // Every call answered, a turn that went on, a plain answer: nothing cut.
+        let answered_b = Entry::message(Message::tool("b", "ok"));
+        assert_eq!(
+            cut_turn(&[user.clone(), reply.clone(), answered_a.clone(), answered_b]),
+            None
+        );
+        assert_eq!(cut_turn(&[reply.clone(), user.clone()]), None);
+        assert_eq!(
+            cut_turn(&[user, Entry::message(Message::assistant("hi"))]),
+            None
+        );
+        assert_eq!(cut_turn(&[]), None);
     }
 }

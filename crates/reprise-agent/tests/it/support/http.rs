@@ -77,6 +77,8 @@ pub fn jsonl_lines(path: &Path) -> Vec<Value> {
 pub fn file_roles(path: &Path) -> Vec<String> {
     jsonl_lines(path)
         .iter()
+        // Entries of other kinds (start records) are not messages.
+        .filter(|entry| entry.get("kind").is_none())
         .map(|entry| entry["message"]["role"].as_str().unwrap_or("?").to_owned())
         .collect()
 }

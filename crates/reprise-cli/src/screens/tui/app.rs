@@ -145,6 +145,7 @@ pub async fn run(
         }
     }
     app.show_load_warnings();
+    app.finish_cut_turn();
     if start == StartWith::Pick {
         app.open_picker();
     }
@@ -382,6 +383,7 @@ impl App {
             } => {
                 self.switch_to(*next).await;
                 self.view.items.push(Item::Notice(line));
+                self.finish_cut_turn();
             }
             Outcome::Compact(focus) => self.start_compaction(focus),
             Outcome::Message(message) => self.start_turn(message),
@@ -396,6 +398,21 @@ impl App {
         self.view.scroll = 0;
         self.start_in_background(move |mut session, cancel| async move {
             let end = session.turn(&message, cancel).await;
+            (session, end)
+        });
+    }
+
+    /// Finishes the turn a crash cut, when the session has one: in the background
+    /// like a turn (its questions come up as the gate's do).
+    fn finish_cut_turn(&mut self) {
+        if !self.session.as_ref().is_some_and(ChatSession::has_cut_turn) {
+            return;
+        }
+        self.view.items.push(Item::Notice(
+            crate::chat::session::RESUMING_CUT_TURN.to_owned(),
+        ));
+        self.start_in_background(move |mut session, cancel| async move {
+            let end = session.resume_cut_turn(cancel).await;
             (session, end)
         });
     }
@@ -480,6 +497,7 @@ impl App {
                 self.view.question = Some(Question {
                     tool: ask.tool,
                     arguments: ask.arguments,
+                    again: ask.again,
                     agent: if ask.agent == DEFAULT_AGENT_NAME {
                         String::new()
                     } else {
@@ -572,6 +590,16 @@ impl App {
                 None => return,
             }
         };
+        if let AgentEvent::CallResumed {
+            agent,
+            name,
+            action,
+            ..
+        } = &event
+        {
+            let line = crate::chat::session::resumed_call_line(agent, name, *action);
+            self.view.items.push(Item::Notice(line));
+        }
         // Printed where it happened; nothing on screen is cleared.
         if let Some(line) = crate::display::text::compaction_line(&event) {
             self.view.items.push(Item::Notice(line));
@@ -719,6 +747,7 @@ impl App {
                 }
                 self.show_resumed();
                 self.show_load_warnings();
+                self.finish_cut_turn();
             }
             Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
         }

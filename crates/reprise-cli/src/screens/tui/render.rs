@@ -484,31 +484,53 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
         format!("[{}] ", screen_text(&question.agent))
     };
     let width = usize::from(area.width).saturating_sub(20);
-    let lines = [
-        Line::from(vec![
-            Span::raw(format!("Run {who}")),
-            Span::styled(
-                screen_text(&question.tool),
-                Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+    let call = [
+        Span::styled(
+            screen_text(&question.tool),
+            Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!(
+                " {}",
+                shorten(&one_line(&screen_text(&question.arguments)), width)
             ),
-            Span::styled(
-                format!(
-                    " {}",
-                    shorten(&one_line(&screen_text(&question.arguments)), width)
-                ),
-                DIM,
-            ),
-            Span::raw("?"),
-        ]),
-        Line::from(vec![
-            Span::styled("[y]", Style::new().fg(Color::Green)),
-            Span::raw(" yes  "),
-            Span::styled("[n]", Style::new().fg(Color::Red)),
-            Span::raw(" no  "),
-            Span::styled("[a]", Style::new().fg(Color::Cyan)),
-            Span::raw(" always for this run"),
-        ]),
+            DIM,
+        ),
     ];
+    let lines = if question.again {
+        vec![
+            Line::from([vec![Span::raw(who)], call.to_vec()].concat()),
+            Line::from(format!(
+                "this call {}",
+                crate::chat::session::AGAIN_QUESTION
+            )),
+            Line::from(vec![
+                Span::styled("[y]", Style::new().fg(Color::Green)),
+                Span::raw(" run it again  "),
+                Span::styled("[n]", Style::new().fg(Color::Red)),
+                Span::raw(" tell the model it was interrupted"),
+            ]),
+        ]
+    } else {
+        vec![
+            Line::from(
+                [
+                    vec![Span::raw(format!("Run {who}"))],
+                    call.to_vec(),
+                    vec![Span::raw("?")],
+                ]
+                .concat(),
+            ),
+            Line::from(vec![
+                Span::styled("[y]", Style::new().fg(Color::Green)),
+                Span::raw(" yes  "),
+                Span::styled("[n]", Style::new().fg(Color::Red)),
+                Span::raw(" no  "),
+                Span::styled("[a]", Style::new().fg(Color::Cyan)),
+                Span::raw(" always for this run"),
+            ]),
+        ]
+    };
     let lines: Vec<Line<'static>> = lines
         .iter()
         .flat_map(|line| wrap_line(line, usize::from(block.inner(area).width)))

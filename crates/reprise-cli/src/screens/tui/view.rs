@@ -232,6 +232,9 @@ pub struct Question {
     pub arguments: String,
     /// The agent asking (empty for the main agent).
     pub agent: String,
+    /// Whether to run again a call that started before a crash (yes), or to tell
+    /// the model it was interrupted (no).
+    pub again: bool,
 }
 
 /// The whole screen's state.
@@ -663,6 +666,7 @@ mod tests {
                 tool: "t".into(),
                 arguments: "{}".into(),
                 agent: String::new(),
+                again: false,
             }),
             ..ChatView::default()
         };
@@ -681,6 +685,7 @@ mod tests {
                 tool: "t".into(),
                 arguments: "{}".into(),
                 agent: String::new(),
+                again: false,
             }),
             busy: Some(Duration::from_secs(2)),
             ..ChatView::default()
