@@ -291,7 +291,7 @@ async fn open(
             name: subagent.name.clone(),
             thread: Mutex::new(thread),
         });
-        tools.push((subagent.spec(), Callable::Subagent(Arc::clone(&handle))));
+        tools.push((subagent.spec(), Callable::Subagent(handle.clone())));
         subagents.push(handle);
     }
 

@@ -35,10 +35,11 @@ pub use fn_tool::{FnTool, parse_arguments, tool};
 pub use idempotency::idempotency_key;
 pub use prompt::Prompt;
 pub use reprise_session::USAGE_FIELD;
-pub use subagent::{
-    DEFAULT_SUBAGENT_MAX_TURNS, PARENT_CALL_FIELD, Subagent, subagent_interrupted_text,
+pub use subagent::{DEFAULT_SUBAGENT_MAX_TURNS, Subagent, subagent_interrupted_text};
+pub use thread::{
+    CANCELLED_BY_USER, CompactionReport, PARENT_CALL_FIELD, STOPPED_BY_TURN_TIMEOUT,
+    TOOL_ERROR_FIELD,
 };
-pub use thread::{CANCELLED_BY_USER, CompactionReport, STOPPED_BY_TURN_TIMEOUT, TOOL_ERROR_FIELD};
 pub use tool::{
     Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
 };

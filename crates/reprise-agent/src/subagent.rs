@@ -15,16 +15,11 @@ use crate::error::AgentError;
 use crate::events::AgentEvent;
 use crate::fn_tool::parse_arguments;
 use crate::schema::parameters_schema;
-use crate::thread::{RunContext, Thread};
+use crate::thread::{Delegate, PARENT_CALL_FIELD, RunContext, Thread};
 use crate::tool::{Tool, ToolOutput};
 
 /// The default turn budget of a subagent.
 pub const DEFAULT_SUBAGENT_MAX_TURNS: usize = 20;
-
-/// The entry field, on a subagent's task (its user message), naming the parent's
-/// tool call that gave the task: how a transcript of many tasks is split back into
-/// the calls that started them.
-pub const PARENT_CALL_FIELD: &str = "parentCall";
 
 /// What the parent's model is told when the person stopped a subagent's task.
 pub fn subagent_interrupted_text(name: &str) -> String {
@@ -130,10 +125,14 @@ pub(crate) struct SubagentHandle {
     pub(crate) thread: Mutex<Thread>,
 }
 
-impl SubagentHandle {
+impl Delegate for SubagentHandle {
+    fn thread(&self) -> &Mutex<Thread> {
+        &self.thread
+    }
+
     /// Runs one task in the child; its answer, or what went wrong, is the result.
     /// `call_id` is the parent's call, recorded on the task's entry.
-    pub(crate) fn call(
+    fn call(
         self: Arc<Self>,
         call_id: String,
         arguments: String,
@@ -164,11 +163,7 @@ impl SubagentHandle {
     /// Goes on with the task that the parent's call `call_id` gave before a crash
     /// cut it: its answer when the subagent had given one, else the subagent's turn
     /// finished from where it was cut (its own open calls included).
-    pub(crate) fn resume(
-        self: Arc<Self>,
-        call_id: String,
-        ctx: RunContext,
-    ) -> BoxFuture<'static, ToolOutput> {
+    fn resume(self: Arc<Self>, call_id: String, ctx: RunContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             let mut thread = self.thread.lock().await;
             ctx.emit(|| AgentEvent::SubagentTask {
@@ -183,7 +178,9 @@ impl SubagentHandle {
             self.output(result, &ctx)
         })
     }
+}
 
+impl SubagentHandle {
     /// The parent's result for a task's run.
     fn output(&self, result: Result<String, AgentError>, ctx: &RunContext) -> ToolOutput {
         match result {

@@ -29,7 +29,6 @@ use crate::compact::{
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink};
 use crate::idempotency::idempotency_key;
-use crate::subagent::SubagentHandle;
 use crate::tokens::{estimate_message, estimate_messages, estimate_request, estimate_tools};
 use crate::tool::{
     Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
@@ -109,7 +108,36 @@ fn preview(text: &str) -> String {
 #[derive(Clone)]
 pub(crate) enum Callable {
     Tool(Arc<dyn Tool>),
-    Subagent(Arc<SubagentHandle>),
+    Subagent(Arc<dyn Delegate>),
+}
+
+/// The entry field, on a subagent's task (its user message), naming the parent's
+/// tool call that gave the task: how a transcript of many tasks is split back into
+/// the calls that started them.
+pub const PARENT_CALL_FIELD: &str = "parentCall";
+
+/// A subagent as the loop calls it: a conversation of its own, given a task by one
+/// of the parent's calls. A trait here, so that the loop knows subagents without
+/// depending on how they are made.
+pub(crate) trait Delegate: Send + Sync {
+    /// The subagent's conversation; calls take turns on it.
+    fn thread(&self) -> &tokio::sync::Mutex<Thread>;
+
+    /// Runs the task the parent's call `call_id` gives in `arguments`; its answer,
+    /// or what went wrong, is the call's result.
+    fn call(
+        self: Arc<Self>,
+        call_id: String,
+        arguments: String,
+        ctx: RunContext,
+    ) -> futures::future::BoxFuture<'static, ToolOutput>;
+
+    /// Finishes the task of the parent's call `call_id` that a crash cut.
+    fn resume(
+        self: Arc<Self>,
+        call_id: String,
+        ctx: RunContext,
+    ) -> futures::future::BoxFuture<'static, ToolOutput>;
 }
 
 /// Everything a thread needs to open its transcript.
@@ -804,7 +832,7 @@ impl Thread {
             // have the first time.
             None => ResumePlan::Reask,
             Some(Callable::Subagent(handle)) => {
-                let thread = handle.thread.lock().await;
+                let thread = handle.thread().lock().await;
                 if thread.task_started_by(&call.id, reply.ts) {
                     ResumePlan::Continue
                 } else {
@@ -838,10 +866,7 @@ impl Thread {
                 .as_message()
                 .is_some_and(|message| message.role == Role::User)
         })?;
-        let parent = self.entries[at]
-            .extra
-            .get(crate::subagent::PARENT_CALL_FIELD)?
-            .as_str()?;
+        let parent = self.entries[at].extra.get(PARENT_CALL_FIELD)?.as_str()?;
         Some((at, parent))
     }
 
