@@ -223,39 +223,43 @@ async fn without_a_terminal_a_call_that_may_have_run_is_not_run_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_screen_a_question_cut_by_a_crash_comes_back_in_its_box() {
     let sandbox = Sandbox::new();
-    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
     let server = ScriptedServer::start().await;
     server.push(Reply::tool_call(
         "call_1",
-        "read_file",
-        r#"{"path":"notes.txt"}"#,
+        "write_file",
+        r#"{"path":"notes.txt","content":"buy milk\n"}"#,
     ));
     let base_url = server.base_url();
     let args = ["--base-url", base_url.as_str(), "--model", "test-model"];
     let mut pty = sandbox.pty(&args);
     pty.wait_text("/help · /resume").await;
-    pty.line("read my notes");
+    pty.line("note that I must buy milk");
     pty.wait_text("the step gate asks").await;
     kill(&mut pty);
     pty.wait_exit().await;
     let run = sandbox.conversations().remove(0);
     assert!(results(&run).is_empty());
+    assert!(!sandbox.path().join("notes.txt").exists());
 
-    server.push(Reply::text("Your note says to buy milk."));
+    server.push(Reply::text("Noted: buy milk."));
     let mut continued = args.to_vec();
     continued.push("--continue");
     let mut pty = sandbox.pty(&continued);
     pty.wait_text("the step gate asks").await;
-    pty.wait_text("ran again (read-only): read_file").await;
+    pty.wait_text("re-asked: write_file").await;
     pty.send("y");
-    pty.wait_text("Your note says to buy milk.").await;
+    pty.wait_text("Noted: buy milk.").await;
     pty.wait_for("the turn to end", |s| !s.contains("working"))
         .await;
     pty.send("\x03");
     assert!(pty.wait_exit().await);
     let found = results(&run);
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].1, "buy milk\n");
-    assert_eq!(found[0].2.as_deref(), Some("ran-again-read-only"));
+    assert!(found[0].1.contains("notes.txt"), "{}", found[0].1);
+    assert_eq!(found[0].2.as_deref(), Some("reasked"));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path().join("notes.txt")).unwrap(),
+        "buy milk\n"
+    );
     server.assert_tool_call_pairing();
 }
