@@ -28,7 +28,7 @@ use crate::tree::Kind;
 const GITIGNORE_LIMIT: u64 = 4 << 20;
 
 /// What a file's status says about its content: equal status, same content (with
-/// the racy-time rule of [`crate::stat_cache`]).
+/// the racy-time rule the stat cache applies).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct FileStat {
     pub(crate) size: u64,
