@@ -302,6 +302,24 @@ pub enum McpAction {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn flags_get_the_checks_of_the_config_and_are_named() {
+        use clap::Parser;
+        for (flag, value, words) in [
+            ("--temperature", "nan", "not a finite number"),
+            ("--top-p", "inf", "not a finite number"),
+            ("--request-timeout", "1y", "not a duration of fixed length"),
+            ("--idle-timeout", "-5s", "cannot be negative"),
+            ("--turn-timeout", "99999999999999999999", "too long"),
+        ] {
+            let error = Cli::try_parse_from(["reprise", &format!("{flag}={value}")])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(flag), "{flag}: {error}");
+            assert!(error.contains(words), "{flag}: {error}");
+        }
+    }
+
     use super::*;
     use clap::CommandFactory;
 

@@ -49,17 +49,17 @@ pub fn sandbox_warning(settings: &Settings, support: SandboxSupport) -> Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::ChatArgs;
+    use crate::config::Flags;
 
     fn settings(config: &str) -> Settings {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("config.toml");
         std::fs::write(&file, config).unwrap();
-        let args = ChatArgs {
+        let args = Flags {
             config: Some(file),
-            ..ChatArgs::default()
+            ..Flags::default()
         };
-        crate::config::resolve(&args, &|_| None).unwrap()
+        crate::config::resolve(args, &|_| None).unwrap()
     }
 
     #[test]
