@@ -4,20 +4,26 @@
 //! its summary calls. The field is beside the message, never sent to a model.
 
 use reprise_provider::Usage;
-use reprise_session::{Entry, USAGE_FIELD};
-use serde::Deserialize;
+use reprise_session::{Entry, TokenCounts};
 
 /// Records `usage` on `entry`.
 pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {
-    if let Ok(value) = serde_json::to_value(usage) {
-        entry.extra.insert(USAGE_FIELD.to_owned(), value);
-    }
+    let counts = TokenCounts {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.total_tokens,
+    };
+    entry.usage = Some(counts.into());
 }
 
 /// The token counts recorded on `entry`, if any (a malformed field counts as none).
 pub fn usage_of(entry: &Entry) -> Option<Usage> {
-    // Read in place: a resumed session's totals visit every reply once.
-    Usage::deserialize(entry.extra.get(USAGE_FIELD)?).ok()
+    let counts = entry.usage.as_ref()?.counts()?;
+    Some(Usage {
+        prompt_tokens: counts.prompt_tokens,
+        completion_tokens: counts.completion_tokens,
+        total_tokens: counts.total_tokens,
+    })
 }
 
 /// Adds `more` to `total`.
@@ -59,9 +65,7 @@ mod tests {
     #[test]
     fn totals_add_every_counted_entry_and_skip_the_rest() {
         let mut malformed = Entry::message(Message::assistant("odd"));
-        malformed
-            .extra
-            .insert(USAGE_FIELD.to_owned(), serde_json::json!("many"));
+        malformed.usage = Some(serde_json::json!("many").into());
         let entries = [
             counted(100, 20),
             Entry::message(Message::user("hi")),

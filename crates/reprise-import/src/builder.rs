@@ -14,10 +14,10 @@ use foldhash::HashMap;
 
 use jiff::Timestamp;
 use reprise_session::{
-    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, Message, Role, ToolCall, USAGE_FIELD,
+    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, Message, Role, TokenCounts, ToolCall,
     interrupted_result,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::report::Report;
@@ -102,7 +102,8 @@ impl Builder {
             ts: ts.unwrap_or(self.last_ts),
             kind: kind.map(str::to_owned),
             message,
-            extra: Map::new(),
+            usage: None,
+            extra: Default::default(),
         }
     }
 
@@ -180,7 +181,7 @@ impl Builder {
                 content,
                 tool_calls: None,
                 tool_call_id: None,
-                extra: Map::new(),
+                extra: Default::default(),
             };
             if !open.calls.is_empty() {
                 message.tool_calls = Some(open.calls);
@@ -193,13 +194,13 @@ impl Builder {
             }
             let mut entry = self.entry(open.ts, None, Some(message));
             if let Some((prompt, completion)) = open.usage {
-                entry.extra.insert(
-                    USAGE_FIELD.to_owned(),
-                    json!({
-                        "prompt_tokens": prompt,
-                        "completion_tokens": completion,
-                        "total_tokens": prompt.saturating_add(completion),
-                    }),
+                entry.usage = Some(
+                    TokenCounts {
+                        prompt_tokens: prompt,
+                        completion_tokens: completion,
+                        total_tokens: prompt.saturating_add(completion),
+                    }
+                    .into(),
                 );
             }
             self.entries.push(entry);
@@ -240,7 +241,7 @@ impl Builder {
             content: Some(content),
             tool_calls: None,
             tool_call_id: None,
-            extra: Map::new(),
+            extra: Default::default(),
         };
         let mut entry = self.entry(ts, None, Some(message));
         if meta {
@@ -435,19 +436,20 @@ pub(crate) fn text_part(text: impl Into<String>) -> ContentPart {
     ContentPart {
         kind: "text".to_owned(),
         text: Some(text.into()),
-        extra: Map::new(),
+        extra: Default::default(),
     }
 }
 
 /// An image part holding the image itself (a `data:` URL), or a URL as given.
 pub(crate) fn image_part(url: String) -> ContentPart {
-    let mut extra = Map::new();
-    extra.insert("image_url".to_owned(), json!({ "url": url }));
-    ContentPart {
+    let mut part = ContentPart {
         kind: "image_url".to_owned(),
         text: None,
-        extra,
-    }
+        extra: Default::default(),
+    };
+    part.extra
+        .insert("image_url".to_owned(), json!({ "url": url }));
+    part
 }
 
 /// What stands for an image where only text can go (a tool result): its type and

@@ -5,7 +5,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::fields::Fields;
 use crate::message::Message;
+use crate::usage::StoredUsage;
 
 /// The entry field holding the server's token counts of the model call that produced
 /// the entry (`{"prompt_tokens", "completion_tokens", "total_tokens"}`); beside the
@@ -27,9 +29,17 @@ pub struct Entry {
     /// The message, for message entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Message>,
+    /// The server's token counts of the model call that made the entry
+    /// ([`USAGE_FIELD`]).
+    #[serde(
+        default,
+        deserialize_with = "present_usage",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage: Option<StoredUsage>,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 impl Entry {
@@ -40,7 +50,8 @@ impl Entry {
             ts: now_millis(),
             kind: None,
             message: Some(message),
-            extra: Map::new(),
+            usage: None,
+            extra: Fields::new(),
         }
     }
 
@@ -51,7 +62,8 @@ impl Entry {
             ts: now_millis(),
             kind: Some(kind.into()),
             message: None,
-            extra,
+            usage: None,
+            extra: Fields::from(extra),
         }
     }
 
@@ -81,6 +93,13 @@ pub fn now_millis() -> Timestamp {
 
 fn ts_millis<S: Serializer>(ts: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&format_args!("{ts:.3}"))
+}
+
+/// A `usage` that is there, even `null`: kept, so that it is written back.
+fn present_usage<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<StoredUsage>, D::Error> {
+    StoredUsage::deserialize(deserializer).map(Some)
 }
 
 fn ts_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Timestamp, D::Error> {

@@ -9,7 +9,11 @@
 //! The entry line format is described in `docs/format.md` of the repository.
 
 mod entry;
+mod fields;
 mod message;
+mod usage;
 
 pub use entry::{Entry, USAGE_FIELD, now_millis};
+pub use fields::Fields;
 pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
+pub use usage::{StoredUsage, TokenCounts};

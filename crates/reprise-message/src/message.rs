@@ -5,7 +5,9 @@
 //! writes it back unchanged.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use crate::fields::Fields;
 
 /// Who wrote a message. Unknown roles (`developer`, vendor roles) are kept as text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -95,7 +97,7 @@ pub struct ContentPart {
     pub text: Option<String>,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 /// A tool call made by the assistant.
@@ -111,7 +113,7 @@ pub struct ToolCall {
     pub function: FunctionCall,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 fn function_kind() -> String {
@@ -131,9 +133,9 @@ impl ToolCall {
             function: FunctionCall {
                 name: name.into(),
                 arguments: arguments.into(),
-                extra: Map::new(),
+                extra: Fields::new(),
             },
-            extra: Map::new(),
+            extra: Fields::new(),
         }
     }
 }
@@ -149,7 +151,7 @@ pub struct FunctionCall {
     pub arguments: String,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 fn arguments_as_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -176,7 +178,7 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     /// Every other field (`name`, `reasoning_content`, vendor fields), kept verbatim.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 impl Message {
@@ -186,7 +188,7 @@ impl Message {
             content,
             tool_calls: None,
             tool_call_id: None,
-            extra: Map::new(),
+            extra: Fields::new(),
         }
     }
 

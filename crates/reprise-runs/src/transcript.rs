@@ -102,7 +102,7 @@ impl TranscriptRecord {
             name,
             event,
             decision: None,
-            extra: Map::new(),
+            extra: Default::default(),
         }
     }
 

@@ -43,12 +43,12 @@ pub use store::FastEntryDecoder;
 pub use store::decode_with_serde_only;
 pub use store::{
     AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, AppendReport, COMPACTION_KIND, Compaction, Content,
-    ContentPart, DanglingCall, Durability, Entry, EntryLineDecoder, FileSessionStore, ForkOrigin,
-    FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN, MemoryStore,
-    Message, ReleasableLock, RepairReport, Role, SessionInfo, SessionKey, SessionMeta,
-    SessionStore, StartedCall, StoreError, TOOL_START_KIND, ToolCall, USAGE_FIELD, WriterLock,
-    arguments_are_an_object, compacted_tail, compaction_marker, cut_turn, inspect,
-    inspect_messages, interrupted_result, load_file, model_view, model_view_messages, now_millis,
-    repair_entries, repair_entries_except, repair_messages, request_message, short_tokens,
-    started_calls, tool_start_entry, validate_id, visit_model_view, was_started,
+    ContentPart, DanglingCall, Durability, Entry, EntryLineDecoder, Fields, FileSessionStore,
+    ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN,
+    MemoryStore, Message, ReleasableLock, RepairReport, Role, SessionInfo, SessionKey, SessionMeta,
+    SessionStore, StartedCall, StoreError, StoredUsage, TOOL_START_KIND, TokenCounts, ToolCall,
+    USAGE_FIELD, WriterLock, arguments_are_an_object, compacted_tail, compaction_marker, cut_turn,
+    inspect, inspect_messages, interrupted_result, load_file, model_view, model_view_messages,
+    now_millis, repair_entries, repair_entries_except, repair_messages, request_message,
+    short_tokens, started_calls, tool_start_entry, validate_id, visit_model_view, was_started,
 };

@@ -735,6 +735,81 @@ async fn the_size_of_the_next_request_is_the_same_before_and_after_the_request_i
     }
 }
 
+/// A resumed session's next request is sized as a live one's: the server's count
+/// of the last request (its reply's `usage`) plus an estimate of what came after,
+/// before and after the request is built; a count from before a compaction is not
+/// taken, since that request held what the summary replaced.
+#[tokio::test]
+async fn a_resumed_session_counts_from_the_last_reply_s_usage() {
+    use reprise_agent::tokens::estimate_messages;
+    use reprise_session::{Entry, TokenCounts};
+    let counted = |text: &str, prompt_tokens: u64| {
+        let mut entry = Entry::message(Message::assistant(text));
+        entry.usage = Some(
+            TokenCounts {
+                prompt_tokens,
+                completion_tokens: 20,
+                total_tokens: prompt_tokens + 20,
+            }
+            .into(),
+        );
+        entry
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let open = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            Agent::builder(Arc::new(NeverCalled) as Arc<dyn Provider>)
+                .store(store as Arc<dyn SessionStore>)
+                .session_id(id)
+                .build()
+                .await
+                .unwrap()
+        }
+    };
+
+    let key = SessionKey::session("counted").unwrap();
+    let reply = counted("the answer", 9_000);
+    let after = Message::user("and then? ".repeat(30));
+    let entries = [
+        Entry::message(Message::user("a question ".repeat(50))),
+        counted("an early answer", 4_000),
+        Entry::message(Message::user("another")),
+        reply.clone(),
+        Entry::message(after.clone()),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    let agent = open("counted").await;
+    let expected = 9_000 + estimate_messages(&[reply.message.clone().unwrap(), after.clone()]);
+    assert_eq!(agent.context_used(), expected);
+    // Far below the whole history's estimate would be wrong: the count is the server's.
+    assert!(expected > estimate_request(agent.model_view()));
+    assert_eq!(
+        agent.context_used(),
+        expected,
+        "the same once the request is built"
+    );
+
+    let key = SessionKey::session("compacted").unwrap();
+    let old = Entry::message(Message::user("an old question ".repeat(40)));
+    let compaction = Compaction {
+        summary: "They asked an old question.".to_owned(),
+        through: old.uuid,
+        tokens_before: 500,
+        tokens_after: 40,
+    };
+    let entries = [
+        old,
+        counted("an old answer, after a long request", 90_000),
+        compaction.to_entry(),
+        Entry::message(Message::user("go on")),
+    ];
+    store.append(&key, &entries).await.unwrap();
+    let agent = open("compacted").await;
+    assert_eq!(agent.context_used(), estimate_request(agent.model_view()));
+}
+
 /// A provider for tests that make no model call.
 struct NeverCalled;
 

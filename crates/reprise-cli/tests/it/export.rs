@@ -23,7 +23,8 @@ fn at(n: i64, message: Option<Message>, kind: Option<&str>, extra: Value) -> Ent
         ts: Timestamp::from_second(1_764_495_484 + n * 60).unwrap(),
         kind: kind.map(str::to_owned),
         message,
-        extra,
+        usage: None,
+        extra: extra.into(),
     }
 }
 

@@ -558,7 +558,7 @@ fn claude_code_token_counts_are_kept_on_each_reply_once() {
                 .is_some_and(|m| m.role == Role::Assistant)
         })
         .map(|entry| {
-            let usage = &entry.extra[reprise_session::USAGE_FIELD];
+            let usage = entry.usage.as_ref().unwrap().to_value();
             (
                 usage["prompt_tokens"].as_u64().unwrap(),
                 usage["completion_tokens"].as_u64().unwrap(),

@@ -308,7 +308,7 @@ impl BlockingStore for Inner {
                             created_at: now,
                             updated_at: now,
                             forked_from: None,
-                            extra: serde_json::Map::new(),
+                            extra: Default::default(),
                         };
                         self.write_meta(&meta, sync_dirs)?;
                         writers.meta = Some(meta);
@@ -519,7 +519,7 @@ impl Inner {
                 session: source.to_owned(),
                 entry: up_to,
             }),
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         };
         self.write_meta(&meta, sync)?;
         if !move_no_replace(&staged.transcript, &self.main_path(target))? {

@@ -243,7 +243,8 @@ fn parse_slow_line(line: &[u8], entries: &mut Vec<Entry>) -> Option<NoteKind> {
                 ts: Timestamp::UNIX_EPOCH,
                 kind: None,
                 message: Some(message),
-                extra: serde_json::Map::new(),
+                usage: None,
+                extra: Default::default(),
             });
             Some(NoteKind::Bare)
         }
@@ -860,7 +861,8 @@ mod tests {
                         ts: Timestamp::UNIX_EPOCH,
                         kind: None,
                         message: Some(message),
-                        extra: serde_json::Map::new(),
+                        usage: None,
+                        extra: Default::default(),
                     },
                     SlowLine::Skipped(message) => {
                         warnings.push((number, message));

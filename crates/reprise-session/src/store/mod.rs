@@ -35,7 +35,8 @@ pub use repair::{
     repair_entries_except, repair_messages, request_message, visit_model_view,
 };
 pub use reprise_message::{
-    Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall, USAGE_FIELD, now_millis,
+    Content, ContentPart, Entry, Fields, FunctionCall, Message, Role, StoredUsage, TokenCounts,
+    ToolCall, USAGE_FIELD, now_millis,
 };
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, ReleasableLock, SessionInfo, SessionStore,

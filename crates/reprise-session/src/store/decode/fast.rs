@@ -18,7 +18,9 @@
 use std::borrow::Cow;
 
 use jiff::Timestamp;
-use reprise_message::{Content, ContentPart, Entry, FunctionCall, Message, Role, ToolCall};
+use reprise_message::{
+    Content, ContentPart, Entry, FunctionCall, Message, Role, StoredUsage, TokenCounts, ToolCall,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -595,6 +597,7 @@ impl<'a> Parser<'a, '_> {
         let mut ts = None;
         let mut kind = None;
         let mut message = None;
+        let mut usage = None;
         let mut extra = Vec::new();
         self.object(|p, key| {
             match &*key {
@@ -609,8 +612,9 @@ impl<'a> Parser<'a, '_> {
                         Some(p.message()?)
                     });
                 }
+                b"usage" if usage.is_none() => usage = Some(p.usage()?),
                 // A duplicate: the derived decoder refuses it.
-                b"uuid" | b"ts" | b"kind" | b"message" => return None,
+                b"uuid" | b"ts" | b"kind" | b"message" | b"usage" => return None,
                 _ => {
                     let value = p.value(1)?;
                     extra.push((key_text(key)?, value));
@@ -623,7 +627,41 @@ impl<'a> Parser<'a, '_> {
             ts: ts?,
             kind: kind.flatten(),
             message: message.flatten(),
-            extra: exact_map(extra),
+            usage,
+            extra: exact_map(extra).into(),
+        })
+    }
+
+    /// An entry's `usage`: the three counts reprise writes read as numbers without a
+    /// map in between, anything else as a value.
+    fn usage(&mut self) -> Option<StoredUsage> {
+        let start = self.pos;
+        if let Some(counts) = self.token_counts() {
+            return Some(StoredUsage::Counts(counts));
+        }
+        self.pos = start;
+        self.value(1).map(StoredUsage::from)
+    }
+
+    /// `{"prompt_tokens":…,"completion_tokens":…,"total_tokens":…}`, exactly those
+    /// keys in that order with unsigned integers; `None` for anything else.
+    fn token_counts(&mut self) -> Option<TokenCounts> {
+        const KEYS: [&[u8]; 3] = [b"prompt_tokens", b"completion_tokens", b"total_tokens"];
+        let mut numbers = [0u64; 3];
+        let mut read = 0;
+        self.object(|p, key| {
+            if *KEYS.get(read)? != &*key {
+                return None;
+            }
+            numbers[read] = p.integer()?.as_u64()?;
+            read += 1;
+            Some(())
+        })?;
+        let [prompt_tokens, completion_tokens, total_tokens] = numbers;
+        (read == KEYS.len()).then_some(TokenCounts {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
         })
     }
 
@@ -670,7 +708,7 @@ impl<'a> Parser<'a, '_> {
             content: content.flatten(),
             tool_calls: tool_calls.flatten(),
             tool_call_id: tool_call_id.flatten(),
-            extra: exact_map(extra),
+            extra: exact_map(extra).into(),
         })
     }
 
@@ -716,7 +754,7 @@ impl<'a> Parser<'a, '_> {
             id: id.unwrap_or_default(),
             kind: kind.unwrap_or_else(|| "function".to_owned()),
             function: function?,
-            extra: exact_map(extra),
+            extra: exact_map(extra).into(),
         })
     }
 
@@ -750,7 +788,7 @@ impl<'a> Parser<'a, '_> {
         Some(FunctionCall {
             name: name.unwrap_or_default(),
             arguments: arguments.unwrap_or_default(),
-            extra: exact_map(extra),
+            extra: exact_map(extra).into(),
         })
     }
 }
@@ -818,16 +856,13 @@ mod written_entries {
 
     /// The `usage` the chat stores with every reply, with the details servers add.
     fn with_usage(mut entry: Entry) -> Entry {
-        entry.extra.insert(
-            reprise_message::USAGE_FIELD.to_owned(),
-            serde_json::json!({
-                "prompt_tokens": 1234,
-                "completion_tokens": 56,
-                "total_tokens": 1290,
-                "prompt_tokens_details": {"cached_tokens": 1024},
-                "timings": {"predicted_per_second": 41.5, "cache_n": 0}
-            }),
-        );
+        entry.usage = Some(StoredUsage::from(serde_json::json!({
+            "prompt_tokens": 1234,
+            "completion_tokens": 56,
+            "total_tokens": 1290,
+            "prompt_tokens_details": {"cached_tokens": 1024},
+            "timings": {"predicted_per_second": 41.5, "cache_n": 0}
+        })));
         entry
     }
 
@@ -895,6 +930,64 @@ mod written_entries {
             None,
             "a leading zero is an error to serde_json"
         );
+    }
+
+    /// The counts reprise writes are held as numbers, anything else as written, and
+    /// the fast path agrees with the derived decoder on each.
+    #[test]
+    fn usage_is_read_as_numbers_when_it_is_what_reprise_writes() {
+        let counts = reprise_message::TokenCounts {
+            prompt_tokens: 7,
+            completion_tokens: 3,
+            total_tokens: 10,
+        };
+        let head = r#"{"uuid":"0193c0e3-0000-7000-8000-000000000001","ts":"2026-11-30T10:04:51.002Z","message":{"role":"assistant","content":"ok"},"usage":"#;
+        for (usage, held_as_counts) in [
+            (
+                r#"{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}"#,
+                true,
+            ),
+            (
+                r#"{ "prompt_tokens" : 7 , "completion_tokens":3,"total_tokens":10 }"#,
+                true,
+            ),
+            (
+                r#"{"completion_tokens":3,"prompt_tokens":7,"total_tokens":10}"#,
+                false,
+            ),
+            (r#"{"prompt_tokens":7,"completion_tokens":3}"#, false),
+            (
+                r#"{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,"x":1}"#,
+                false,
+            ),
+            (
+                r#"{"prompt_tokens":7,"completion_tokens":-3,"total_tokens":10}"#,
+                false,
+            ),
+            (
+                r#"{"prompt_tokens":7.0,"completion_tokens":3,"total_tokens":10}"#,
+                false,
+            ),
+            ("null", false),
+            ("[1,2]", false),
+        ] {
+            let line = format!("{head}{usage}}}");
+            let fast = decode_entry(line.as_bytes()).expect(&line);
+            let derived: Entry = serde_json::from_str(&line).unwrap();
+            assert_eq!(fast, derived, "{line}");
+            assert_eq!(
+                fast.usage == Some(StoredUsage::Counts(counts)),
+                held_as_counts,
+                "{line}"
+            );
+            assert!(fast.extra.is_empty(), "{line}");
+            let written = serde_json::to_value(&fast).unwrap();
+            let read = serde_json::from_str::<Value>(&line).unwrap();
+            assert_eq!(written, read, "{line}");
+        }
+        let twice = format!(r#"{head}null,"usage":null}}"#);
+        assert!(decode_entry(twice.as_bytes()).is_none());
+        assert!(serde_json::from_str::<Entry>(&twice).is_err());
     }
 
     #[test]
@@ -1006,12 +1099,12 @@ mod props {
         ) {
             let extra: Map<String, Value> = extra.into_iter().collect();
             let mut with_extra = Message::assistant(text.clone());
-            with_extra.extra = extra.clone();
+            with_extra.extra = extra.clone().into();
             let mut call = ToolCall::function("c1", "f", arguments.clone());
-            call.extra = extra.clone();
-            call.function.extra = extra.clone();
+            call.extra = extra.clone().into();
+            call.function.extra = extra.clone().into();
             let mut entry_extra = Entry::message(Message::user(text.clone()));
-            entry_extra.extra = extra.clone();
+            entry_extra.extra = extra.clone().into();
             for entry in [
                 Entry::message(Message::user(text.clone())),
                 Entry::message(Message::system(text.clone())),
