@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
 use crate::fs::{read_beneath, run_file_root};
-use reprise_session::fs::write_file_atomic;
+use crate::labels::write_json_file;
 
 /// The file name of a run's working folder.
 pub const WORKDIR_JSON: &str = "workdir.json";
@@ -37,17 +37,10 @@ pub fn read_workdir(dir: &Path) -> Result<Option<PathBuf>, RunError> {
 /// Records `workdir` (an absolute path) as the working folder of the run in `dir`
 /// (atomically, synced).
 pub fn write_workdir(dir: &Path, workdir: &Path) -> Result<(), RunError> {
-    let path = dir.join(WORKDIR_JSON);
     let file = WorkdirFile {
         workdir: workdir.to_path_buf(),
     };
-    let mut bytes = serde_json::to_vec(&file).map_err(|source| RunError::Encode {
-        path: path.clone(),
-        source,
-    })?;
-    bytes.push(b'\n');
-    write_file_atomic(run_file_root(&path), &path, &bytes, true)?;
-    Ok(())
+    write_json_file(&dir.join(WORKDIR_JSON), serde_json::to_vec(&file))
 }
 
 #[cfg(test)]
