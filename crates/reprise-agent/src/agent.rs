@@ -12,6 +12,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::before_changes::BeforeChanges;
 use crate::compact::ContextSettings;
 use crate::error::AgentError;
 use crate::events::EventSink;
@@ -43,6 +44,7 @@ struct AgentConfig {
     max_turns: usize,
     turn_timeout: Option<Duration>,
     context: ContextSettings,
+    before_changes: Option<Arc<dyn BeforeChanges>>,
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
@@ -140,6 +142,14 @@ impl AgentBuilder {
     /// Asked before every tool call (the agent's and its subagents').
     pub fn approver(mut self, approver: Arc<dyn ToolApprover>) -> Self {
         self.config.approver = Some(approver);
+        self
+    }
+
+    /// Told before calls that may change things start (see [`BeforeChanges`]); what
+    /// it returns is recorded with their start. Calls of subagents are covered by
+    /// the parent's call that gives the subagent its task.
+    pub fn before_changes(mut self, hook: Arc<dyn BeforeChanges>) -> Self {
+        self.config.before_changes = Some(hook);
         self
     }
 
@@ -284,11 +294,17 @@ async fn open(
             // A subagent's task runs inside its parent's run and its budget.
             turn_timeout: None,
             context: config.context,
+            // The parent's call that gives the task is preceded by the hook.
+            before_changes: None,
         })
         .await?;
         warnings.extend_from_slice(thread.warnings());
         let handle = Arc::new(SubagentHandle {
             name: subagent.name.clone(),
+            may_change: subagent
+                .tools
+                .iter()
+                .any(|tool| tool.effects() != crate::tool::ToolEffects::ReadOnly),
             thread: Mutex::new(thread),
         });
         tools.push((subagent.spec(), Callable::Subagent(handle.clone())));
@@ -306,6 +322,7 @@ async fn open(
         max_turns: config.max_turns,
         turn_timeout: config.turn_timeout,
         context: config.context,
+        before_changes: config.before_changes.clone(),
     })
     .await?;
     // The main transcript's warnings first: they are the ones a person reads first.
@@ -366,6 +383,7 @@ impl Agent {
                 max_turns: DEFAULT_MAX_TURNS,
                 turn_timeout: Some(DEFAULT_TURN_TIMEOUT),
                 context: ContextSettings::default(),
+                before_changes: None,
             },
             store: None,
             session_id: None,

@@ -12,6 +12,7 @@
 //! `subagents/<name>`.
 
 mod agent;
+mod before_changes;
 mod compact;
 mod error;
 mod events;
@@ -26,6 +27,7 @@ pub mod tool;
 mod usage;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFAULT_TURN_TIMEOUT};
+pub use before_changes::BeforeChanges;
 pub use compact::{
     ContextSettings, DEFAULT_COMPACT_THRESHOLD, FALLBACK_CONTEXT_WINDOW, SUMMARY_HEADING,
 };

@@ -123,11 +123,17 @@ pub(crate) struct SubagentHandle {
     pub(crate) name: String,
     /// Calls to the same subagent take turns: each continues the one conversation.
     pub(crate) thread: Mutex<Thread>,
+    /// Whether any of its tools may change things.
+    pub(crate) may_change: bool,
 }
 
 impl Delegate for SubagentHandle {
     fn thread(&self) -> &Mutex<Thread> {
         &self.thread
+    }
+
+    fn may_change(&self) -> bool {
+        self.may_change
     }
 
     /// Runs one task in the child; its answer, or what went wrong, is the result.

@@ -12,16 +12,18 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, Compaction, Entry, LoadWarning, Message, Role,
-    SessionKey, SessionStore, StartedCall, TOOL_START_KIND, ToolCall, arguments_are_an_object,
-    compacted_tail, cut_turn, inspect, interrupted_result, model_view, repair_entries_except,
-    request_message, tool_start_entry, visit_model_view, was_started,
+    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, CHECKPOINT_FIELD, Compaction, Entry, LoadWarning,
+    Message, Role, SessionKey, SessionStore, StartedCall, TOOL_START_KIND, ToolCall,
+    arguments_are_an_object, compacted_tail, cut_turn, inspect, interrupted_result, model_view,
+    repair_entries_except, request_message, tool_start_entry, visible_entries, visit_model_view,
+    was_started,
 };
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::before_changes::BeforeChanges;
 use crate::compact::{
     Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, Summary, choose_cut, header, summarise,
     view_messages,
@@ -123,6 +125,10 @@ pub(crate) trait Delegate: Send + Sync {
     /// The subagent's conversation; calls take turns on it.
     fn thread(&self) -> &tokio::sync::Mutex<Thread>;
 
+    /// Whether the subagent has tools that may change things (so a call to it is
+    /// preceded by the [`BeforeChanges`] hook).
+    fn may_change(&self) -> bool;
+
     /// Runs the task the parent's call `call_id` gives in `arguments`; its answer,
     /// or what went wrong, is the call's result.
     fn call(
@@ -154,6 +160,8 @@ pub(crate) struct ThreadConfig {
     pub turn_timeout: Option<Duration>,
     /// The context window and when to compact.
     pub context: ContextSettings,
+    /// Told before calls that may change things start.
+    pub before_changes: Option<Arc<dyn BeforeChanges>>,
 }
 
 /// Why a compaction is made; it decides how much stays verbatim.
@@ -224,6 +232,8 @@ pub(crate) struct Thread {
     /// Real tokens per estimated token, as the server's counts showed them (at
     /// least 1): text full of digits or symbols has more tokens than its bytes say.
     scale: f64,
+    /// Told before calls that may change things start.
+    before_changes: Option<Arc<dyn BeforeChanges>>,
 }
 
 /// A tool call on its way to a result.
@@ -286,7 +296,9 @@ impl Thread {
     /// turns that never got a result, and prepares the model view. The open calls of
     /// a last turn that a crash cut are left for the next run to finish.
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
-        let loaded = config.store.load(&config.key).await?.unwrap_or_default();
+        let mut loaded = config.store.load(&config.key).await?.unwrap_or_default();
+        // What a rewind took out of the model's view stays in the file only.
+        loaded.entries = visible_entries(std::mem::take(&mut loaded.entries));
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
         let (summary, view_start) = match compacted_tail(&loaded.entries) {
             Some((compaction, start)) => (Some(compaction.summary), start),
@@ -320,6 +332,7 @@ impl Thread {
             view_start,
             measured: None,
             scale: 1.0,
+            before_changes: config.before_changes,
         };
         thread
             .repair(&RunContext::new(None, CancellationToken::new()))
@@ -960,8 +973,20 @@ impl Thread {
                 _ => None,
             })
             .collect();
-        if !starts.is_empty() {
-            self.record_entry(tool_start_entry(&starts), ctx).await?;
+        let checkpoint = match &self.before_changes {
+            Some(hook) if !starts.is_empty() || self.starts_changing_subagent(&slots) => {
+                hook.before_changes().await
+            }
+            _ => None,
+        };
+        if !starts.is_empty() || checkpoint.is_some() {
+            let mut entry = tool_start_entry(&starts);
+            if let Some(id) = checkpoint {
+                entry
+                    .extra
+                    .insert(CHECKPOINT_FIELD.to_owned(), serde_json::Value::String(id));
+            }
+            self.record_entry(entry, ctx).await?;
         }
         for slot in slots.iter_mut().flatten() {
             if matches!(slot.pending, Pending::Allowed { .. }) {
@@ -979,6 +1004,17 @@ impl Thread {
             }
         }
         Ok(())
+    }
+
+    /// Whether an allowed call among `slots` gives a task to a subagent whose tools
+    /// may change things.
+    fn starts_changing_subagent(&self, slots: &[Option<Slot>]) -> bool {
+        slots.iter().flatten().any(|slot| {
+            matches!(
+                &slot.pending,
+                Pending::Allowed { callable: Callable::Subagent(handle), .. } if handle.may_change()
+            )
+        })
     }
 
     /// Records, in call order from `recorded`, the results that are there; returns

@@ -246,6 +246,40 @@ pub enum Command {
         /// Copy only the first N messages.
         #[arg(long, value_name = "N")]
         at: Option<usize>,
+        /// Also write the run's working folder, as it was at that point (at the
+        /// first checkpoint taken after message N, else as it is now), into DIR (a
+        /// new or empty folder); the new run works there.
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+    },
+    /// Take a run's conversation and working folder back to just before one of
+    /// your messages (or undo the last rewind). Shows what it will do and asks
+    /// first; the conversation file keeps every message.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "undo"])))]
+    Rewind {
+        /// A run folder name, a unique prefix of one, or `last`.
+        run: String,
+        /// N counts your messages in the model's view from 1: the folder as it was
+        /// before anything done in answer to message N, and message N and all after
+        /// it out of the model's view. ENTRY: the uuid of one of your messages.
+        #[arg(long, value_name = "N|ENTRY")]
+        to: Option<String>,
+        /// Restore the files only; the conversation stays as it is.
+        #[arg(long, conflicts_with_all = ["conversation_only", "undo"])]
+        files_only: bool,
+        /// Rewind the conversation only; the files stay as they are.
+        #[arg(long, conflicts_with = "undo")]
+        conversation_only: bool,
+        /// Undo the last rewind: the files as they were before it, its messages
+        /// back in view.
+        #[arg(long)]
+        undo: bool,
+        /// Show what would be done, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask (needed when not on a terminal).
+        #[arg(long)]
+        yes: bool,
     },
     /// Delete a run folder.
     Rm {
@@ -379,7 +413,7 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(cli.command, Some(Command::Fork { ref run, at: Some(3) }) if run == "last")
+            matches!(cli.command, Some(Command::Fork { ref run, at: Some(3), .. }) if run == "last")
         );
         assert_eq!(cli.chat.runs_dir, Some(PathBuf::from("/tmp/r")));
     }

@@ -94,8 +94,51 @@ async fn dispatch(cli: Cli, settings: Settings, runs: &Arc<dyn RunCatalog>) -> R
             },
             &mut stdout,
         )),
-        Some(Command::Fork { run, at }) => {
-            done(crate::commands::runs::fork(catalog, &run, at, &mut stdout).await)
+        Some(Command::Fork { run, at, workdir }) => done(
+            crate::commands::runs::fork(
+                catalog,
+                &settings,
+                &run,
+                at,
+                workdir.as_deref(),
+                &mut stdout,
+            )
+            .await,
+        ),
+        Some(Command::Rewind {
+            run,
+            to,
+            files_only,
+            conversation_only,
+            undo,
+            dry_run,
+            yes,
+        }) => {
+            use crate::chat::rewind::RewindPart;
+            let part = if files_only {
+                RewindPart::FilesOnly
+            } else if conversation_only {
+                RewindPart::ConversationOnly
+            } else {
+                RewindPart::Both
+            };
+            let request = crate::commands::rewind::RewindRequest {
+                run,
+                to,
+                part,
+                dry_run,
+                yes,
+                undo,
+            };
+            let mut input = std::io::stdin().lock();
+            let ask = crate::commands::rewind::Ask {
+                input: &mut input,
+                terminal: std::io::stdin().is_terminal(),
+            };
+            done(
+                crate::commands::rewind::rewind(catalog, &settings, &request, ask, &mut stdout)
+                    .await,
+            )
         }
         Some(Command::Rm { run, yes }) => {
             let mut input = std::io::stdin().lock();
@@ -190,7 +233,7 @@ async fn chat(
         let _ = ui_tx.send(crate::chat::events::UiEvent::Warning(warning));
     }
     let opener = Opener {
-        tools: crate::chat::builtins::chat_tools(&settings, root),
+        workdir: root,
         settings,
         provider,
         redactor,

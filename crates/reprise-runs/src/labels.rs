@@ -91,13 +91,20 @@ pub(crate) fn parse_labels(bytes: &[u8]) -> Labels {
 /// Replaces the labels of the run in `dir` (atomically, synced); with neither a
 /// title nor tags the file holds `{}`.
 pub fn write_labels(dir: &Path, labels: &Labels) -> Result<(), RunError> {
-    let path = dir.join(LABELS_JSON);
-    let mut bytes = serde_json::to_vec_pretty(labels).map_err(|source| RunError::Encode {
-        path: path.clone(),
+    write_json_file(&dir.join(LABELS_JSON), serde_json::to_vec_pretty(labels))
+}
+
+/// Replaces the run file `path` with `encoded` and a newline (atomically, synced).
+pub(crate) fn write_json_file(
+    path: &Path,
+    encoded: serde_json::Result<Vec<u8>>,
+) -> Result<(), RunError> {
+    let mut bytes = encoded.map_err(|source| RunError::Encode {
+        path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
-    write_file_atomic(run_file_root(&path), &path, &bytes, true)?;
+    write_file_atomic(run_file_root(path), path, &bytes, true)?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //!     ├── subagents/<name>.jsonl         each subagent's entries
 //!     ├── session.json  .summary.json    what the run holds; what listings show
 //!     ├── labels.json                    the title and tags the person gave it
+//!     ├── workdir.json  checkpoints/     its working folder and that folder's checkpoints
 //!     ├── session.log                    what the terminal showed, as plain text
 //!     └── transcript.jsonl               tool calls and results
 //! ```
@@ -54,6 +55,7 @@ mod store;
 mod summary;
 mod transcript;
 mod unused;
+mod workdir;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_command_expansion};
@@ -91,3 +93,4 @@ pub use transcript::{
     TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
 };
 pub use unused::{UNUSED_GRACE, remove_unused_run_folder, unused_run_folders};
+pub use workdir::{WORKDIR_JSON, read_workdir, write_workdir};

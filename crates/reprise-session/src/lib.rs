@@ -52,3 +52,6 @@ pub use store::{
     now_millis, repair_entries, repair_entries_except, repair_messages, request_message,
     short_tokens, started_calls, tool_start_entry, validate_id, visit_model_view, was_started,
 };
+pub use store::{
+    CHECKPOINT_FIELD, REWIND_KIND, Rewind, checkpoint_of, last_rewind, rewound, visible_entries,
+};

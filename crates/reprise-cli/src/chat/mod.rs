@@ -4,10 +4,13 @@
 
 pub mod approval;
 pub mod builtins;
+pub mod checkpoints;
 pub mod commands;
 pub mod context_window;
 pub mod events;
+pub mod fork_files;
 pub mod provider;
+pub mod rewind;
 pub mod server_error;
 pub mod session;
 pub mod start;

@@ -35,8 +35,9 @@ pub struct Opener {
     pub settings: Settings,
     /// The model.
     pub provider: Arc<dyn Provider>,
-    /// The tools offered to the model.
-    pub tools: Vec<Arc<dyn Tool>>,
+    /// The folder the chat was started in: the working folder of runs that recorded
+    /// none.
+    pub workdir: PathBuf,
     /// What every transcript value and shown tool result passes through.
     pub redactor: Redactor,
     /// Where events and questions go.
@@ -51,6 +52,8 @@ pub struct ChatSession {
     pub folder: RunFolder,
     /// The agent, holding the session's writer lock.
     pub agent: Agent,
+    /// Where the tools work, and what the checkpoints capture.
+    pub workdir: PathBuf,
     log: SessionLog,
     transcript: Transcript,
     decisions: Decisions,
@@ -135,13 +138,14 @@ impl Opener {
         let hub = self.start_servers().await?;
         // Only the chat's own tools: a server's claim that a tool only reads is not
         // trusted.
-        let read_only = self
-            .tools
+        let workdir = crate::chat::checkpoints::run_workdir(&folder.dir, &self.workdir);
+        let own_tools = crate::chat::builtins::chat_tools(&self.settings, workdir.clone());
+        let read_only = own_tools
             .iter()
             .filter(|tool| tool.effects() == reprise_agent::ToolEffects::ReadOnly)
             .map(|tool| tool.spec().name)
             .collect();
-        let mut tools = self.tools.clone();
+        let mut tools = own_tools;
         if let Some(hub) = &hub {
             tools.extend(hub.tools());
         }
@@ -192,6 +196,12 @@ impl Opener {
             .context_window(window)
             .compact_threshold(self.settings.compact_threshold)
             .approver(approver)
+            .before_changes(Arc::new(crate::chat::checkpoints::FolderCheckpoints::new(
+                folder.dir.clone(),
+                workdir.clone(),
+                crate::chat::checkpoints::capture_options(&self.settings),
+                self.ui.clone(),
+            )))
             .build()
             .await;
         let agent = match built {
@@ -207,9 +217,17 @@ impl Opener {
         };
         let log = SessionLog::open(&folder.dir)?.with_redactor(self.redactor.clone());
         let transcript = Transcript::open(&folder.dir, self.redactor.clone())?;
+        let mut notes: Vec<String> = self.history_warning().into_iter().collect();
+        if workdir != self.workdir {
+            notes.push(format!(
+                "this run's working folder is {} (its tools work there)",
+                workdir.display()
+            ));
+        }
         Ok(ChatSession {
             folder,
             agent,
+            workdir,
             log,
             transcript,
             decisions,
@@ -217,7 +235,7 @@ impl Opener {
             ui: self.ui.clone(),
             settings_summary: (self.settings.base_url.clone(), self.settings.model.clone()),
             hub,
-            notes: self.history_warning().into_iter().collect(),
+            notes,
         })
     }
 

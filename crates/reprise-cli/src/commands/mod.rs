@@ -5,4 +5,5 @@ pub mod export;
 pub mod history;
 pub mod import;
 pub mod mcp;
+pub mod rewind;
 pub mod runs;

@@ -526,12 +526,16 @@ impl<'o> ConversationJson<'o> {
     }
 }
 
-/// `reprise fork RUN [--at N]`: a new run folder holding a copy of the conversation
-/// (its first N messages). Prints the new run's name.
+/// `reprise fork RUN [--at N] [--workdir DIR]`: a new run folder holding a copy of
+/// the conversation (its first N messages) and, with `workdir`, the working folder
+/// as it was at that point written into DIR, where the new run then works. Prints
+/// the new run's name.
 pub async fn fork(
     runs: &dyn RunCatalog,
+    settings: &crate::config::Settings,
     spec: &str,
     at: Option<usize>,
+    workdir: Option<&std::path::Path>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let source = runs.find(spec)?;
@@ -539,9 +543,14 @@ pub async fn fork(
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());
     }
+    let entries = run_entries(runs, &source).await?;
     let up_to = match at {
         None => None,
-        Some(count) => Some(nth_message_uuid(runs, &source, count).await?),
+        Some(count) => Some(nth_message_uuid(&source, &entries, count)?),
+    };
+    let workdir = match workdir {
+        Some(dir) => Some(crate::chat::fork_files::empty_destination(dir)?),
+        None => None,
     };
     // Built under a hidden name and renamed into place: a fork cut short leaves no
     // run folder behind.
@@ -550,6 +559,35 @@ pub async fn fork(
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {
         reprise_session::SessionStore::close(&store).await?;
+    }
+    if let Some(dir) = &workdir {
+        runs.ensure_local_folder(&source)?;
+        runs.ensure_local_folder(&target.folder)?;
+        let copied = match up_to {
+            Some(uuid) => entries
+                .iter()
+                .position(|entry| entry.uuid == uuid)
+                .map_or(entries.len(), |at| at + 1),
+            None => entries.len(),
+        };
+        let written = crate::chat::fork_files::fork_files(
+            crate::chat::fork_files::ForkFiles {
+                source: &source.dir,
+                target: &target.folder.dir,
+                entries: &entries,
+                copied,
+                dir,
+                options: crate::chat::checkpoints::capture_options(settings),
+            },
+            &std::env::current_dir()?,
+        )?;
+        writeln!(
+            out,
+            "wrote {} files ({} bytes) into {}",
+            written.files,
+            written.bytes,
+            dir.display()
+        )?;
     }
     writeln!(
         out,
@@ -561,23 +599,30 @@ pub async fn fork(
     Ok(())
 }
 
-/// The uuid of the `count`-th message entry of a run's conversation (1-based).
-async fn nth_message_uuid(
+/// The entries of a run's main conversation.
+async fn run_entries(
     runs: &dyn RunCatalog,
     run: &RunFolder,
-    count: usize,
-) -> Result<uuid::Uuid> {
+) -> Result<Vec<reprise_session::Entry>> {
     use reprise_session::SessionKey;
     let Some(session_id) = run.session_id.as_deref() else {
         bail!("run {} has no conversation", run.name());
     };
     let store = runs.store_for(run, &reprise_redact::Redactor::new());
-    let loaded = store
+    Ok(store
         .load(&SessionKey::session(session_id)?)
         .await?
-        .unwrap_or_default();
-    let messages: Vec<_> = loaded
-        .entries
+        .unwrap_or_default()
+        .entries)
+}
+
+/// The uuid of the `count`-th message entry of a run's conversation (1-based).
+fn nth_message_uuid(
+    run: &RunFolder,
+    entries: &[reprise_session::Entry],
+    count: usize,
+) -> Result<uuid::Uuid> {
+    let messages: Vec<_> = entries
         .iter()
         .filter(|entry| entry.as_message().is_some())
         .collect();

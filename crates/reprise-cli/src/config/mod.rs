@@ -68,6 +68,9 @@ config_table! {
         pub builtin_tools: Option<builtin::BuiltinToolNames>,
         /// Settings of single tools (`[tools."NAME"]`, `[tools.run_command]`).
         pub tools: Option<BTreeMap<String, toml::Spanned<tools::ToolTable>>>,
+        /// Files larger than this many bytes are left out of the working folder's
+        /// checkpoints.
+        pub checkpoint_max_file_size: Option<u64>,
     }
 }
 
@@ -327,6 +330,8 @@ pub struct Settings {
     pub run_command: reprise_tools::CommandSettings,
     /// Settings of single tools (`[tools."NAME"]`), by the tool's name.
     pub tools: BTreeMap<String, tools::ToolTable>,
+    /// Files larger than this many bytes are left out of checkpoints.
+    pub checkpoint_max_file_size: u64,
 }
 
 /// The system prompt when the config gives none.
@@ -654,6 +659,9 @@ pub fn resolve(flags: impl Into<Flags>, env: &dyn Fn(&str) -> Option<String>) ->
         agents,
         builtin_tools,
         run_command,
+        checkpoint_max_file_size: file
+            .checkpoint_max_file_size
+            .unwrap_or(reprise_checkpoint::DEFAULT_MAX_FILE_SIZE),
         tools: file
             .tools
             .unwrap_or_default()

@@ -25,6 +25,7 @@ mod not_files;
 mod plain_mode;
 mod real_llama;
 mod redaction;
+mod rewind;
 mod run_commands;
 mod run_leftovers;
 mod screens;

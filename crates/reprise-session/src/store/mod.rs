@@ -14,6 +14,7 @@ pub(crate) mod jsonl;
 pub(crate) mod jsonl_writer;
 pub(crate) mod memory;
 pub(crate) mod repair;
+pub(crate) mod rewind;
 pub(crate) mod session_store;
 pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
@@ -38,11 +39,12 @@ pub use reprise_message::{
     Content, ContentPart, Entry, Fields, FunctionCall, Message, Role, StoredUsage, TokenCounts,
     ToolCall, USAGE_FIELD, now_millis,
 };
+pub use rewind::{REWIND_KIND, Rewind, last_rewind, rewound, visible_entries};
 pub use session_store::{
     AppendReport, ForkOrigin, LoadWarning, Loaded, ReleasableLock, SessionInfo, SessionStore,
     StoreError, WriterLock,
 };
 pub use tool_start::{
-    AFTER_CRASH, AfterCrash, StartedCall, TOOL_START_KIND, started_calls, tool_start_entry,
-    was_started,
+    AFTER_CRASH, AfterCrash, CHECKPOINT_FIELD, StartedCall, TOOL_START_KIND, checkpoint_of,
+    started_calls, tool_start_entry, was_started,
 };

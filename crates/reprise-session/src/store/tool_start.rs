@@ -19,6 +19,10 @@ use uuid::Uuid;
 /// The `kind` of a start record.
 pub const TOOL_START_KIND: &str = "toolStart";
 
+/// The field of a start record naming the checkpoint of the working folder taken
+/// just before its calls started (absent when none was taken).
+pub const CHECKPOINT_FIELD: &str = "checkpoint";
+
 /// The entry field, on a tool result, saying what the resume of a cut turn did with
 /// the call.
 pub const AFTER_CRASH: &str = "afterCrash";
@@ -67,6 +71,15 @@ pub fn started_calls(entry: &Entry) -> Vec<StartedCall> {
         .iter()
         .filter_map(|call| serde_json::from_value(call.clone()).ok())
         .collect()
+}
+
+/// The checkpoint a start record names: the working folder as it was just before
+/// its calls started. `None` for other entries and records without one.
+pub fn checkpoint_of(entry: &Entry) -> Option<&str> {
+    if entry.kind.as_deref() != Some(TOOL_START_KIND) {
+        return None;
+    }
+    entry.extra.get(CHECKPOINT_FIELD)?.as_str()
 }
 
 /// Whether any entry of `entries` records the start of call `call_id` of the

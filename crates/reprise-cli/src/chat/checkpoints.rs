@@ -1,0 +1,135 @@
+//! Checkpoints of the working folder, taken by the chat before the calls that may
+//! change it (`reprise-checkpoint`, stored in `<run>/checkpoints`), and the store of
+//! a run as `reprise rewind` and `reprise fork --workdir` open it.
+//!
+//! A checkpoint that cannot be taken does not stop the conversation: the chat says
+//! so and the calls run without one (a later rewind to that point then restores the
+//! next checkpoint there is, or nothing).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::{Context, Result};
+use futures::future::BoxFuture;
+use reprise_agent::BeforeChanges;
+use reprise_checkpoint::{CaptureOptions, CheckpointStore, STORE_DIR_NAME};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::chat::events::UiEvent;
+use crate::config::Settings;
+use crate::display::error_text::with_causes;
+
+/// What the chat's checkpoints capture: files up to the configured size, never
+/// the runs folder.
+pub fn capture_options(settings: &Settings) -> CaptureOptions {
+    let runs_dir =
+        std::path::absolute(&settings.runs_dir).unwrap_or_else(|_| settings.runs_dir.clone());
+    CaptureOptions {
+        max_file_size: settings.checkpoint_max_file_size,
+        exclude: vec![runs_dir],
+    }
+}
+
+/// Opens (creating) the checkpoint store of the run in `run_dir` over `workdir`.
+pub fn open_store(
+    run_dir: &Path,
+    workdir: &Path,
+    options: CaptureOptions,
+) -> Result<CheckpointStore> {
+    CheckpointStore::open(run_dir.join(STORE_DIR_NAME), workdir, options).with_context(|| {
+        format!(
+            "cannot open the checkpoints of {} in {}",
+            workdir.display(),
+            run_dir.display()
+        )
+    })
+}
+
+/// The working folder of the run in `run_dir`: the one it recorded, else `fallback`
+/// (the folder the chat was started in).
+pub fn run_workdir(run_dir: &Path, fallback: &Path) -> PathBuf {
+    match reprise_runs::read_workdir(run_dir) {
+        Ok(Some(workdir)) => workdir,
+        Ok(None) => fallback.to_path_buf(),
+        Err(error) => {
+            tracing::warn!("{}: {}", run_dir.display(), with_causes(&error));
+            fallback.to_path_buf()
+        }
+    }
+}
+
+/// The chat's [`BeforeChanges`] hook: a checkpoint of the working folder before
+/// calls that may change it. The store is opened, and the working folder recorded
+/// in the run, at the first checkpoint: a run whose tools never change anything
+/// gets neither.
+pub struct FolderCheckpoints {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run_dir: PathBuf,
+    workdir: PathBuf,
+    options: CaptureOptions,
+    store: Mutex<Option<CheckpointStore>>,
+    ui: UnboundedSender<UiEvent>,
+}
+
+impl FolderCheckpoints {
+    /// Checkpoints of `workdir`, kept in the run folder `run_dir`.
+    pub fn new(
+        run_dir: PathBuf,
+        workdir: PathBuf,
+        options: CaptureOptions,
+        ui: UnboundedSender<UiEvent>,
+    ) -> Self {
+        FolderCheckpoints {
+            inner: Arc::new(Inner {
+                run_dir,
+                workdir,
+                options,
+                store: Mutex::new(None),
+                ui,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn take(&self) -> Result<String> {
+        let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let store = match &mut *guard {
+            Some(store) => store,
+            slot @ None => {
+                if reprise_runs::read_workdir(&self.run_dir)?.is_none() {
+                    reprise_runs::write_workdir(&self.run_dir, &self.workdir)?;
+                }
+                slot.insert(open_store(
+                    &self.run_dir,
+                    &self.workdir,
+                    self.options.clone(),
+                )?)
+            }
+        };
+        Ok(store.checkpoint()?.id.to_string())
+    }
+}
+
+impl BeforeChanges for FolderCheckpoints {
+    fn before_changes(&self) -> BoxFuture<'_, Option<String>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let ui = inner.ui.clone();
+            let taken = tokio::task::spawn_blocking(move || inner.take()).await;
+            let error = match taken {
+                Ok(Ok(id)) => return Some(id),
+                Ok(Err(error)) => format!("{error:#}"),
+                Err(error) => error.to_string(),
+            };
+            let _ = ui.send(UiEvent::Warning(format!(
+                "no checkpoint of the working folder before these calls (they run anyway; a \
+                 rewind cannot bring back what they change): {error}"
+            )));
+            None
+        })
+    }
+}
