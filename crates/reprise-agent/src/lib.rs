@@ -13,6 +13,7 @@
 
 mod agent;
 mod compact;
+mod deferred;
 mod error;
 mod events;
 mod fn_tool;
@@ -29,6 +30,7 @@ pub use agent::{Agent, AgentBuilder, DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, DEFA
 pub use compact::{
     ContextSettings, DEFAULT_COMPACT_THRESHOLD, FALLBACK_CONTEXT_WINDOW, SUMMARY_HEADING,
 };
+pub use deferred::{DecisionError, PendingCall};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink};
 pub use fn_tool::{FnTool, parse_arguments, tool};
