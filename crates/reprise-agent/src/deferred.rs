@@ -35,8 +35,8 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
-    /// The call `call` of the assistant entry `entry`.
-    pub(crate) fn of(entry: Uuid, call: &ToolCall) -> PendingCall {
+    /// The call `call` of the assistant entry `entry`, as the session holds it.
+    pub fn of(entry: Uuid, call: &ToolCall) -> PendingCall {
         PendingCall {
             entry,
             call_id: call.id.clone(),
