@@ -243,5 +243,5 @@ async fn decide(
     }
     .await;
     agent.close().await?;
-    Ok(outcome?)
+    outcome
 }
