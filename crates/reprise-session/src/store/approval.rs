@@ -14,6 +14,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::call_list::{call_list_entry, listed_calls};
+
 /// The `kind` of the entry naming calls that wait for a decision.
 pub const APPROVAL_PENDING_KIND: &str = "approvalPending";
 
@@ -91,12 +93,7 @@ fn hex_digit(nibble: u8) -> char {
 
 /// The entry recording that `calls` wait for a decision.
 pub fn approval_pending_entry(calls: &[AwaitingCall]) -> Entry {
-    let mut fields = Map::new();
-    fields.insert(
-        "calls".to_owned(),
-        serde_json::to_value(calls).unwrap_or_else(|_| Value::Array(Vec::new())),
-    );
-    Entry::other(APPROVAL_PENDING_KIND, fields)
+    call_list_entry(APPROVAL_PENDING_KIND, calls)
 }
 
 /// The entry recording `decided`.
@@ -112,16 +109,7 @@ pub fn approval_decision_entry(decided: &DecidedCall) -> Entry {
 /// The calls an [`APPROVAL_PENDING_KIND`] entry names; empty for other entries. A
 /// call that cannot be read (a damaged or foreign record) is left out.
 pub fn awaiting_calls(entry: &Entry) -> Vec<AwaitingCall> {
-    if entry.kind.as_deref() != Some(APPROVAL_PENDING_KIND) {
-        return Vec::new();
-    }
-    let Some(Value::Array(calls)) = entry.extra.get("calls") else {
-        return Vec::new();
-    };
-    calls
-        .iter()
-        .filter_map(|call| serde_json::from_value(call.clone()).ok())
-        .collect()
+    listed_calls(entry, APPROVAL_PENDING_KIND)
 }
 
 /// The decision an [`APPROVAL_DECISION_KIND`] entry records; `None` for other

@@ -5,6 +5,7 @@
 
 pub(crate) mod approval;
 pub(crate) mod blocking_store;
+pub(crate) mod call_list;
 pub(crate) mod compaction;
 pub(crate) mod decode;
 pub(crate) mod file_store;
