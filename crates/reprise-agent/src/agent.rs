@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Provider};
 use reprise_session::{
-    LoadWarning, MemoryStore, Message, SessionKey, SessionStore, StoreError, WriterLock,
+    CallDecision, LoadWarning, MemoryStore, Message, SessionKey, SessionStore, StoreError,
+    WriterLock,
 };
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +15,7 @@ use uuid::Uuid;
 
 use crate::before_changes::BeforeChanges;
 use crate::compact::ContextSettings;
+use crate::deferred::PendingCall;
 use crate::error::AgentError;
 use crate::events::EventSink;
 use crate::prompt::Prompt;
@@ -442,17 +444,56 @@ impl Agent {
         self.thread.run_entry(None, &ctx).await
     }
 
-    /// Whether a crash cut the session's last turn in the middle of its tool calls
-    /// (a call without a result): the next run finishes that turn (see
-    /// [`Agent::resume_turn`]).
+    /// Whether the session's last turn is open in the middle of its tool calls (a
+    /// call without a result): a crash cut it, or calls wait for a decision. The
+    /// next run finishes that turn (see [`Agent::resume_turn`]).
     pub fn has_cut_turn(&self) -> bool {
         self.thread.has_cut_turn()
     }
 
-    /// Finishes the turn a crash cut, as if the crash had not happened, and returns
-    /// the model's answer; `Ok(None)` when no turn was cut. For each call of that
-    /// turn without a result:
+    /// The tool calls of the open turn that wait for a decision (the approver
+    /// answered [`Approval::Defer`](crate::Approval::Defer), and no decision is
+    /// recorded yet), in call order; empty when none wait.
+    pub fn pending_calls(&self) -> Vec<PendingCall> {
+        self.thread.pending_calls()
+    }
+
+    /// Records a decision about a call that waits, durably, as one entry: allow it,
+    /// or deny it with a reason the model is told. `decided_by` says who decided
+    /// (written to the call's start record). The decision is bound to the call's
+    /// arguments: `call` must be one [`Agent::pending_calls`] lists (here or in
+    /// the process that stopped the turn), with the same arguments and hash.
     ///
+    /// Nothing runs until the turn is continued ([`Agent::resume_turn`], or any
+    /// run): then allowed calls run, denied ones get an error result with the
+    /// reason, calls still undecided go to the approver (which may answer, or
+    /// defer again; without an approver they keep waiting), and once every call of
+    /// the turn has a result the model is called as usual.
+    ///
+    /// Refused, with nothing written, as [`AgentError::Decision`]: a call that does
+    /// not wait ([`DecisionError::UnknownCall`](crate::DecisionError::UnknownCall)),
+    /// other arguments ([`DecisionError::ArgumentsChanged`](crate::DecisionError::ArgumentsChanged)),
+    /// a call decided already ([`DecisionError::AlreadyDecided`](crate::DecisionError::AlreadyDecided)).
+    pub async fn decide(
+        &mut self,
+        call: &PendingCall,
+        decision: CallDecision,
+        decided_by: impl Into<String>,
+    ) -> Result<(), AgentError> {
+        self.thread
+            .record_decision(call, decision, decided_by.into())
+            .await
+    }
+
+    /// Finishes the turn a crash cut, as if the crash had not happened, or the turn
+    /// whose calls waited for a decision, and returns the model's answer; `Ok(None)`
+    /// when no turn is open. For each call of that turn without a result:
+    ///
+    /// - **waiting for a decision** ([`Agent::decide`]): run if allowed, answered
+    ///   with the reason if denied; undecided, the approver is asked again, and
+    ///   without an approver it keeps waiting. While a call waits the run ends with
+    ///   [`AgentError::AwaitingDecision`] (the decided calls have run) and the
+    ///   model is not called;
     /// - **never started** (no start record): the approver is asked again, and the
     ///   call runs if allowed;
     /// - **read-only** ([`ToolEffects::ReadOnly`](crate::ToolEffects)): run again

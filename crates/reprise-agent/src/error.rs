@@ -3,6 +3,8 @@
 use reprise_provider::ProviderError;
 use reprise_session::{IdError, StoreError};
 
+use crate::deferred::{DecisionError, PendingCall};
+
 /// Why a run (or building an agent) failed.
 ///
 /// New kinds of failure may be added: match with a `_` arm. A session another
@@ -54,9 +56,31 @@ pub enum AgentError {
         /// The prompt's id.
         id: uuid::Uuid,
     },
+    /// The approver answered "not now" ([`Approval::Defer`](crate::Approval::Defer))
+    /// for these calls: they are recorded as waiting, the turn stopped without
+    /// running them, and nothing is held. Record a decision for each
+    /// ([`Agent::decide`](crate::Agent::decide)), in this process or another, then
+    /// continue the turn ([`Agent::resume_turn`](crate::Agent::resume_turn)).
+    #[error("the turn waits for a decision about {}", waiting(calls))]
+    AwaitingDecision {
+        /// The calls that wait, in call order.
+        calls: Vec<PendingCall>,
+    },
+    /// A decision about a waiting call was refused; nothing was written.
+    #[error(transparent)]
+    Decision(#[from] DecisionError),
     /// The agent was configured in a way that cannot work (two tools with one name).
     #[error("invalid agent configuration: {0}")]
     Config(String),
+}
+
+/// `pay (call_1), refund (call_2)`: the waiting calls, for the error's message.
+fn waiting(calls: &[PendingCall]) -> String {
+    let named: Vec<String> = calls
+        .iter()
+        .map(|call| format!("{} ({})", call.tool, call.call_id))
+        .collect();
+    named.join(", ")
 }
 
 /// `90s`, `10m`, `1m30s`: a duration as a person writes it.

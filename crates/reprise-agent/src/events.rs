@@ -65,7 +65,8 @@ pub enum AgentEvent {
     },
     /// The loop takes up a tool call: the approver (if any) is asked next, then the
     /// tool runs. Every call gets exactly one `ToolCallStarted` and, later, one
-    /// `ToolCallFinished` (denied, unknown, failed and cancelled calls too).
+    /// `ToolCallFinished` (denied, unknown, failed and cancelled calls too) or one
+    /// `CallAwaitingDecision`.
     ToolCallStarted {
         /// The agent running the tool.
         agent: String,
@@ -88,6 +89,16 @@ pub enum AgentEvent {
         name: String,
         /// What is done with it.
         action: reprise_session::AfterCrash,
+    },
+    /// The approver answered "not now": the call waits for a decision and has no
+    /// result; the run ends with [`AgentError::AwaitingDecision`](crate::AgentError::AwaitingDecision).
+    CallAwaitingDecision {
+        /// The agent that made the call.
+        agent: String,
+        /// The call id.
+        id: String,
+        /// The tool's name.
+        name: String,
     },
     /// A tool call has a result (also for denied, failed, panicked and cancelled calls).
     ToolCallFinished {
@@ -190,6 +201,7 @@ impl AgentEvent {
             | AgentEvent::ToolCallStarted { agent, .. }
             | AgentEvent::ToolCallFinished { agent, .. }
             | AgentEvent::CallResumed { agent, .. }
+            | AgentEvent::CallAwaitingDecision { agent, .. }
             | AgentEvent::SubagentTask { agent, .. }
             | AgentEvent::Usage { agent, .. }
             | AgentEvent::Retrying { agent, .. }

@@ -14,6 +14,7 @@
 mod agent;
 mod before_changes;
 mod compact;
+mod deferred;
 mod error;
 mod events;
 mod fn_tool;
@@ -31,6 +32,7 @@ pub use before_changes::BeforeChanges;
 pub use compact::{
     ContextSettings, DEFAULT_COMPACT_THRESHOLD, FALLBACK_CONTEXT_WINDOW, SUMMARY_HEADING,
 };
+pub use deferred::{DecisionError, PendingCall};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink};
 pub use fn_tool::{FnTool, parse_arguments, tool};

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Completion, Provider, StreamEvent, ToolSpec};
 use reprise_session::{
-    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, CHECKPOINT_FIELD, Compaction, Entry, LoadWarning,
-    Message, Role, SessionKey, SessionStore, StartedCall, TOOL_START_KIND, ToolCall,
+    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, AwaitingCall, CHECKPOINT_FIELD, CallDecision,
+    Compaction, DecidedCall, Entry, LoadWarning, Message, Role, SessionKey, SessionStore,
+    StartedCall, TOOL_START_KIND, ToolCall, approval_decision_entry, approval_pending_entry,
     arguments_are_an_object, compacted_tail, cut_turn, inspect, interrupted_result, model_view,
     repair_entries_except, request_message, tool_start_entry, visible_entries, visit_model_view,
     was_started,
@@ -28,6 +29,7 @@ use crate::compact::{
     Budget, ContextSettings, FALLBACK_CONTEXT_WINDOW, Summary, choose_cut, header, summarise,
     view_messages,
 };
+use crate::deferred::{PendingCall, decision_for, decision_record, pending_calls, was_deferred};
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink};
 use crate::idempotency::idempotency_key;
@@ -258,6 +260,8 @@ enum Pending {
         /// they are awaited; plain tools are aborted.
         abort_on_cancel: bool,
     },
+    /// The approver said "not now": no result until a decision is recorded.
+    Deferred,
 }
 
 /// A call of a turn on its way to a result, and what the resume of a cut turn did
@@ -280,6 +284,22 @@ enum ResumePlan {
     Unknown(OnUnknown),
     /// A subagent's task that was started: the subagent goes on with it.
     Continue,
+    /// Recorded as waiting for a decision (not a crash): the recorded decision is
+    /// acted on; without one the approver is asked, and without an approver the
+    /// call keeps waiting.
+    Waiting,
+}
+
+impl ResumePlan {
+    /// The mark a call's result gets when it is not run (or is refused) before the
+    /// plan is acted on: calls of a turn a crash cut are marked, calls that waited
+    /// for a decision are not.
+    fn crash_mark(plan: Option<ResumePlan>) -> Option<AfterCrash> {
+        match plan {
+            None | Some(ResumePlan::Waiting) => None,
+            Some(_) => Some(AfterCrash::Reasked),
+        }
+    }
 }
 
 /// A tool task that is aborted if the turn ends without waiting for it.
@@ -693,7 +713,8 @@ impl Thread {
             return Err(AgentError::Cancelled);
         }
         if let Some(reply) = self.cut_turn.take() {
-            self.finish_cut_turn(reply, ctx).await?;
+            let waiting = self.finish_cut_turn(reply, ctx).await?;
+            self.stop_if_waiting(reply, waiting)?;
         }
         // A prompt the session holds already (a retry of a run that failed, or whose
         // answer its caller never saw) is not stored or sent again.
@@ -744,6 +765,7 @@ impl Thread {
                     .iter()
                     .any(|call| arguments_usable(&call.function.arguments))
             {
+                // No call is usable, so none reached the approver and none waits.
                 self.run_tools(reply, &calls, cut_limit, ctx).await?;
                 self.note_cut_off(cut_limit, ctx).await;
                 return Err(AgentError::ReplyCutOff { max_tokens });
@@ -752,8 +774,9 @@ impl Thread {
                 self.note_cut_off(cut_limit, ctx).await;
                 return Ok(text);
             }
-            self.run_tools(reply, &calls, cut_limit, ctx).await?;
+            let waiting = self.run_tools(reply, &calls, cut_limit, ctx).await?;
             self.note_cut_off(cut_limit, ctx).await;
+            self.stop_if_waiting(reply, waiting)?;
             if ctx.cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
@@ -851,9 +874,13 @@ impl Thread {
     /// `reply`): each is run, asked about again or closed, as [`ResumePlan`] says,
     /// and every decision is durable before it is acted on (a start record before a
     /// run, the result of a call that is not run again).
-    async fn finish_cut_turn(&mut self, reply: Uuid, ctx: &RunContext) -> Result<(), AgentError> {
+    async fn finish_cut_turn(
+        &mut self,
+        reply: Uuid,
+        ctx: &RunContext,
+    ) -> Result<Vec<PendingCall>, AgentError> {
         let Some(at) = self.entries.iter().position(|entry| entry.uuid == reply) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let open: Vec<ToolCall> = inspect(&self.entries[at..])
             .dangling
@@ -881,15 +908,22 @@ impl Thread {
                 let thread = handle.thread().lock().await;
                 if thread.task_started_by(&call.id, reply.ts) {
                     ResumePlan::Continue
+                } else if was_deferred(&self.entries[at..], reply.uuid, &call.id) {
+                    ResumePlan::Waiting
                 } else {
                     ResumePlan::Reask
                 }
             }
             Some(Callable::Tool(tool)) => {
-                if tool.effects() == ToolEffects::ReadOnly {
-                    ResumePlan::RunReadOnly
-                } else if was_started(&self.entries[at..], reply.uuid, &call.id) {
+                let read_only = tool.effects() == ToolEffects::ReadOnly;
+                // A call that waited, was allowed and started before a crash is one
+                // whose outcome is unknown: the decision does not run it twice.
+                if !read_only && was_started(&self.entries[at..], reply.uuid, &call.id) {
                     ResumePlan::Unknown(tool.on_unknown())
+                } else if was_deferred(&self.entries[at..], reply.uuid, &call.id) {
+                    ResumePlan::Waiting
+                } else if read_only {
+                    ResumePlan::RunReadOnly
                 } else {
                     ResumePlan::Reask
                 }
@@ -935,15 +969,16 @@ impl Thread {
         calls: &[ToolCall],
         cut_limit: Option<Option<u32>>,
         ctx: &RunContext,
-    ) -> Result<(), AgentError> {
+    ) -> Result<Vec<PendingCall>, AgentError> {
         self.run_tools_with(reply, calls, cut_limit, None, ctx)
             .await
     }
 
-    /// [`Thread::run_tools`], for a turn a crash cut when `plans` is given (one per
-    /// call). Every call is decided first (the approver asked, in call order), then
-    /// the start records of those allowed are written in one append, then they all
-    /// start.
+    /// [`Thread::run_tools`], for a turn taken up again (cut by a crash, or
+    /// waiting for decisions) when `plans` is given (one per call). Every call is
+    /// decided first (the approver asked, in call order), then the calls that wait
+    /// for a decision are recorded, then the start records of those allowed are
+    /// written in one append, then they all start. Returns the calls that wait.
     async fn run_tools_with(
         &mut self,
         reply: Uuid,
@@ -951,18 +986,43 @@ impl Thread {
         cut_limit: Option<Option<u32>>,
         plans: Option<&[ResumePlan]>,
         ctx: &RunContext,
-    ) -> Result<(), AgentError> {
+    ) -> Result<Vec<PendingCall>, AgentError> {
         let mut slots: Vec<Option<Slot>> = Vec::with_capacity(calls.len());
         let mut recorded = 0;
+        // Results of a turn taken up again are pinned to their call (ids may repeat).
+        let pin = plans.is_some();
+        let mut waiting = Vec::new();
+        let mut newly_waiting = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             let plan = plans.and_then(|plans| plans.get(index).copied());
-            slots.push(Some(
-                self.decide_call(reply, call, cut_limit, plan, ctx).await,
-            ));
+            let slot = self.decide_call(reply, call, cut_limit, plan, ctx).await;
+            if matches!(slot.pending, Pending::Deferred) {
+                ctx.emit(|| AgentEvent::CallAwaitingDecision {
+                    agent: self.name.clone(),
+                    id: call.id.clone(),
+                    name: call.function.name.clone(),
+                })
+                .await;
+                let pending = PendingCall::of(reply, call);
+                if plan != Some(ResumePlan::Waiting) {
+                    newly_waiting.push(AwaitingCall {
+                        entry: reply,
+                        tool_call_id: pending.call_id.clone(),
+                        tool: pending.tool.clone(),
+                        arguments_hash: pending.arguments_hash.clone(),
+                    });
+                }
+                waiting.push(pending);
+            }
+            slots.push(Some(slot));
             // Results already there (a denied call, an unknown tool) are recorded
             // before the next call is asked about.
             recorded = self
-                .record_ready(reply, calls, &mut slots, recorded, ctx)
+                .record_ready(reply, calls, &mut slots, recorded, pin, ctx)
+                .await?;
+        }
+        if !newly_waiting.is_empty() {
+            self.record_entry(approval_pending_entry(&newly_waiting), ctx)
                 .await?;
         }
         let starts: Vec<StartedCall> = slots
@@ -996,14 +1056,60 @@ impl Thread {
             }
         }
         let recorded = self
-            .record_ready(reply, calls, &mut slots, recorded, ctx)
+            .record_ready(reply, calls, &mut slots, recorded, pin, ctx)
             .await?;
         for (call, slot) in calls.iter().zip(slots).skip(recorded) {
             if let Some(slot) = slot {
-                self.finish_and_record(reply, call, slot, ctx).await?;
+                self.finish_and_record(reply, call, slot, pin, ctx).await?;
             }
         }
-        Ok(())
+        Ok(waiting)
+    }
+
+    /// Ends the run when calls of the reply `reply` wait for a decision: the turn
+    /// stays open (the next run, or [`Thread::record_decision`], takes it up) and
+    /// nothing else is done.
+    fn stop_if_waiting(
+        &mut self,
+        reply: Uuid,
+        waiting: Vec<PendingCall>,
+    ) -> Result<(), AgentError> {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        self.cut_turn = Some(reply);
+        Err(AgentError::AwaitingDecision { calls: waiting })
+    }
+
+    /// The calls of the open turn that wait for a decision.
+    pub fn pending_calls(&self) -> Vec<PendingCall> {
+        match self.open_turn() {
+            Some((at, reply)) => pending_calls(&self.entries, at, reply),
+            None => Vec::new(),
+        }
+    }
+
+    /// The open turn (a crash cut it, or it waits for decisions): where its
+    /// assistant entry is, and its uuid.
+    fn open_turn(&self) -> Option<(usize, Uuid)> {
+        let reply = self.cut_turn?;
+        let at = self.entries.iter().position(|entry| entry.uuid == reply)?;
+        Some((at, reply))
+    }
+
+    /// Records `decision` about the waiting call `call`, after checking that the
+    /// call waits, is not decided yet, and has the arguments the decision was made
+    /// for. The next run acts on it.
+    pub async fn record_decision(
+        &mut self,
+        call: &PendingCall,
+        decision: CallDecision,
+        decided_by: String,
+    ) -> Result<(), AgentError> {
+        let decided = decision_record(&self.entries, self.open_turn(), call, decision, decided_by)?;
+        let ctx = RunContext::new(None, CancellationToken::new());
+        self.record_entry(approval_decision_entry(&decided), &ctx)
+            .await
     }
 
     /// Whether an allowed call among `slots` gives a task to a subagent whose tools
@@ -1025,10 +1131,19 @@ impl Thread {
         calls: &[ToolCall],
         slots: &mut [Option<Slot>],
         mut recorded: usize,
+        pin: bool,
         ctx: &RunContext,
     ) -> Result<usize, AgentError> {
         while let Some(entry) = slots.get_mut(recorded) {
             let ready = match entry {
+                // No result until a decision: the calls after it are recorded.
+                Some(Slot {
+                    pending: Pending::Deferred,
+                    ..
+                }) => {
+                    recorded += 1;
+                    continue;
+                }
                 Some(Slot {
                     pending: Pending::Done(_) | Pending::Denied(_),
                     ..
@@ -1043,22 +1158,26 @@ impl Thread {
                 break;
             }
             let Some(slot) = entry.take() else { break };
-            self.finish_and_record(reply, &calls[recorded], slot, ctx)
+            self.finish_and_record(reply, &calls[recorded], slot, pin, ctx)
                 .await?;
             recorded += 1;
         }
         Ok(recorded)
     }
 
-    /// Waits for a call's result (at once when it has one) and records it.
+    /// Waits for a call's result (at once when it has one) and records it (a call
+    /// waiting for a decision has none). `pin`: the result names the assistant
+    /// entry it answers.
     async fn finish_and_record(
         &mut self,
         reply: Uuid,
         call: &ToolCall,
         slot: Slot,
+        pin: bool,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
         let (output, denied) = match slot.pending {
+            Pending::Deferred => return Ok(()),
             Pending::Done(output) => (output, false),
             Pending::Denied(output) => (output, true),
             // Started by `run_tools_with` before results are waited for.
@@ -1071,8 +1190,8 @@ impl Thread {
                 false,
             ),
         };
-        let after_crash = slot.after_crash.map(|mark| (reply, mark));
-        self.record_result(call, output, denied, after_crash, ctx)
+        let answers = (pin || slot.after_crash.is_some()).then_some(reply);
+        self.record_result(call, output, denied, answers, slot.after_crash, ctx)
             .await
     }
 
@@ -1088,14 +1207,16 @@ impl Thread {
         }
     }
 
-    /// Records a call's result and reports it. `after_crash`: the call belongs to a
-    /// turn a crash cut (the assistant entry holding it, and what the resume did).
+    /// Records a call's result and reports it. `answers`: the assistant entry
+    /// holding the call, named on a result written after other entries (a turn taken
+    /// up again); `after_crash`: what the resume of a turn a crash cut did.
     async fn record_result(
         &mut self,
         call: &ToolCall,
         output: ToolOutput,
         denied: bool,
-        after_crash: Option<(Uuid, AfterCrash)>,
+        answers: Option<Uuid>,
+        after_crash: Option<AfterCrash>,
         ctx: &RunContext,
     ) -> Result<(), AgentError> {
         let mut entry = Entry::message(Message::tool(call.id.clone(), output.content.clone()));
@@ -1105,12 +1226,14 @@ impl Thread {
                 .extra
                 .insert(TOOL_ERROR_FIELD.to_owned(), serde_json::Value::Bool(true));
         }
-        if let Some((reply, mark)) = after_crash {
+        if let Some(reply) = answers {
             // Written after other results, so pinned to its call (ids may repeat).
             entry.extra.insert(
                 ANSWERS_ENTRY.to_owned(),
                 serde_json::Value::String(reply.to_string()),
             );
+        }
+        if let Some(mark) = after_crash {
             entry.extra.insert(
                 AFTER_CRASH.to_owned(),
                 serde_json::Value::String(mark.as_str().to_owned()),
@@ -1153,7 +1276,7 @@ impl Thread {
         self.announce_call(call, ctx).await;
         let done = |output| Slot {
             pending: Pending::Done(output),
-            after_crash: plan.map(|_| AfterCrash::Reasked),
+            after_crash: ResumePlan::crash_mark(plan),
         };
         if ctx.cancel.is_cancelled() {
             return done(ToolOutput::error(ctx.stopped_text()));
@@ -1209,7 +1332,7 @@ impl Thread {
         };
         // What a resumed call does instead of asking the approver.
         let resumed = match plan {
-            None | Some(ResumePlan::Reask | ResumePlan::RunReadOnly) => None,
+            None | Some(ResumePlan::Reask | ResumePlan::RunReadOnly | ResumePlan::Waiting) => None,
             Some(ResumePlan::Continue) => Some((AfterCrash::Continued, None)),
             Some(ResumePlan::Unknown(on_unknown)) => {
                 let again = match on_unknown {
@@ -1258,6 +1381,35 @@ impl Thread {
             },
             after_crash: mark,
         };
+        let denied = |reason: &str, mark| Slot {
+            pending: Pending::Denied(ToolOutput::error(format!(
+                "error: the call to {name} was not allowed: {reason}"
+            ))),
+            after_crash: mark,
+        };
+        let deferred = Slot {
+            pending: Pending::Deferred,
+            after_crash: None,
+        };
+        if plan == Some(ResumePlan::Waiting) {
+            match decision_for(&self.entries, reply, call) {
+                Some(DecidedCall {
+                    decision: CallDecision::Allow,
+                    decided_by,
+                    ..
+                }) => {
+                    let allowed_by = format!("a recorded decision by {decided_by}");
+                    return allowed(needs_record.then(|| start(allowed_by, false)), false, None);
+                }
+                Some(DecidedCall {
+                    decision: CallDecision::Deny { reason },
+                    ..
+                }) => return denied(&reason, None),
+                // Nobody to ask: it keeps waiting for a decision.
+                None if self.approver.is_none() => return deferred,
+                None => {}
+            }
+        }
         match resumed {
             Some((AfterCrash::Interrupted, _)) => {
                 return Slot {
@@ -1273,10 +1425,10 @@ impl Thread {
         // A call that never started, or one that only reads (whose start is not
         // recorded), goes through the approver again: the crash may have come before
         // anyone allowed it.
-        let mark = plan.map(|plan| match plan {
-            ResumePlan::RunReadOnly => AfterCrash::RanAgainReadOnly,
-            _ => AfterCrash::Reasked,
-        });
+        let mark = match plan {
+            Some(ResumePlan::RunReadOnly) => Some(AfterCrash::RanAgainReadOnly),
+            other => ResumePlan::crash_mark(other),
+        };
         if let Some(action) = mark {
             ctx.emit(|| AgentEvent::CallResumed {
                 agent: self.name.clone(),
@@ -1296,14 +1448,13 @@ impl Thread {
                 };
                 match decision {
                     None => return done(ToolOutput::error(ctx.stopped_text())),
-                    Some((Approval::Deny(reason), _)) => {
-                        return Slot {
-                            pending: Pending::Denied(ToolOutput::error(format!(
-                                "error: the call to {name} was not allowed: {reason}"
-                            ))),
-                            after_crash: mark,
-                        };
+                    Some((Approval::Deny(reason), _)) => return denied(&reason, mark),
+                    // A subagent's task runs inside its parent's call, which cannot
+                    // end without an answer.
+                    Some((Approval::Defer, _)) if self.key.subagent_name().is_some() => {
+                        return denied("a subagent's call cannot wait for a decision", mark);
                     }
+                    Some((Approval::Defer, _)) => return deferred,
                     Some((Approval::Allow, allowed_by)) => allowed_by,
                 }
             }

@@ -185,6 +185,12 @@ pub enum Approval {
     Allow,
     /// Do not run it; the model gets an error result carrying this reason.
     Deny(String),
+    /// Not now: the call waits for a decision made later, possibly by another
+    /// process. The agent records the waiting calls durably and the run ends with
+    /// [`AgentError::AwaitingDecision`](crate::AgentError::AwaitingDecision); the
+    /// other calls of the reply are decided and run as usual. A subagent's call
+    /// cannot wait: for one, `Defer` is a denial saying so.
+    Defer,
 }
 
 /// Decides, before each tool call runs, whether it may run. Object-safe.

@@ -63,6 +63,7 @@ pub async fn run_all(make: &(dyn Fn() -> Subject + Sync), caps: Capabilities) {
     duplicate_uuids_are_skipped(make()).await;
     unknown_fields_survive(make()).await;
     start_records_tell_started_calls_from_the_others(make()).await;
+    approval_records_read_back_after_a_reopen(make()).await;
     concurrent_appends_all_land(make()).await;
     subkeys_are_listed_loaded_and_create_the_session(make()).await;
     list_sessions_shows_each_session(make(), caps).await;
@@ -194,6 +195,54 @@ pub async fn start_records_tell_started_calls_from_the_others(subject: Subject) 
         assert_eq!(crate::cut_turn(&history), Some(reply.uuid));
         assert!(crate::was_started(&history, reply.uuid, "c1"));
         assert!(!crate::was_started(&history, reply.uuid, "c2"));
+    };
+    check(loaded(&*subject.store, &key("s1")).await);
+    if let Some(reopen) = subject.reopen {
+        drop(subject.store);
+        check(loaded(&*reopen(), &key("s1")).await);
+    }
+}
+
+/// A turn stopped with a call waiting for a decision, and the decision recorded by a
+/// second writer, read back as they were written: the turn is still the cut one,
+/// the call and its decision readable, after a reopen too.
+pub async fn approval_records_read_back_after_a_reopen(subject: Subject) {
+    let arguments = r#"{"amount":5}"#;
+    let reply = Entry::message(Message::assistant_tool_calls(
+        None,
+        vec![crate::ToolCall::function("c1", "pay", arguments)],
+    ));
+    let waiting = crate::approval_pending_entry(&[crate::AwaitingCall {
+        entry: reply.uuid,
+        tool_call_id: "c1".into(),
+        tool: "pay".into(),
+        arguments_hash: crate::arguments_hash(arguments),
+    }]);
+    let first = vec![user("pay"), reply.clone(), waiting];
+    subject.store.append(&key("s1"), &first).await.unwrap();
+    let decided = crate::DecidedCall {
+        entry: reply.uuid,
+        tool_call_id: "c1".into(),
+        arguments_hash: crate::arguments_hash(arguments),
+        decided_by: "ops".into(),
+        decision: crate::CallDecision::Allow,
+    };
+    let decision = crate::approval_decision_entry(&decided);
+    let second = match &subject.reopen {
+        Some(reopen) => reopen(),
+        None => Arc::clone(&subject.store),
+    };
+    second
+        .append(&key("s1"), std::slice::from_ref(&decision))
+        .await
+        .unwrap();
+    let mut all = first;
+    all.push(decision);
+    let check = |history: Vec<Entry>| {
+        assert_eq!(history, all);
+        assert_eq!(crate::cut_turn(&history), Some(reply.uuid));
+        assert_eq!(crate::awaiting_calls(&history[2])[0].tool_call_id, "c1");
+        assert_eq!(crate::decided_call(&history[3]).as_ref(), Some(&decided));
     };
     check(loaded(&*subject.store, &key("s1")).await);
     if let Some(reopen) = subject.reopen {

@@ -42,15 +42,18 @@ pub use store::FastEntryDecoder;
 #[doc(hidden)]
 pub use store::decode_with_serde_only;
 pub use store::{
-    AFTER_CRASH, ANSWERS_ENTRY, AfterCrash, AppendReport, COMPACTION_KIND, Compaction, Content,
-    ContentPart, DanglingCall, Durability, Entry, EntryLineDecoder, Fields, FileSessionStore,
+    AFTER_CRASH, ANSWERS_ENTRY, APPROVAL_DECISION_KIND, APPROVAL_PENDING_KIND, AfterCrash,
+    AppendReport, AwaitingCall, COMPACTION_KIND, CallDecision, Compaction, Content, ContentPart,
+    DanglingCall, DecidedCall, Durability, Entry, EntryLineDecoder, Fields, FileSessionStore,
     ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN,
     MemoryStore, Message, ReleasableLock, RepairReport, Role, SessionInfo, SessionKey, SessionMeta,
     SessionStore, StartedCall, StoreError, StoredUsage, TOOL_START_KIND, TokenCounts, ToolCall,
-    USAGE_FIELD, WriterLock, arguments_are_an_object, compacted_tail, compaction_marker, cut_turn,
-    inspect, inspect_messages, interrupted_result, load_file, model_view, model_view_messages,
-    now_millis, repair_entries, repair_entries_except, repair_messages, request_message,
-    short_tokens, started_calls, tool_start_entry, validate_id, visit_model_view, was_started,
+    USAGE_FIELD, WriterLock, approval_decision_entry, approval_pending_entry,
+    arguments_are_an_object, arguments_hash, awaiting_calls, compacted_tail, compaction_marker,
+    cut_turn, decided_call, inspect, inspect_messages, interrupted_result, load_file, model_view,
+    model_view_messages, now_millis, repair_entries, repair_entries_except, repair_messages,
+    request_message, short_tokens, started_calls, tool_start_entry, validate_id, visit_model_view,
+    was_started,
 };
 pub use store::{
     CHECKPOINT_FIELD, REWIND_KIND, Rewind, checkpoint_of, last_rewind, rewound, visible_entries,

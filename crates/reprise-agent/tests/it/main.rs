@@ -5,6 +5,7 @@
 //! one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
+mod approvals;
 mod before_changes;
 mod compaction;
 mod crash_resume;

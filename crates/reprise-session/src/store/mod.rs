@@ -3,7 +3,9 @@
 //! the entry and message types of `reprise-message`, are re-exported at the crate
 //! root.
 
+pub(crate) mod approval;
 pub(crate) mod blocking_store;
+pub(crate) mod call_list;
 pub(crate) mod compaction;
 pub(crate) mod decode;
 pub(crate) mod file_store;
@@ -20,6 +22,10 @@ pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
 pub(crate) mod writer_lock;
 
+pub use approval::{
+    APPROVAL_DECISION_KIND, APPROVAL_PENDING_KIND, AwaitingCall, CallDecision, DecidedCall,
+    approval_decision_entry, approval_pending_entry, arguments_hash, awaiting_calls, decided_call,
+};
 pub use compaction::{
     COMPACTION_KIND, Compaction, compacted_tail, compaction_marker, short_tokens,
 };

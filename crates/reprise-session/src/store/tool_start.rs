@@ -13,8 +13,9 @@
 
 use reprise_message::Entry;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use uuid::Uuid;
+
+use super::call_list::{call_list_entry, listed_calls};
 
 /// The `kind` of a start record.
 pub const TOOL_START_KIND: &str = "toolStart";
@@ -49,28 +50,14 @@ pub struct StartedCall {
 
 /// The entry recording that `calls` are being started.
 pub fn tool_start_entry(calls: &[StartedCall]) -> Entry {
-    let mut fields = Map::new();
-    fields.insert(
-        "calls".to_owned(),
-        serde_json::to_value(calls).unwrap_or_else(|_| Value::Array(Vec::new())),
-    );
-    Entry::other(TOOL_START_KIND, fields)
+    call_list_entry(TOOL_START_KIND, calls)
 }
 
 /// The calls a start record names; empty for other entries. A call that cannot be
 /// read (a damaged or foreign record) is left out: it then counts as never started
 /// only if no other record names it.
 pub fn started_calls(entry: &Entry) -> Vec<StartedCall> {
-    if entry.kind.as_deref() != Some(TOOL_START_KIND) {
-        return Vec::new();
-    }
-    let Some(Value::Array(calls)) = entry.extra.get("calls") else {
-        return Vec::new();
-    };
-    calls
-        .iter()
-        .filter_map(|call| serde_json::from_value(call.clone()).ok())
-        .collect()
+    listed_calls(entry, TOOL_START_KIND)
 }
 
 /// The checkpoint a start record names: the working folder as it was just before
@@ -144,6 +131,7 @@ impl AfterCrash {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Map, Value};
 
     fn call(entry: Uuid, id: &str) -> StartedCall {
         StartedCall {
