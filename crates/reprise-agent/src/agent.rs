@@ -425,8 +425,10 @@ impl Agent {
     }
 
     /// Whether a crash cut the session's last turn in the middle of its tool calls
-    /// (a call without a result): the next run finishes that turn (see
-    /// [`Agent::resume_turn`]).
+    /// (a call without a result), or after their results and before the model's
+    /// reply: the next run finishes that turn (see [`Agent::resume_turn`]). A run
+    /// that ends with an error on its results records that it stopped there, so
+    /// its turn is not taken for a cut one.
     pub fn has_cut_turn(&self) -> bool {
         self.thread.has_cut_turn()
     }
