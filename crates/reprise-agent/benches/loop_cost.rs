@@ -17,10 +17,14 @@
 //! it) against a turn that does not: its extra cost in bare `fdatasync`s, against
 //! the messages it adds.
 //!
-//! `cargo bench -p reprise-agent --bench loop_cost` (`-- subagent` for the subagent
-//! part alone; with `LOOP_COST_MARKERS=1` it also writes a line before and after the
-//! measured turns, so that `strace -f -e trace=write,fdatasync,fsync` of the bench
-//! binary counts the syncs between them exactly).
+//! And turns with tool calls, in run folders too: a read-only call, a call with
+//! effects (its start is recorded first), and two of each in parallel (one start
+//! record for both), against a turn without calls.
+//!
+//! `cargo bench -p reprise-agent --bench loop_cost` (`-- subagent` or `-- tools` for
+//! those parts alone; with `LOOP_COST_MARKERS=1` it also writes a line before and
+//! after the measured turns, so that `strace -f -e trace=write,fdatasync,fsync` of
+//! the bench binary counts the syncs between them exactly).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
@@ -29,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reprise_agent::{Agent, Subagent};
+use reprise_agent::{Agent, Subagent, tool};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
 };
@@ -226,8 +230,14 @@ async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, D
     }
     let mut agent = builder.build().await.unwrap();
     let prompt = if delegate { "Which way now?" } else { "Hi." };
-    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
     let label = if delegate { "delegating" } else { "plain" };
+    timed_turns(&mut agent, label, prompt).await
+}
+
+/// Runs one turn, then [`TURNS`] measured ones (between markers when
+/// `LOOP_COST_MARKERS` is set); their median and the first turn's time.
+async fn timed_turns(agent: &mut Agent, label: &str, prompt: &str) -> (Duration, Duration) {
+    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
     if markers {
         println!("MARK {label} first");
     }
@@ -247,6 +257,95 @@ async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, D
         println!("MARK {label} end");
     }
     (median(turns), first)
+}
+
+/// Asks for `calls` (tool names, parallel when more than one) on every prompt,
+/// then answers their results; answers at once when there are none.
+struct CallingProvider {
+    calls: &'static [&'static str],
+}
+
+#[async_trait]
+impl Provider for CallingProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let asked = request.messages.last().map(|m| m.role.clone()) == Some(Role::User);
+        let message = if asked && !self.calls.is_empty() {
+            Message::assistant_tool_calls(
+                None,
+                self.calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| ToolCall::function(format!("call_{i}"), *name, "{}"))
+                    .collect(),
+            )
+        } else {
+            Message::assistant("The east door.")
+        };
+        Ok(Completion {
+            message,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn model(&self) -> &str {
+        "instant"
+    }
+}
+
+/// The turns with tool calls: (label, the calls, messages per turn, syncs per
+/// turn expected: one per message, plus one start record when a call has effects).
+const TOOL_TURNS: [(&str, &[&str], usize, usize); 5] = [
+    ("no call", &[], 2, 2),
+    ("a read-only call", &["look"], 4, 4),
+    ("a call with effects", &["pay"], 4, 5),
+    ("2 parallel read-only calls", &["look", "look"], 5, 5),
+    ("2 parallel calls with effects", &["pay", "pay"], 5, 6),
+];
+
+/// Turns with tool calls against a turn without, in run folders.
+async fn tool_figures(dir: &std::path::Path, sync: Duration) {
+    let in_syncs = |d: Duration| d.as_secs_f64() / sync.as_secs_f64();
+    println!(
+        "
+tool calls, run folder (fdatasync on every append), {TURNS} turns, medians          (tools that answer at once):"
+    );
+    let mut plain = None;
+    for (label, calls, messages, syncs) in TOOL_TURNS {
+        let run = reprise_runs::create_run_folder(&dir.join("tools")).unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(reprise_runs::create_run_store(&run.dir));
+        let look = tool("look", "Looks.", |_: serde_json::Value, _| async {
+            Ok::<_, String>("A door.")
+        })
+        .read_only();
+        let pay = tool("pay", "Pays.", |_: serde_json::Value, _| async {
+            Ok::<_, String>("Paid.")
+        });
+        let mut agent = Agent::builder(Arc::new(CallingProvider { calls }))
+            .system("You are Astor, an adventurer.")
+            .store(store)
+            .session_id("bench-tools")
+            .tool(look)
+            .tool(pay)
+            .build()
+            .await
+            .unwrap();
+        let (turn, _) = timed_turns(&mut agent, label, "Which way now?").await;
+        let base = *plain.get_or_insert(turn);
+        println!(
+            "  {:<30} {messages} msgs, {syncs} syncs expected: {:>9.1} µs = {:.2} bare syncs \
+             ({:+.2} against no call)",
+            label,
+            micros(turn),
+            in_syncs(turn),
+            in_syncs(turn) - in_syncs(base),
+        );
+    }
 }
 
 /// A delegating turn against a plain one, in run folders.
@@ -345,6 +444,10 @@ fn main() {
             subagent_figures(dir.path(), sync).await;
             return;
         }
+        if std::env::args().any(|arg| arg == "tools") {
+            tool_figures(dir.path(), sync).await;
+            return;
+        }
 
         let mut disk = Vec::new();
         for size in SIZES {
@@ -374,6 +477,7 @@ fn main() {
         print_table("MemoryStore (the loop without the disk):", &memory);
 
         subagent_figures(dir.path(), sync).await;
+        tool_figures(dir.path(), sync).await;
 
         let (small, large) = (&disk[1].1, &disk[2].1);
         println!(
