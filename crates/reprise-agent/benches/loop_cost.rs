@@ -308,15 +308,15 @@ const TOOL_TURNS: [(&str, &[&str], usize, usize); 5] = [
     ("2 parallel calls with effects", &["pay", "pay"], 5, 6),
 ];
 
-/// Turns with tool calls against a turn without, in run folders.
+/// Turns with tool calls against a turn without, in run folders. The variants take
+/// turns in blocks, in an order that rotates each round, so that a burst of disk
+/// noise falls on all of them alike.
 async fn tool_figures(dir: &std::path::Path, sync: Duration) {
+    const ROUNDS: usize = 8;
     let in_syncs = |d: Duration| d.as_secs_f64() / sync.as_secs_f64();
-    println!(
-        "
-tool calls, run folder (fdatasync on every append), {TURNS} turns, medians          (tools that answer at once):"
-    );
-    let mut plain = None;
-    for (label, calls, messages, syncs) in TOOL_TURNS {
+    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
+    let mut agents = Vec::new();
+    for (label, calls, _, _) in TOOL_TURNS {
         let run = reprise_runs::create_run_folder(&dir.join("tools")).unwrap();
         let store: Arc<dyn SessionStore> = Arc::new(reprise_runs::create_run_store(&run.dir));
         let look = tool("look", "Looks.", |_: serde_json::Value, _| async {
@@ -335,15 +335,39 @@ tool calls, run folder (fdatasync on every append), {TURNS} turns, medians      
             .build()
             .await
             .unwrap();
-        let (turn, _) = timed_turns(&mut agent, label, "Which way now?").await;
-        let base = *plain.get_or_insert(turn);
+        // The first turn creates the transcript: not measured.
+        agent.run("Which way now?").await.unwrap();
+        agents.push((label, agent, Vec::with_capacity(TURNS)));
+    }
+    for round in 0..ROUNDS {
+        for at in 0..agents.len() {
+            let (label, agent, turns) = &mut agents[(at + round) % TOOL_TURNS.len()];
+            if markers {
+                println!("MARK {label} start");
+            }
+            for _ in 0..TURNS / ROUNDS {
+                let started = Instant::now();
+                black_box(agent.run("Which way now?").await.unwrap());
+                turns.push(started.elapsed());
+            }
+            if markers {
+                println!("MARK {label} end");
+            }
+        }
+    }
+    println!(
+        "\ntool calls, run folder (fdatasync on every append), {TURNS} turns each in \
+         {ROUNDS} rotating rounds, medians (tools that answer at once):"
+    );
+    let base = in_syncs(median(agents[0].2.clone()));
+    for ((label, _, turns), (_, _, messages, syncs)) in agents.into_iter().zip(TOOL_TURNS) {
+        let turn = median(turns);
         println!(
-            "  {:<30} {messages} msgs, {syncs} syncs expected: {:>9.1} µs = {:.2} bare syncs \
-             ({:+.2} against no call)",
-            label,
+            "  {label:<30} {messages} msgs, {syncs} syncs expected: {:>9.1} µs = {:.2} bare \
+             syncs ({:+.2} against no call)",
             micros(turn),
             in_syncs(turn),
-            in_syncs(turn) - in_syncs(base),
+            in_syncs(turn) - base,
         );
     }
 }
