@@ -17,10 +17,14 @@
 //! it) against a turn that does not: its extra cost in bare `fdatasync`s, against
 //! the messages it adds.
 //!
-//! `cargo bench -p reprise-agent --bench loop_cost` (`-- subagent` for the subagent
-//! part alone; with `LOOP_COST_MARKERS=1` it also writes a line before and after the
-//! measured turns, so that `strace -f -e trace=write,fdatasync,fsync` of the bench
-//! binary counts the syncs between them exactly).
+//! And turns with tool calls, in run folders too: a read-only call, a call with
+//! effects (its start is recorded first), and two of each in parallel (one start
+//! record for both), against a turn without calls.
+//!
+//! `cargo bench -p reprise-agent --bench loop_cost` (`-- subagent` or `-- tools` for
+//! those parts alone; with `LOOP_COST_MARKERS=1` it also writes a line before and
+//! after the measured turns, so that `strace -f -e trace=write,fdatasync,fsync` of
+//! the bench binary counts the syncs between them exactly).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::hint::black_box;
@@ -29,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reprise_agent::{Agent, Subagent};
+use reprise_agent::{Agent, Subagent, tool};
 use reprise_provider::{
     ChatRequest, Completion, OpenAiConfig, OpenAiProvider, Provider, ProviderError, StreamEvent,
 };
@@ -226,8 +230,14 @@ async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, D
     }
     let mut agent = builder.build().await.unwrap();
     let prompt = if delegate { "Which way now?" } else { "Hi." };
-    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
     let label = if delegate { "delegating" } else { "plain" };
+    timed_turns(&mut agent, label, prompt).await
+}
+
+/// Runs one turn, then [`TURNS`] measured ones (between markers when
+/// `LOOP_COST_MARKERS` is set); their median and the first turn's time.
+async fn timed_turns(agent: &mut Agent, label: &str, prompt: &str) -> (Duration, Duration) {
+    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
     if markers {
         println!("MARK {label} first");
     }
@@ -247,6 +257,119 @@ async fn run_folder_turns(dir: &std::path::Path, delegate: bool) -> (Duration, D
         println!("MARK {label} end");
     }
     (median(turns), first)
+}
+
+/// Asks for `calls` (tool names, parallel when more than one) on every prompt,
+/// then answers their results; answers at once when there are none.
+struct CallingProvider {
+    calls: &'static [&'static str],
+}
+
+#[async_trait]
+impl Provider for CallingProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _events: Option<&UnboundedSender<StreamEvent>>,
+        _cancel: &CancellationToken,
+    ) -> Result<Completion, ProviderError> {
+        let asked = request.messages.last().map(|m| m.role.clone()) == Some(Role::User);
+        let message = if asked && !self.calls.is_empty() {
+            Message::assistant_tool_calls(
+                None,
+                self.calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| ToolCall::function(format!("call_{i}"), *name, "{}"))
+                    .collect(),
+            )
+        } else {
+            Message::assistant("The east door.")
+        };
+        Ok(Completion {
+            message,
+            finish_reason: Some("stop".into()),
+            usage: None,
+        })
+    }
+
+    fn model(&self) -> &str {
+        "instant"
+    }
+}
+
+/// The turns with tool calls: (label, the calls, messages per turn, syncs per
+/// turn expected: one per message, plus one start record when a call has effects).
+const TOOL_TURNS: [(&str, &[&str], usize, usize); 5] = [
+    ("no call", &[], 2, 2),
+    ("a read-only call", &["look"], 4, 4),
+    ("a call with effects", &["pay"], 4, 5),
+    ("2 parallel read-only calls", &["look", "look"], 5, 5),
+    ("2 parallel calls with effects", &["pay", "pay"], 5, 6),
+];
+
+/// Turns with tool calls against a turn without, in run folders. The variants take
+/// turns in blocks, in an order that rotates each round, so that a burst of disk
+/// noise falls on all of them alike.
+async fn tool_figures(dir: &std::path::Path, sync: Duration) {
+    const ROUNDS: usize = 8;
+    let in_syncs = |d: Duration| d.as_secs_f64() / sync.as_secs_f64();
+    let markers = std::env::var_os("LOOP_COST_MARKERS").is_some();
+    let mut agents = Vec::new();
+    for (label, calls, _, _) in TOOL_TURNS {
+        let run = reprise_runs::create_run_folder(&dir.join("tools")).unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(reprise_runs::create_run_store(&run.dir));
+        let look = tool("look", "Looks.", |_: serde_json::Value, _| async {
+            Ok::<_, String>("A door.")
+        })
+        .read_only();
+        let pay = tool("pay", "Pays.", |_: serde_json::Value, _| async {
+            Ok::<_, String>("Paid.")
+        });
+        let mut agent = Agent::builder(Arc::new(CallingProvider { calls }))
+            .system("You are Astor, an adventurer.")
+            .store(store)
+            .session_id("bench-tools")
+            .tool(look)
+            .tool(pay)
+            .build()
+            .await
+            .unwrap();
+        // The first turn creates the transcript: not measured.
+        agent.run("Which way now?").await.unwrap();
+        agents.push((label, agent, Vec::with_capacity(TURNS)));
+    }
+    for round in 0..ROUNDS {
+        for at in 0..agents.len() {
+            let (label, agent, turns) = &mut agents[(at + round) % TOOL_TURNS.len()];
+            if markers {
+                println!("MARK {label} start");
+            }
+            for _ in 0..TURNS / ROUNDS {
+                let started = Instant::now();
+                black_box(agent.run("Which way now?").await.unwrap());
+                turns.push(started.elapsed());
+            }
+            if markers {
+                println!("MARK {label} end");
+            }
+        }
+    }
+    println!(
+        "\ntool calls, run folder (fdatasync on every append), {TURNS} turns each in \
+         {ROUNDS} rotating rounds, medians (tools that answer at once):"
+    );
+    let base = in_syncs(median(agents[0].2.clone()));
+    for ((label, _, turns), (_, _, messages, syncs)) in agents.into_iter().zip(TOOL_TURNS) {
+        let turn = median(turns);
+        println!(
+            "  {label:<30} {messages} msgs, {syncs} syncs expected: {:>9.1} µs = {:.2} bare \
+             syncs ({:+.2} against no call)",
+            micros(turn),
+            in_syncs(turn),
+            in_syncs(turn) - base,
+        );
+    }
 }
 
 /// A delegating turn against a plain one, in run folders.
@@ -345,6 +468,10 @@ fn main() {
             subagent_figures(dir.path(), sync).await;
             return;
         }
+        if std::env::args().any(|arg| arg == "tools") {
+            tool_figures(dir.path(), sync).await;
+            return;
+        }
 
         let mut disk = Vec::new();
         for size in SIZES {
@@ -374,6 +501,7 @@ fn main() {
         print_table("MemoryStore (the loop without the disk):", &memory);
 
         subagent_figures(dir.path(), sync).await;
+        tool_figures(dir.path(), sync).await;
 
         let (small, large) = (&disk[1].1, &disk[2].1);
         println!(

@@ -444,9 +444,12 @@ impl Agent {
         self.thread.run_entry(None, &ctx).await
     }
 
-    /// Whether the session's last turn is open in the middle of its tool calls (a
-    /// call without a result): a crash cut it, or calls wait for a decision. The
-    /// next run finishes that turn (see [`Agent::resume_turn`]).
+    /// Whether the session's last turn is open: in the middle of its tool calls (a
+    /// call without a result: a crash cut it, or calls wait for a decision), or
+    /// after their results and before the model's reply (a crash fell there). The
+    /// next run finishes that turn (see [`Agent::resume_turn`]). A run that ends
+    /// with an error on its results records that it stopped there, so its turn is
+    /// not taken for a cut one.
     pub fn has_cut_turn(&self) -> bool {
         self.thread.has_cut_turn()
     }

@@ -16,8 +16,8 @@ use reprise_session::{
     Compaction, DecidedCall, Entry, LoadWarning, Message, Role, SessionKey, SessionStore,
     StartedCall, TOOL_START_KIND, ToolCall, approval_decision_entry, approval_pending_entry,
     arguments_are_an_object, compacted_tail, cut_turn, inspect, interrupted_result, model_view,
-    repair_entries_except, request_message, tool_start_entry, visible_entries, visit_model_view,
-    was_started,
+    repair_entries_except, request_message, results_unanswered, tool_start_entry,
+    turn_stopped_entry, visible_entries, visit_model_view, was_started,
 };
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
@@ -217,9 +217,10 @@ pub(crate) struct Thread {
     warnings: Vec<LoadWarning>,
     /// Set when a run ended early; the next run first closes any call left open.
     needs_repair: bool,
-    /// The assistant entry of a turn a crash cut in the middle of its tool calls
-    /// (found when the transcript was opened): the next run finishes its open calls
-    /// instead of closing them.
+    /// The assistant entry of a turn a crash cut in the middle of its tool calls, or
+    /// after their results and before the model's reply (found when the transcript
+    /// was opened): the next run finishes its open calls instead of closing them,
+    /// then calls the model.
     cut_turn: Option<Uuid>,
     /// The context window and when to compact.
     context: ContextSettings,
@@ -664,10 +665,31 @@ impl Thread {
             None => self.run_turns(prompt, ctx).await,
             Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
         };
-        if result.is_err() {
+        if let Err(error) = &result {
             self.needs_repair = true;
+            self.note_stopped_on_results(error, ctx).await;
         }
         result
+    }
+
+    /// When a run ends with an error on its tool results (no reply after them), says
+    /// so durably, so that the next process does not take the turn for one a crash
+    /// cut before the reply. Best effort: when the append fails too (the disk that
+    /// failed the run), the next process calls the model, as after a crash.
+    async fn note_stopped_on_results(&mut self, error: &AgentError, ctx: &RunContext) {
+        if results_unanswered(&self.entries).is_none() {
+            return;
+        }
+        let reason = match error {
+            AgentError::Cancelled => "cancelled",
+            AgentError::TurnTimeout { .. } => "timeout",
+            AgentError::MaxTurns { .. } => "maxTurns",
+            AgentError::ReplyCutOff { .. } => "cutOff",
+            _ => "failed",
+        };
+        if let Err(failure) = self.record_entry(turn_stopped_entry(reason), ctx).await {
+            tracing::warn!(agent = %self.name, error = %failure, "the stop of the turn was not recorded");
+        }
     }
 
     /// A run that is stopped, as a cancel would stop it, once `budget` has passed.

@@ -62,7 +62,9 @@ mod server;
 pub use deadline::{A_MINUTE, ends_within_a_minute};
 pub use entries::coding_agent_entry;
 pub use invariant::check_tool_call_pairing;
-pub use paths::{mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root};
+pub use paths::{
+    mcp_counting_server, mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root,
+};
 pub use reply::{Reply, ScriptedCall};
 pub use request::{request_messages, tool_calls_of};
 pub use server::{RecordedRequest, ScriptedServer, unreachable_base_url};

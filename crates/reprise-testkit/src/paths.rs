@@ -55,6 +55,20 @@ pub fn mcp_crashy_proxy() -> PathBuf {
     )
 }
 
+/// `counting-server.mjs`: run as `node <server> <log file>`, an MCP server over
+/// stdio whose tools `charge` (effects), `deploy` (`idempotentHint`) and `lookup`
+/// (`readOnlyHint`) append a line to the log as they start and as they end,
+/// `{"phase","tool","key","arguments"}` (`key`: the request's
+/// `_meta["reprise/idempotencyKey"]`), and sleep `sleep_ms` in between. It uses
+/// the MCP SDK installed with the reference server.
+pub fn mcp_counting_server() -> PathBuf {
+    existing(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/counting-server.mjs"),
+        "the counting MCP server",
+        "it belongs to crates/reprise-testkit/fixtures",
+    )
+}
+
 /// `path` made absolute, or a panic that says what is missing and what to do.
 fn existing(path: PathBuf, what: &str, hint: &str) -> PathBuf {
     match path.canonicalize() {

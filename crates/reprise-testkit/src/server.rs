@@ -44,9 +44,13 @@ impl RecordedRequest {
     }
 }
 
+/// Makes the reply to a request from its body, when the queue is empty.
+type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// The context window `GET /v1/models` reports (`max_model_len`, as vLLM
     /// does), when set.
@@ -147,6 +151,13 @@ impl ScriptedServer {
     /// Queues several replies in order.
     pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
         lock(&self.shared.replies).extend(replies);
+    }
+
+    /// Answers every request the queue has no reply for with `responder(body)`:
+    /// a model whose answer depends on the history it is sent (a soak that kills
+    /// and resumes its client at random cannot script the order of requests).
+    pub fn answer_with(&self, responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
+        *lock(&self.shared.responder) = Some(Arc::new(responder));
     }
 
     /// Makes `GET /v1/models` report `tokens` as the model's context window
@@ -260,7 +271,12 @@ async fn chat_completions(
             .collect(),
         body,
     });
-    let reply = lock(&shared.replies).pop_front();
+    let reply = lock(&shared.replies).pop_front().or_else(|| {
+        let responder = lock(&shared.responder).clone();
+        let requests = lock(&shared.requests);
+        let body = &requests.last()?.body;
+        responder.map(|respond| respond(body))
+    });
     let Some(reply) = reply else {
         return (
             StatusCode::IM_A_TEAPOT,

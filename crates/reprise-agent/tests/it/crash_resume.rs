@@ -652,3 +652,84 @@ async fn cut_session_again(store: &dyn SessionStore, sub_key: &SessionKey) -> St
         .unwrap();
     "p2".to_owned()
 }
+
+#[tokio::test]
+async fn a_crash_after_the_results_and_before_the_reply_is_finished_by_calling_the_model() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let reply = cut_session(
+        store.as_ref(),
+        &[("a", "pay", r#"{"amount":5}"#)],
+        |reply| {
+            vec![
+                started(reply, &[("a", "pay")]),
+                Entry::message(Message::tool("a", "paid 5")),
+            ]
+        },
+    )
+    .await;
+    let (pay, paid) = counting("pay", Kind::Changes);
+    let provider = MockProvider::new([answer("paid, all done")]);
+    let approver = Arc::new(Counting::default());
+    let mut agent = build(
+        store.clone(),
+        provider.clone(),
+        vec![pay],
+        Some(approver.clone()),
+    )
+    .await;
+    assert!(agent.has_cut_turn());
+    let answered = agent
+        .resume_turn(None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(answered.as_deref(), Some("paid, all done"));
+    // Nothing ran or was asked again: the model answered the result it had.
+    assert!(paid.lock().unwrap().is_empty());
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 0);
+    let request = &provider.requests()[0];
+    let roles: Vec<&str> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"]);
+    assert_eq!(request["messages"][1]["tool_calls"][0]["id"], "a");
+    let all = entries(store.as_ref(), &key()).await;
+    assert_eq!(results(&all).len(), 1);
+    assert_eq!(
+        all.last().unwrap().uuid,
+        agent.entries().last().unwrap().uuid
+    );
+    assert!(all.iter().any(|e| e.uuid == reply.uuid));
+    assert!(!agent.has_cut_turn());
+}
+
+#[tokio::test]
+async fn a_run_that_failed_after_its_results_is_not_taken_for_a_cut_turn() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let (pay, _) = counting("pay", Kind::ReadOnly);
+    let provider = MockProvider::new([
+        calls(&[("a", "pay", r#"{"amount":5}"#)]),
+        crate::support::Step::Fail(reprise_provider::ProviderError::StreamCut {
+            reason: "reset".into(),
+            source: None,
+        }),
+    ]);
+    let mut agent = build(store.clone(), provider.clone(), vec![pay.clone()], None).await;
+    agent.run("pay the bill").await.unwrap_err();
+    drop(agent);
+    // Another process opens it: the turn ended on its results on purpose.
+    let provider = MockProvider::new([answer("hello")]);
+    let mut agent = build(store.clone(), provider.clone(), vec![pay], None).await;
+    assert!(!agent.has_cut_turn());
+    assert_eq!(agent.run("hi").await.unwrap(), "hello");
+    let requests = provider.requests();
+    let roles: Vec<&str> = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+}

@@ -703,8 +703,7 @@ pub const AGAIN_QUESTION: &str = "started before the crash and may have taken ef
      run it again, or tell the model it was interrupted?";
 
 /// What the chat says before it finishes a turn that a crash cut.
-pub const RESUMING_CUT_TURN: &str =
-    "(the last turn was cut in the middle of its tool calls: finishing it)";
+pub const RESUMING_CUT_TURN: &str = "(a crash cut the last turn: finishing it)";
 
 /// What the chat says about a call of a cut turn, as the resume takes it up.
 pub fn resumed_call_line(agent: &str, name: &str, action: reprise_session::AfterCrash) -> String {

@@ -1,6 +1,7 @@
-//! A chat killed in the middle of a turn's tool calls, then `--continue`: the turn
-//! is finished, not abandoned. Real processes (the chat, the reference MCP server),
-//! real SIGKILLs, a scripted model server.
+//! A chat killed in the middle of a turn's tool calls, then `--continue`, `/resume`
+//! or a fork of the run (`--fork-session`): the turn is finished, not abandoned.
+//! Real processes (the chat, the reference MCP server), real SIGKILLs, a scripted
+//! model server.
 
 use std::path::{Path, PathBuf};
 
@@ -260,6 +261,162 @@ async fn full_screen_a_question_cut_by_a_crash_comes_back_in_its_box() {
     assert_eq!(
         std::fs::read_to_string(sandbox.path().join("notes.txt")).unwrap(),
         "buy milk\n"
+    );
+    server.assert_tool_call_pairing();
+}
+
+/// A full-screen chat killed while the gate asks about a `write_file` call; returns
+/// the run folder.
+async fn full_screen_killed_while_asking(sandbox: &Sandbox, server: &ScriptedServer) -> PathBuf {
+    server.push(Reply::tool_call(
+        "call_1",
+        "write_file",
+        r#"{"path":"notes.txt","content":"buy milk\n"}"#,
+    ));
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--base-url", &base_url, "--model", "test-model"]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("note that I must buy milk");
+    pty.wait_text("the step gate asks").await;
+    kill(&mut pty);
+    pty.wait_exit().await;
+    let run = sandbox.conversations().remove(0);
+    assert!(results(&run).is_empty());
+    run
+}
+
+/// The screen with what changes from run to run masked: digits (dates, times, run
+/// names) and the status line (the spinner, the seconds the turn has taken).
+fn masked(screen: &str) -> String {
+    screen
+        .lines()
+        .filter(|line| !line.contains(" working "))
+        .map(|line| {
+            line.chars()
+                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_of_a_cut_run_brings_its_question_back_and_finishes_the_turn() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let run = full_screen_killed_while_asking(&sandbox, &server).await;
+
+    server.push(Reply::text("Noted: buy milk."));
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--base-url", &base_url, "--model", "test-model"]);
+    pty.wait_text("/help · /resume").await;
+    pty.line("/resume");
+    pty.wait_text("resume a run").await;
+    pty.wait_text("note that I must buy milk").await;
+    pty.send("\r");
+    pty.wait_text("(resumed the conversation of").await;
+    pty.wait_text("re-asked: write_file").await;
+    pty.wait_text("the step gate asks").await;
+    insta::assert_snapshot!(masked(&pty.contents()));
+    assert!(!sandbox.path().join("notes.txt").exists());
+    pty.send("y");
+    pty.wait_text("Noted: buy milk.").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.send("\x03");
+    assert!(pty.wait_exit().await);
+
+    let found = results(&run);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].2.as_deref(), Some("reasked"));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path().join("notes.txt")).unwrap(),
+        "buy milk\n"
+    );
+    let body = server.request_bodies().pop().unwrap();
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_1");
+    server.assert_tool_call_pairing();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_of_a_cut_run_finishes_the_turn_in_the_copy_and_leaves_the_original_cut() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let run = full_screen_killed_while_asking(&sandbox, &server).await;
+
+    server.push(Reply::text("Noted in the copy."));
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--continue", "--fork-session", "--yes"],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("re-asked: write_file"), "{said}");
+    assert!(out.stdout.contains("Noted in the copy."), "{}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path().join("notes.txt")).unwrap(),
+        "buy milk\n"
+    );
+    let runs = sandbox.conversations();
+    assert_eq!(runs.len(), 2);
+    let copy = runs.iter().find(|r| **r != run).unwrap();
+    let found = results(copy);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].2.as_deref(), Some("reasked"));
+    // The original is as the crash left it: its turn is finished when it is
+    // opened.
+    assert!(results(&run).is_empty());
+    server.push(Reply::text("Noted in the original."));
+    let name = run.file_name().unwrap().to_str().unwrap().to_owned();
+    std::fs::remove_file(sandbox.path().join("notes.txt")).unwrap();
+    let out = sandbox
+        .chat(&server.base_url(), &["--resume", &name, "--yes"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("Noted in the original."),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(results(&run).len(), 1);
+    server.assert_tool_call_pairing();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_resume_of_a_cut_run_finishes_its_turn_before_the_next_prompt() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let run = full_screen_killed_while_asking(&sandbox, &server).await;
+
+    server.push_all([
+        Reply::text("Noted: buy milk."),
+        Reply::text("Anything else?"),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "/resume\n1\nthanks\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("re-asked: write_file"), "{said}");
+    let noted = out.stdout.find("Noted: buy milk.").unwrap();
+    let next = out.stdout.find("Anything else?").unwrap();
+    assert!(noted < next, "{}", out.stdout);
+    let found = results(&run);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].2.as_deref(), Some("reasked"));
+    let bodies = server.request_bodies();
+    let roles: Vec<String> = crate::support::messages(bodies.last().unwrap())
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
     );
     server.assert_tool_call_pairing();
 }

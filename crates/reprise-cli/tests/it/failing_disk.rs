@@ -112,11 +112,15 @@ async fn a_tool_result_whose_sync_failed_is_never_followed_by_an_interrupted_one
         "the real result"
     );
 
-    // Resumed: the call has its one result, the real one.
+    // Resumed: the turn the failed sync stopped is finished as after a crash (the
+    // model answers the result), and the call has its one result, the real one.
+    server.push(Reply::text("nothing more"));
     let out = sandbox
         .chat(&server.base_url(), &["--continue"], "so?\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "read it");
+    assert_eq!(server.request_count(), 3);
     let body = server.request_bodies().pop().unwrap();
     check_tool_call_pairing(&body).unwrap();
     let results: Vec<Value> = crate::support::messages(&body)

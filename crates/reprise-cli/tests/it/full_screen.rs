@@ -242,7 +242,9 @@ async fn sigkill_mid_turn_then_continue_loses_nothing_shown_as_complete() {
     assert!(status.success());
     pty.wait_exit().await;
 
-    server.push(Reply::text("Picking up again."));
+    // The cut turn is finished first (its result is there, the reply is not), then
+    // the next prompt.
+    server.push_all([Reply::text("Picking up again."), Reply::text("Going on.")]);
     let out = sandbox
         .chat(&server.base_url(), &["--continue"], "go on\n")
         .await;
@@ -252,15 +254,26 @@ async fn sigkill_mid_turn_then_continue_loses_nothing_shown_as_complete() {
         "{}",
         out.stderr
     );
-    let body = server.request_bodies().pop().unwrap();
+    assert!(out.stdout.contains("Picking up again."), "{}", out.stdout);
+    let mut bodies = server.request_bodies();
+    let last = bodies.pop().unwrap();
+    let body = bodies.pop().unwrap();
     let messages = crate::support::messages(&body);
     let roles: Vec<&str> = messages
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
     assert_eq!(messages[2]["tool_calls"][0]["id"], "call_1");
     assert_eq!(messages[3]["content"], "buy milk\n");
+    let roles: Vec<String> = crate::support::messages(&last)
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
     server.assert_tool_call_pairing();
 }
 

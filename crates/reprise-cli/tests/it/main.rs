@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 mod builtin_tools;
+mod chat_soak;
 mod compaction;
 mod crash_resume;
 mod damaged_runs;

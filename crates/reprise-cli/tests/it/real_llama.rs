@@ -269,3 +269,88 @@ fn conversation_of(path: &std::path::Path) -> Vec<Value> {
         .filter_map(|entry| entry.get("message").cloned())
         .collect()
 }
+
+/// A chat killed once the real server's tool call is recorded, with the file cut
+/// back to that call (what a kill before the tool's start leaves: no start record,
+/// no result); `--continue` runs the call and the same server answers its result.
+#[tokio::test]
+async fn a_turn_killed_before_its_tool_started_is_finished_by_continue_with_a_200() {
+    let server = LlamaServer::shared();
+    let sandbox = Sandbox::new();
+    one_model_call_per_turn(&sandbox);
+    std::fs::write(sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let base_url = server.base_url();
+    let args = [
+        "--plain",
+        "--yes",
+        "--base-url",
+        &base_url,
+        "--model",
+        server.model(),
+    ];
+    let mut child = sandbox.command(&args).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"What is in the file notes.txt?\n")
+        .await
+        .unwrap();
+    let conversation_file = |sandbox: &Sandbox| {
+        sandbox
+            .conversations()
+            .first()
+            .map(|run| run.join("conversation.jsonl"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let called = loop {
+        let entries = conversation_file(&sandbox)
+            .map(|path| jsonl(&path))
+            .unwrap_or_default();
+        if let Some(at) = entries
+            .iter()
+            .position(|entry| entry["message"]["tool_calls"].is_array())
+        {
+            child.start_kill().unwrap();
+            break at;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the chat ended ({status}) and the model made no tool call: {entries:#?}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tool call in 10 minutes\n{}",
+            server.diagnosis()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    };
+    child.wait().await.unwrap();
+    drop(stdin);
+    let path = conversation_file(&sandbox).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: String = text.split_inclusive('\n').take(called + 1).collect();
+    std::fs::write(&path, kept).unwrap();
+    let run = sandbox.conversations().remove(0);
+    let before = conversation(&run);
+    let calls = tool_call_ids(&before);
+    assert!(!calls.is_empty());
+
+    let resumed = chat(&sandbox, &["--continue"], "").await;
+    assert_ended_normally(&resumed);
+    let printed = format!("{}{}", resumed.stdout, resumed.stderr);
+    assert!(
+        ["re-asked: ", "ran again (read-only): "]
+            .iter()
+            .any(|line| printed.contains(line)),
+        "{printed}"
+    );
+    let after = conversation(&run);
+    assert_eq!(after[..before.len()], before[..], "the history is kept");
+    let results: Vec<&str> = after[before.len()..before.len() + calls.len()]
+        .iter()
+        .filter_map(|message| message["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(results, calls, "every call ran once, in order");
+    assert_eq!(
+        after[before.len() + calls.len()]["role"],
+        "assistant",
+        "the server answered the finished turn (200)"
+    );
+}

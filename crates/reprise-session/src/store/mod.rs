@@ -20,6 +20,7 @@ pub(crate) mod rewind;
 pub(crate) mod session_store;
 pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
+pub(crate) mod turn_stop;
 pub(crate) mod writer_lock;
 
 pub use approval::{
@@ -39,7 +40,7 @@ pub use memory::MemoryStore;
 pub use repair::{
     ANSWERS_ENTRY, DanglingCall, INTERRUPTED, RepairReport, arguments_are_an_object, cut_turn,
     inspect, inspect_messages, interrupted_result, model_view, model_view_messages, repair_entries,
-    repair_entries_except, repair_messages, request_message, visit_model_view,
+    repair_entries_except, repair_messages, request_message, results_unanswered, visit_model_view,
 };
 pub use reprise_message::{
     Content, ContentPart, Entry, Fields, FunctionCall, Message, Role, StoredUsage, TokenCounts,
@@ -54,3 +55,4 @@ pub use tool_start::{
     AFTER_CRASH, AfterCrash, CHECKPOINT_FIELD, StartedCall, TOOL_START_KIND, checkpoint_of,
     started_calls, tool_start_entry, was_started,
 };
+pub use turn_stop::{TURN_STOPPED_KIND, turn_stopped_entry};

@@ -333,12 +333,48 @@ pub fn repair_entries_except(history: &[Entry], open_turn: Option<Uuid>) -> Vec<
         .collect()
 }
 
-/// The assistant entry of the last turn when a crash cut it in the middle of its
-/// tool calls: the last message is that entry or a result of one of its calls, and
-/// at least one of its calls has no result. `None` when the history ends otherwise
-/// (calls without a result further back belong to turns that went on, and are
-/// closed by [`repair_entries`]).
+/// The assistant entry of the last turn when a crash cut it: in the middle of its
+/// tool calls (the last message is that entry or a result of one of its calls, and
+/// at least one of its calls has no result), or after its calls' results and before
+/// the model's reply ([`results_unanswered`]). `None` when the history ends
+/// otherwise (calls without a result further back belong to turns that went on,
+/// and are closed by [`repair_entries`]).
 pub fn cut_turn(history: &[Entry]) -> Option<Uuid> {
+    let (last, reply) = last_reply_with_calls(history)?;
+    let open = inspect(&history[last..])
+        .dangling
+        .iter()
+        .any(|dangling| dangling.entry == Some(reply));
+    if open {
+        return Some(reply);
+    }
+    results_unanswered(history)
+}
+
+/// The assistant entry of the last turn when every one of its calls has a result,
+/// the last message is one of those results, and nothing says the run stopped there
+/// on purpose (no stop record after the reply: see
+/// [`turn_stopped_entry`](crate::turn_stopped_entry)): a crash came between the
+/// results and the model's reply, which the next run asks for.
+pub fn results_unanswered(history: &[Entry]) -> Option<Uuid> {
+    let (last, reply) = last_reply_with_calls(history)?;
+    let after = &history[last + 1..];
+    let ends_on_result = after
+        .iter()
+        .rev()
+        .find_map(Entry::as_message)
+        .is_some_and(|message| message.role == Role::Tool);
+    let stopped = after.iter().any(crate::store::turn_stop::is_turn_stopped);
+    let open = inspect(&history[last..])
+        .dangling
+        .iter()
+        .any(|dangling| dangling.entry == Some(reply));
+    (ends_on_result && !stopped && !open).then_some(reply)
+}
+
+/// The position and uuid of the last non-tool message entry, when it is an
+/// assistant message with calls.
+fn last_reply_with_calls(history: &[Entry]) -> Option<(usize, Uuid)> {
     let last = history.iter().rposition(|entry| {
         entry
             .as_message()
@@ -346,14 +382,7 @@ pub fn cut_turn(history: &[Entry]) -> Option<Uuid> {
     })?;
     let entry = &history[last];
     let message = entry.as_message()?;
-    if message.role != Role::Assistant || message.calls().is_empty() {
-        return None;
-    }
-    let open = inspect(&history[last..])
-        .dangling
-        .iter()
-        .any(|dangling| dangling.entry == Some(entry.uuid));
-    open.then_some(entry.uuid)
+    (message.role == Role::Assistant && !message.calls().is_empty()).then_some((last, entry.uuid))
 }
 
 /// The messages to append to a history of bare messages (see [`repair_entries`]).
@@ -783,10 +812,31 @@ mod tests {
         assert_eq!(repairs.len(), 1);
         assert_eq!(repairs[0].extra[ANSWERS_ENTRY], old.uuid.to_string());
         assert_eq!(repair_entries(&history).len(), 2);
-        // Every call answered, a turn that went on, a plain answer: nothing cut.
+        // Every call answered and no reply: cut before the reply, unless a stop
+        // record says the run ended there.
         let answered_b = Entry::message(Message::tool("b", "ok"));
+        let answered = [
+            user.clone(),
+            reply.clone(),
+            answered_a.clone(),
+            answered_b.clone(),
+            record.clone(),
+        ];
+        assert_eq!(cut_turn(&answered), Some(reply.uuid));
+        assert_eq!(results_unanswered(&answered), Some(reply.uuid));
+        assert_eq!(results_unanswered(&cut), None);
+        let mut stopped = answered.to_vec();
+        stopped.push(crate::turn_stopped_entry("cancelled"));
+        assert_eq!(cut_turn(&stopped), None);
+        // A turn that went on, a plain answer: nothing cut.
         assert_eq!(
-            cut_turn(&[user.clone(), reply.clone(), answered_a.clone(), answered_b]),
+            cut_turn(&[
+                user.clone(),
+                reply.clone(),
+                answered_a.clone(),
+                answered_b,
+                Entry::message(Message::assistant("done")),
+            ]),
             None
         );
         assert_eq!(cut_turn(&[reply.clone(), user.clone()]), None);
