@@ -12,6 +12,7 @@ use reprise_session::SessionKey;
 use crate::chat::checkpoints::{capture_options, open_store, run_workdir};
 use crate::chat::rewind::{RewindPart, carry_out, plan_rewind, plan_undo, preview_text};
 use crate::config::Settings;
+use crate::display::terminal::visible;
 
 /// What the command line asked for.
 #[derive(Clone, Debug)]
@@ -95,9 +96,11 @@ pub async fn rewind(
         })?),
         _ => None,
     };
-    write!(out, "{}", preview_text(&plan, preview.as_ref()))?;
+    // File names and the recorded working folder come from outside: shown escaped.
+    write!(out, "{}", visible(&preview_text(&plan, preview.as_ref())))?;
     if preview.is_some() {
-        writeln!(out, "  working folder: {}", workdir.display())?;
+        let workdir = workdir.display().to_string();
+        writeln!(out, "  working folder: {}", visible(&workdir))?;
     }
     if request.dry_run {
         writeln!(out, "(dry run: nothing changed)")?;
