@@ -8,8 +8,9 @@
 //!
 //! - `reprise search` over 2,000 runs the chat wrote (the real binary driven against
 //!   the scripted server, its conversation repeated with fresh ids into each run),
-//!   for a phrase in every reply and for a file name in prompts, tool calls and
-//!   results, against `rg -F -c` over the same files.
+//!   for a phrase in every reply and for a file name in prompts and tool calls: the
+//!   default view (the first hits of each run) against `rg -F -c` over the same
+//!   files, and `--all` (every hit) against `rg -F` (every matching line).
 //!
 //! Wall time of the whole process, median of alternating rounds after an untimed
 //! pass of each. The data is generated under `target/bench-tmp/` and removed
@@ -303,21 +304,43 @@ fn chat_written_search(reprise: &str, root: &Path) {
     );
     let runs_arg = runs_dir.to_str().unwrap();
     for query in CHAT_QUERIES {
-        let search_args = ["--runs-dir", runs_arg, "search", query];
-        let rg_args = ["-F", "-c", "--glob", "*.jsonl", query, runs_arg];
-        let (_, search_out) = timed(reprise, &search_args, root);
-        let (_, rg_out) = timed("rg", &rg_args, root);
-        let mut search = Vec::new();
-        let mut rg = Vec::new();
+        // The default view (the first hits of each run) against rg's counts, and
+        // every hit against every matching line rg prints.
+        let commands: [(&str, Vec<&str>); 4] = [
+            (reprise, vec!["--runs-dir", runs_arg, "search", query]),
+            ("rg", vec!["-F", "-c", "--glob", "*.jsonl", query, runs_arg]),
+            (
+                reprise,
+                vec!["--runs-dir", runs_arg, "search", "--all", query],
+            ),
+            ("rg", vec!["-F", "--glob", "*.jsonl", query, runs_arg]),
+        ];
+        let out: Vec<usize> = commands
+            .iter()
+            .map(|(program, args)| timed(program, args, root).1)
+            .collect();
+        let mut times = vec![Vec::new(); commands.len()];
         for _ in 0..ROUNDS {
-            search.push(timed(reprise, &search_args, root).0);
-            rg.push(timed("rg", &rg_args, root).0);
+            for ((program, args), samples) in commands.iter().zip(&mut times) {
+                samples.push(timed(program, args, root).0);
+            }
         }
+        let medians: Vec<Duration> = times.into_iter().map(median).collect();
         println!(
-            "chat-written runs, reprise search {query:?}: median {} ({search_out} bytes out); rg -F -c: median {} ({rg_out} bytes out); ratio {:.2}x",
-            ms(median(search.clone())),
-            ms(median(rg.clone())),
-            median(search).as_secs_f64() / median(rg).as_secs_f64(),
+            "chat-written runs, reprise search {query:?}: median {} ({} bytes out); rg -F -c: median {} ({} bytes out); ratio {:.2}x",
+            ms(medians[0]),
+            out[0],
+            ms(medians[1]),
+            out[1],
+            medians[0].as_secs_f64() / medians[1].as_secs_f64(),
+        );
+        println!(
+            "chat-written runs, reprise search --all {query:?}: median {} ({} bytes out); rg -F: median {} ({} bytes out); ratio {:.2}x",
+            ms(medians[2]),
+            out[2],
+            ms(medians[3]),
+            out[3],
+            medians[2].as_secs_f64() / medians[3].as_secs_f64(),
         );
     }
 }

@@ -27,7 +27,7 @@ use std::fmt::Write;
 
 use futures::TryStreamExt;
 use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
-use reprise_runs::{CatalogError, RunSummary, SearchHit, SearchMatcher, SearchQuery};
+use reprise_runs::{CatalogError, PerRun, RunSummary, SearchHit, SearchMatcher, SearchQuery};
 use sqlx::Row;
 
 use crate::PgSessionStore;
@@ -129,10 +129,9 @@ pub(crate) async fn search(
     }
     // The main transcript ('') sorts before every subagent's name.
     found.sort_unstable_by(|a, b| (a.run, &a.subagent, a.seq).cmp(&(b.run, &b.subagent, b.seq)));
-    if query.first_per_run {
-        found.dedup_by_key(|found| found.run);
-    }
-    Ok(found.into_iter().map(|found| found.hit).collect())
+    let mut kept = PerRun::new(query.max_per_run);
+    found.into_iter().for_each(|found| kept.push(found.hit));
+    Ok(kept.finish())
 }
 
 /// A PostgreSQL regular expression that a text matches when it holds one of

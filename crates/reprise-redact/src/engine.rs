@@ -4,7 +4,7 @@
 //! tells which patterns match at all, so ordinary text costs one scan; only the
 //! patterns that matched are run again to find their secret groups.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::{Captures, Regex, RegexSet};
 
@@ -26,8 +26,22 @@ pub(crate) struct CompiledPattern {
 
 /// The whole table, compiled.
 pub(crate) struct Compiled {
-    set: RegexSet,
+    /// Every pattern in one set, compiled by the first long text (see
+    /// [`SET_MIN_LEN`]): it costs as much again as the patterns, and a program that
+    /// only redacts short texts (a search's snippets of short messages) never needs
+    /// it. `None` if it fails to compile (a size limit): each pattern is then asked.
+    set: OnceLock<Option<RegexSet>>,
+    sources: Vec<String>,
     pub(crate) patterns: Vec<CompiledPattern>,
+}
+
+impl Compiled {
+    /// The set, compiled now if it is not yet.
+    pub(crate) fn set(&self) -> Option<&RegexSet> {
+        self.set
+            .get_or_init(|| RegexSet::new(&self.sources).ok())
+            .as_ref()
+    }
 }
 
 /// `\b` in the table means an ASCII word boundary: Unicode word boundaries would force
@@ -38,7 +52,6 @@ fn ascii_boundaries(source: &str) -> String {
 
 fn compile(table: &[Pattern]) -> Result<Compiled, regex::Error> {
     let sources: Vec<String> = table.iter().map(|p| ascii_boundaries(p.regex)).collect();
-    let set = RegexSet::new(&sources)?;
     let mut patterns = Vec::with_capacity(table.len());
     for (pattern, source) in table.iter().zip(&sources) {
         let regex = Regex::new(source)?;
@@ -68,7 +81,11 @@ fn compile(table: &[Pattern]) -> Result<Compiled, regex::Error> {
             check: pattern.check,
         });
     }
-    Ok(Compiled { set, patterns })
+    Ok(Compiled {
+        set: OnceLock::new(),
+        sources,
+        patterns,
+    })
 }
 
 /// The table, compiled on first use. `None` only if a pattern fails to compile, which
@@ -87,17 +104,20 @@ const SET_MIN_LEN: usize = 512;
 /// Byte ranges of `text` that hold secrets, sorted and merged.
 pub(crate) fn secret_spans(compiled: &Compiled, text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
-    if text.len() < SET_MIN_LEN {
+    let set = (text.len() >= SET_MIN_LEN)
+        .then(|| compiled.set())
+        .flatten();
+    if let Some(set) = set {
+        for index in set.matches(text).iter() {
+            pattern_spans(&compiled.patterns[index], text, &mut spans);
+        }
+    } else {
         // Most patterns match nothing: asking first costs a scan, while going
         // straight to the captures would allocate their slots for every pattern.
         for pattern in &compiled.patterns {
             if pattern.regex.is_match(text) {
                 pattern_spans(pattern, text, &mut spans);
             }
-        }
-    } else {
-        for index in compiled.set.matches(text).iter() {
-            pattern_spans(&compiled.patterns[index], text, &mut spans);
         }
     }
     merge(spans, text)

@@ -44,7 +44,9 @@ pub fn pattern_names() -> impl Iterator<Item = &'static str> {
 /// [`Redactor::redact`], which then takes tens of milliseconds: a program that
 /// will soon redact can call this on another thread while it does other work.
 pub fn prepare() {
-    std::sync::LazyLock::force(&engine::COMPILED);
+    if let Some(compiled) = std::sync::LazyLock::force(&engine::COMPILED) {
+        compiled.set();
+    }
 }
 
 /// Replaces secrets in text. Cheap to clone and share.

@@ -283,7 +283,7 @@ pub trait RunCatalog: Send + Sync {
         let query = SearchQuery {
             ignore_case: true,
             role: Some(SearchRole::User),
-            first_per_run: true,
+            max_per_run: Some(1),
             ..SearchQuery::literal(text)
         };
         Ok(self

@@ -82,7 +82,9 @@ pub use listing_redaction::{LAST_MESSAGE_CHARS, last_message_text};
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
 pub use run::{RunFolder, RunSummary, RunWarning};
-pub use search::{MATCH_CHARS, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs};
+pub use search::{
+    MATCH_CHARS, PerRun, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs,
+};
 pub use search_text::{Algorithm, MAX_REGEX_BYTES};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};
 pub use store::{

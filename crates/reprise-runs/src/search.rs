@@ -83,8 +83,10 @@ pub struct SearchQuery {
     pub ignore_case: bool,
     /// Only messages of this role (system messages are never searched).
     pub role: Option<SearchRole>,
-    /// At most one hit per run (to know which runs match, not where).
-    pub first_per_run: bool,
+    /// At most this many hits per run (its conversation and its subagents'
+    /// together, the first ones in order); `None` for every hit. A file is read no
+    /// further than its limit, so a small limit makes a search of many hits fast.
+    pub max_per_run: Option<usize>,
     /// What snippets pass before they are returned.
     pub redactor: Redactor,
 }
@@ -97,7 +99,7 @@ impl SearchQuery {
             regex: false,
             ignore_case: false,
             role: None,
-            first_per_run: false,
+            max_per_run: None,
             redactor: Redactor::new(),
         }
     }
@@ -123,6 +125,9 @@ pub struct SearchHit {
     pub highlights: Vec<(usize, usize)>,
     /// How many matches the message holds.
     pub matches: usize,
+    /// Whether its run has more hits after this one, left out by
+    /// [`SearchQuery::max_per_run`] (set on the last hit kept of such a run).
+    pub more_in_run: bool,
 }
 
 /// The files of one run to search: its conversation, then each subagent's.
@@ -187,12 +192,19 @@ impl<'q> SearchMatcher<'q> {
         {
             return None;
         }
-        self.decoded_hit(line, run, agent)
+        self.decoded_hit(line, run, agent, true)
     }
 
-    /// The hit in a line, deciding on its decoded text alone.
-    fn decoded_hit(&self, line: &[u8], run: usize, agent: Option<&str>) -> Option<SearchHit> {
-        match_line(line, run, agent, &self.decided, self.query)
+    /// The hit in a line, deciding on its decoded text alone; with `snippet` false,
+    /// the hit's snippet is left empty (a hit only counted).
+    fn decoded_hit(
+        &self,
+        line: &[u8],
+        run: usize,
+        agent: Option<&str>,
+        snippet: bool,
+    ) -> Option<SearchHit> {
+        match_line(line, run, agent, &self.decided, self.query, snippet)
     }
 }
 
@@ -224,14 +236,25 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         .unwrap_or(1)
         .clamp(1, 8);
     let next = AtomicUsize::new(0);
-    let search_file = |file: &SearchFile, searcher: &mut Searcher| -> Vec<SearchHit> {
+    let limit = query.max_per_run.unwrap_or(usize::MAX);
+    // A file is read up to its `limit` hits, then on to one more only to know that
+    // its run has more: that one gets no snippet, the costly part of a hit.
+    let search_file = |file: &SearchFile, searcher: &mut Searcher| -> FileHits {
         let mut hits = Vec::new();
+        let mut more = false;
         let mut on_line = |line: &[u8]| {
-            if let Some(hit) = matcher.decoded_hit(line, file.run, file.agent.as_deref()) {
-                hits.push(hit);
-                return !query.first_per_run;
+            let full = hits.len() >= limit;
+            match matcher.decoded_hit(line, file.run, file.agent.as_deref(), !full) {
+                Some(_) if full => {
+                    more = true;
+                    false
+                }
+                Some(hit) => {
+                    hits.push(hit);
+                    true
+                }
+                None => true,
             }
-            true
         };
         match &matcher.prefilter {
             Some(matcher) => {
@@ -247,10 +270,10 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                 }
             }
         }
-        hits
+        FileHits { hits, more }
     };
-    let mut per_file: Vec<Vec<SearchHit>> = Vec::new();
-    per_file.resize_with(files.len(), Vec::new);
+    let mut per_file: Vec<FileHits> = Vec::new();
+    per_file.resize_with(files.len(), FileHits::default);
     let results = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.min(files.len().max(1)))
             .map(|_| {
@@ -265,7 +288,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         let Some(file) = files.get(index) else { break };
                         let hits = search_file(file, &mut searcher);
-                        if !hits.is_empty() {
+                        if !hits.hits.is_empty() || hits.more {
                             found.push((index, hits));
                         }
                     }
@@ -285,11 +308,69 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
             per_file[index] = hits;
         }
     }
-    let mut hits: Vec<SearchHit> = per_file.into_iter().flatten().collect();
-    if query.first_per_run {
-        hits.dedup_by_key(|hit| hit.run);
+    let mut kept = PerRun::new(query.max_per_run);
+    for (file, found) in files.iter().zip(per_file) {
+        found.hits.into_iter().for_each(|hit| kept.push(hit));
+        if found.more {
+            kept.more(file.run);
+        }
     }
-    Ok(hits)
+    Ok(kept.finish())
+}
+
+/// What one file gave: its first hits, and whether it has more than were taken.
+#[derive(Default)]
+struct FileHits {
+    hits: Vec<SearchHit>,
+    more: bool,
+}
+
+/// The first [`SearchQuery::max_per_run`] hits of each run, from hits given in run
+/// order, with [`SearchHit::more_in_run`] set where a run had more. Catalogs that
+/// find every hit themselves (a database) pass them through it.
+pub struct PerRun {
+    limit: usize,
+    kept: Vec<SearchHit>,
+    /// The run of the hits last given, and how many of its hits were given.
+    current: Option<(usize, usize)>,
+}
+
+impl PerRun {
+    /// Keeps at most `limit` hits of each run (`None`: every hit).
+    pub fn new(limit: Option<usize>) -> PerRun {
+        PerRun {
+            limit: limit.unwrap_or(usize::MAX),
+            kept: Vec::new(),
+            current: None,
+        }
+    }
+
+    /// The next hit, in run order.
+    pub fn push(&mut self, hit: SearchHit) {
+        let run = hit.run;
+        let given = match self.current {
+            Some((current, given)) if current == run => given + 1,
+            _ => 1,
+        };
+        self.current = Some((run, given));
+        if given <= self.limit {
+            self.kept.push(hit);
+        } else {
+            self.more(run);
+        }
+    }
+
+    /// Says that `run`, whose hits were the last given, has more than were given.
+    fn more(&mut self, run: usize) {
+        if let Some(last) = self.kept.last_mut().filter(|last| last.run == run) {
+            last.more_in_run = true;
+        }
+    }
+
+    /// The hits kept.
+    pub fn finish(self) -> Vec<SearchHit> {
+        self.kept
+    }
 }
 
 /// Hands each line the searcher found to a closure; stops when it returns false.
@@ -341,6 +422,7 @@ fn match_line(
     agent: Option<&str>,
     decided: &TextMatcher,
     query: &SearchQuery,
+    with_snippet: bool,
 ) -> Option<SearchHit> {
     // The loader's decoder, one per search thread: its buffer is kept between the
     // lines it decodes.
@@ -381,7 +463,12 @@ fn match_line(
         }
         matches += found.len();
     }
-    let (snippet, highlights) = snippet(first?, decided, &query.redactor);
+    let first = first?;
+    let (snippet, highlights) = if with_snippet {
+        snippet(first, decided, &query.redactor)
+    } else {
+        (String::new(), Vec::new())
+    };
     Some(SearchHit {
         run,
         agent: agent.map(str::to_owned),
@@ -391,6 +478,7 @@ fn match_line(
         snippet,
         highlights,
         matches,
+        more_in_run: false,
     })
 }
 

@@ -37,7 +37,9 @@ pub enum HistoryCommand {
         #[arg(long)]
         untag: bool,
     },
-    /// Search every run's whole conversation (subagents included), newest runs first.
+    /// Search every run's whole conversation (subagents included), newest runs first:
+    /// the first 3 matching messages of each run, then a line saying there are more
+    /// (--run RUN shows every hit of one run, --all of every run).
     Search {
         /// The text to find (case-sensitive unless --ignore-case), or with --regex a
         /// regular expression.
@@ -55,6 +57,13 @@ pub enum HistoryCommand {
         /// Only this run (a folder name, a unique prefix, `last`, or a title).
         #[arg(long, value_name = "RUN")]
         run: Option<String>,
+        /// Show at most N matching messages of each run (by default 3; every hit with
+        /// --run, --all or --json).
+        #[arg(short = 'm', long, value_name = "N", conflicts_with = "all")]
+        max_per_run: Option<usize>,
+        /// Show every matching message of every run.
+        #[arg(long)]
+        all: bool,
         /// Print the hits as JSON.
         #[arg(long)]
         json: bool,
@@ -138,17 +147,29 @@ pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> 
             ignore_case,
             role,
             run,
+            max_per_run,
+            all,
             json,
         } => {
+            let shown = match max_per_run {
+                Some(0) => bail!("--max-per-run must be 1 or more"),
+                Some(limit) => Some(limit),
+                None if all || json || run.is_some() => None,
+                None => Some(DEFAULT_PER_RUN),
+            };
             let query = SearchQuery {
                 pattern: query,
                 regex,
                 ignore_case,
                 role: role.map(SearchRole::from),
-                first_per_run: false,
+                max_per_run: shown,
                 redactor: io.redactor,
             };
-            let found = search(runs, &query, run.as_deref(), json, io.color, io.out)?;
+            let view = SearchView {
+                json,
+                color: io.color,
+            };
+            let found = search(runs, &query, run.as_deref(), &view, io.out)?;
             Ok(if found { 0 } else { 1 })
         }
         HistoryCommand::Du { json } => done(du(runs, json, io.out)),
@@ -257,8 +278,7 @@ pub fn search(
     catalog: &dyn RunCatalog,
     query: &SearchQuery,
     only: Option<&str>,
-    json: bool,
-    color: bool,
+    view: &SearchView,
     out: &mut dyn Write,
 ) -> Result<bool> {
     let list = catalog.list()?;
@@ -276,7 +296,7 @@ pub fn search(
         }
     };
     let hits = catalog.search(&runs, query)?;
-    if json {
+    if view.json {
         let rows: Vec<_> = hits
             .iter()
             .map(|hit| {
@@ -294,6 +314,7 @@ pub fn search(
                     "snippet": hit.snippet,
                     "highlights": hit.highlights,
                     "matches": hit.matches,
+                    "moreInRun": hit.more_in_run,
                 })
             })
             .collect();
@@ -304,7 +325,11 @@ pub fn search(
         writeln!(out, "no matches")?;
         return Ok(false);
     }
-    let marks = if color { &COLOR_MARKS } else { &PLAIN_MARKS };
+    let marks = if view.color {
+        &COLOR_MARKS
+    } else {
+        &PLAIN_MARKS
+    };
     let tz = jiff::tz::TimeZone::system();
     let mut text = String::new();
     let mut current = None;
@@ -324,9 +349,26 @@ pub fn search(
             ));
         }
         text.push_str(&hit_line(hit, marks));
+        if hit.more_in_run {
+            text.push_str(&format!(
+                "  … more in this run (--run {} shows every match)\n",
+                visible(run.name())
+            ));
+        }
     }
     out.write_all(text.as_bytes())?;
     Ok(true)
+}
+
+/// How many matching messages of each run `reprise search` shows by default.
+pub const DEFAULT_PER_RUN: usize = 3;
+
+/// How `reprise search` shows its hits.
+pub struct SearchView {
+    /// As JSON, one object per hit.
+    pub json: bool,
+    /// Matches highlighted with terminal colours (else between « »).
+    pub color: bool,
 }
 
 /// One hit: `  role [agent]: snippet`, every piece from the run passed through

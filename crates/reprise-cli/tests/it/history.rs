@@ -444,6 +444,87 @@ async fn search_finds_what_the_person_typed_in_every_run_and_subagent_newest_fir
 }
 
 #[tokio::test]
+async fn search_shows_the_first_hits_of_each_run_and_says_where_there_are_more() {
+    let sandbox = Sandbox::new();
+    let runs = sandbox.runs_dir();
+    let says = |n: usize| Entry::message(Message::user(format!("lantern number {n}")));
+    let three = run_with(&runs, (1..=3).map(says).collect()).await.0;
+    let (seven, key) = run_with(&runs, (1..=5).map(says).collect()).await;
+    create_run_store(&seven)
+        .append(
+            &SessionKey::subagent(key.session_id(), "scout").unwrap(),
+            &[says(6), says(7)],
+        )
+        .await
+        .unwrap();
+    let numbers = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter_map(|line| line.split("lantern» number ").nth(1))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    // By default three per run, and a line under a run that has more.
+    let out = sandbox.run(&["search", "lantern"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(numbers(&out.stdout), ["1", "2", "3", "1", "2", "3"]);
+    let more = format!(
+        "  … more in this run (--run {} shows every match)",
+        name(&seven)
+    );
+    assert_eq!(
+        out.stdout.matches("more in this run").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let at = lines.iter().position(|line| *line == more).unwrap();
+    assert_eq!(
+        lines[at - 1],
+        "  user: «lantern» number 3",
+        "{}",
+        out.stdout
+    );
+    assert!(lines[at + 2].starts_with(&name(&three)), "{}", out.stdout);
+
+    // One run, --all, --max-per-run.
+    let out = sandbox
+        .run(&["search", "lantern", "--run", &name(&seven)], "")
+        .await;
+    assert_eq!(numbers(&out.stdout), ["1", "2", "3", "4", "5", "6", "7"]);
+    assert!(!out.stdout.contains("more in this run"), "{}", out.stdout);
+    let out = sandbox.run(&["search", "lantern", "--all"], "").await;
+    assert_eq!(numbers(&out.stdout).len(), 10, "{}", out.stdout);
+    let out = sandbox.run(&["search", "lantern", "-m", "5"], "").await;
+    assert_eq!(
+        numbers(&out.stdout),
+        ["1", "2", "3", "4", "5", "1", "2", "3"]
+    );
+    assert_contains!(out.stdout, &more);
+    let out = sandbox.run(&["search", "lantern", "-m", "0"], "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "--max-per-run must be 1 or more");
+    let out = sandbox
+        .run(&["search", "lantern", "-m", "2", "--all"], "")
+        .await;
+    assert_ne!(out.status, 0);
+
+    // JSON holds every hit unless limited, and marks a run's last hit kept.
+    let out = sandbox.run(&["search", "lantern", "--json"], "").await;
+    let hits: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|hit| hit["moreInRun"] == false));
+    let out = sandbox
+        .run(&["search", "lantern", "--json", "-m", "3"], "")
+        .await;
+    let hits: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    let more: Vec<bool> = hits.iter().map(|hit| hit["moreInRun"] == true).collect();
+    assert_eq!(more, [false, false, true, false, false, false]);
+}
+
+#[tokio::test]
 async fn du_lists_runs_largest_first_with_a_total() {
     let sandbox = Sandbox::new();
     let runs = sandbox.runs_dir();

@@ -26,7 +26,7 @@ fn query(pattern: &str) -> SearchQuery {
         regex: false,
         ignore_case: false,
         role: None,
-        first_per_run: false,
+        max_per_run: None,
         redactor: Redactor::new(),
     }
 }
@@ -225,12 +225,87 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
             &*catalog,
             &runs,
             &SearchQuery {
-                first_per_run: true,
+                max_per_run: Some(1),
                 ..ignoring_case("key")
             }
         ),
-        [key_maker, silver_key],
+        [key_maker.clone(), silver_key.clone()],
         "{check}: the first hit of each run"
+    );
+    assert_eq!(
+        seen(
+            &*catalog,
+            &runs,
+            &SearchQuery {
+                max_per_run: Some(2),
+                ..ignoring_case("key")
+            }
+        ),
+        [key_maker.clone(), silver_key.clone(), under_the_mat.clone()],
+        "{check}: the first two hits of each run"
+    );
+    // The last hit kept of a run that had more says so; a run within its limit not.
+    let more: Vec<bool> = catalog
+        .search(
+            &runs,
+            &SearchQuery {
+                max_per_run: Some(2),
+                ..ignoring_case("key")
+            },
+        )
+        .unwrap()
+        .iter()
+        .map(|hit| hit.more_in_run)
+        .collect();
+    assert_eq!(more, [false, false, true], "{check}: runs with more hits");
+    // The older run's only hit past four is a subagent's.
+    let more: Vec<bool> = catalog
+        .search(
+            &runs,
+            &SearchQuery {
+                max_per_run: Some(4),
+                ..ignoring_case("key")
+            },
+        )
+        .unwrap()
+        .iter()
+        .map(|hit| hit.more_in_run)
+        .collect();
+    assert_eq!(
+        more,
+        [false, false, false, false, true],
+        "{check}: more hits in a subagent's transcript"
+    );
+    // A run's limit counts its subagents' hits after its own.
+    assert_eq!(
+        seen(
+            &*catalog,
+            &runs,
+            &SearchQuery {
+                max_per_run: Some(4),
+                ..ignoring_case("key")
+            }
+        ),
+        [
+            key_maker.clone(),
+            silver_key.clone(),
+            under_the_mat.clone(),
+            read_file.clone(),
+            result.clone()
+        ],
+        "{check}: the first four hits of each run, subagents after the main transcript"
+    );
+    assert!(
+        seen(
+            &*catalog,
+            &runs,
+            &SearchQuery {
+                max_per_run: Some(0),
+                ..ignoring_case("key")
+            }
+        )
+        .is_empty(),
+        "{check}: no hit at all"
     );
     assert_eq!(
         seen(&*catalog, &runs[1..], &query("key")),
