@@ -216,6 +216,14 @@ fn run(
     for path in &mounts.read_only {
         mount_over_itself(path, true)?;
     }
+    // The working folder was entered before the mounts: when one now covers it,
+    // its paths would still lead below the mounts, past the read-only ones.
+    std::env::current_dir()
+        .and_then(|here| std::env::set_current_dir(&here))
+        .map_err(|source| SandboxError::Namespace {
+            step: "cannot enter the working folder again".to_owned(),
+            source,
+        })?;
     sandbox::restrict(sandbox::rules(confinement)?)?;
     let error = std::process::Command::new("sh")
         .arg("-c")

@@ -141,10 +141,11 @@ async fn with_the_trampoline_the_working_folder_is_writable_whole_but_the_runs_f
 }
 
 #[tokio::test]
-async fn in_the_namespace_a_command_is_the_same_user_and_cannot_unmount() {
+async fn in_the_namespace_a_command_is_the_same_user_and_cannot_get_around_the_mount() {
     assert_landlock();
     let folders = Folders::new();
     with_a_run(&folders);
+    let runs = folders.path("work/.run").canonicalize().unwrap();
     let run = run_command_tool(folders.workspace(), folders.settings());
     let output = call(&run, &serde_json("id -u; id -g")).await;
     let ids = format!(
@@ -161,6 +162,9 @@ async fn in_the_namespace_a_command_is_the_same_user_and_cannot_unmount() {
             "umount -l .run && echo x > .run/f",
             "mount -o remount,rw .run && echo x > .run/f",
             "mount --bind src .run && echo x > .run/f",
+            // The runs folder as the caller sees it, through its /proc entries.
+            &format!("echo x > /proc/$PPID/root{}/f", runs.display()),
+            "cd /proc/$PPID/cwd && echo x > f",
         ],
     )
     .await;
@@ -187,6 +191,25 @@ async fn a_runs_folder_deeper_down_cannot_be_moved_away() {
     let output = call(
         &run,
         &serde_json("touch state/x new.txt && rm state/x && echo ok"),
+    )
+    .await;
+    assert_eq!(output.content, "exit status 0\n--- stdout ---\nok");
+}
+
+#[tokio::test]
+async fn a_temporary_folder_holding_the_working_folder_leaves_the_runs_folder_read_only() {
+    assert_landlock();
+    let folders = Folders::new();
+    with_a_run(&folders);
+    let mut settings = folders.settings();
+    // The working folder lies on the way from the temporary folder to the runs
+    // folder, so it is mounted over itself, under the command's feet.
+    settings.sandbox.temp_dir = Some(folders.base.path().to_path_buf());
+    let run = run_command_tool(folders.workspace(), settings);
+    all_fail_and_leave_the_runs_folder(&run, &folders, &TAMPERING).await;
+    let output = call(
+        &run,
+        &serde_json("touch new.txt && echo x > ../outside/x && echo ok"),
     )
     .await;
     assert_eq!(output.content, "exit status 0\n--- stdout ---\nok");
