@@ -313,3 +313,42 @@ fn serde_json(command: &str) -> String {
         .collect();
     format!(r#"{{"command":"{escaped}"}}"#)
 }
+
+#[test]
+fn a_trampoline_that_cannot_set_the_sandbox_up_does_not_run_the_command() {
+    use std::os::unix::process::CommandExt;
+    let folders = Folders::new();
+    let trampoline = || {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_reprise-sandbox"));
+        command.arg0("reprise-sandbox-trampoline");
+        command
+    };
+    let missing = folders.path("work/missing");
+    let write = folders.path("work");
+    let output = trampoline()
+        .arg("--read-only")
+        .arg(&missing)
+        .arg("--write")
+        .arg(&write)
+        .args(["--", "echo ran"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    assert!(output.stdout.is_empty());
+    assert_contains!(
+        String::from_utf8_lossy(&output.stderr),
+        "reprise sandbox: cannot mount"
+    );
+    let output = trampoline().args(["--shell", "bash"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    assert_contains!(
+        String::from_utf8_lossy(&output.stderr),
+        "not started by run_command: unknown argument --shell"
+    );
+    let alone = std::process::Command::new(env!("CARGO_BIN_EXE_reprise-sandbox"))
+        .args(["--", "echo ran"])
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(alone.stdout.is_empty());
+}
