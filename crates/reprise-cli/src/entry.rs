@@ -227,9 +227,14 @@ async fn chat(
     }
     let root = std::env::current_dir().context("cannot read the working directory")?;
     let (ui_tx, ui_rx) = unbounded_channel();
-    if let Some(warning) =
-        crate::chat::builtins::sandbox_warning(&settings, reprise_tools::SandboxSupport::detect())
-    {
+    // Each command starts through this binary, which makes the runs folder
+    // read-only in a mount namespace of the command's own (see main.rs).
+    settings.run_command.sandbox.trampoline = std::env::current_exe().ok();
+    if let Some(warning) = crate::chat::builtins::sandbox_warning(
+        &settings,
+        reprise_tools::SandboxSupport::detect(),
+        crate::chat::builtins::protection(&settings, root.clone()),
+    ) {
         let _ = ui_tx.send(crate::chat::events::UiEvent::Warning(warning));
     }
     let opener = Opener {

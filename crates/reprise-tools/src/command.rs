@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CommandError, SandboxError};
 use crate::output::CappedOutput;
-use crate::sandbox::{self, SandboxSettings};
+use crate::protection::{self, Launch};
+use crate::sandbox::{self, SandboxSettings, SandboxSupport};
+use crate::trampoline;
 use crate::workspace::Workspace;
 
 /// How long a command may run when the call names no timeout.
@@ -143,6 +145,29 @@ impl Drop for GroupGuard {
     }
 }
 
+/// A command just started: its process group is killed when this is dropped, also
+/// before the call received it (a call dropped while the command starts).
+struct Started {
+    group: GroupGuard,
+    child: tokio::process::Child,
+    /// Whether Landlock confines it.
+    confined: bool,
+}
+
+impl Started {
+    fn new(child: tokio::process::Child, confined: bool) -> Started {
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw);
+        Started {
+            group: GroupGuard(group),
+            child,
+            confined,
+        }
+    }
+}
+
 /// Runs `command` with `sh -c` in the working folder, in the sandbox, for at most
 /// `timeout` (else the settings' default; never more than their maximum), until it
 /// ends or `cancel` fires. In every case the command's whole process group is
@@ -160,26 +185,16 @@ pub async fn run_command(
     if command.contains('\0') {
         return Err(CommandError::Nul);
     }
-    let mut shell = tokio::process::Command::new("sh");
-    shell
-        .arg("-c")
-        .arg(command)
-        .current_dir(workspace.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    for name in &settings.hidden_env {
-        shell.env_remove(name);
-    }
-    let (mut child, confined) = spawn_restricted(shell, workspace, &settings.sandbox).await?;
-    let mut group = GroupGuard(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw),
-    );
+    let shell = Shell {
+        command: command.to_owned(),
+        workspace: workspace.clone(),
+        hidden_env: settings.hidden_env.clone(),
+    };
+    let Started {
+        mut group,
+        mut child,
+        confined,
+    } = spawn_sandboxed(shell, &settings.sandbox).await?;
     let stdout = capture(child.stdout.take(), settings.output_cap);
     let stderr = capture(child.stderr.take(), settings.output_cap);
     let limit = timeout
@@ -202,31 +217,82 @@ pub async fn run_command(
     })
 }
 
-/// Starts `shell` from a thread that first builds the sandbox's rules (opening
-/// the folders they name, off the async threads) and restricts itself with them:
-/// the shell inherits the restriction; the thread ends right after.
-async fn spawn_restricted(
-    mut shell: tokio::process::Command,
-    workspace: &Workspace,
+/// What a command is run as: `sh -c command` in the working folder, in a process
+/// group of its own, without the hidden variables.
+struct Shell {
+    command: String,
+    workspace: Workspace,
+    hidden_env: Vec<String>,
+}
+
+impl Shell {
+    /// `started` (the shell, or the trampoline that becomes it) set up to run the
+    /// command.
+    fn prepare(&self, mut started: tokio::process::Command) -> tokio::process::Command {
+        started
+            .current_dir(self.workspace.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for name in &self.hidden_env {
+            started.env_remove(name);
+        }
+        started
+    }
+
+    /// Starts the command as `launch` says, on the calling thread (which a
+    /// [`Launch::Restricted`] restricts).
+    fn start(&self, launch: Launch) -> Result<Started, CommandError> {
+        match launch {
+            Launch::Restricted(confinement) => {
+                let confined = sandbox::restrict(sandbox::rules(&confinement)?)?;
+                let mut shell = tokio::process::Command::new("sh");
+                shell.arg("-c").arg(&self.command);
+                let child = self
+                    .prepare(shell)
+                    .spawn()
+                    .map_err(|source| CommandError::Spawn { source })?;
+                Ok(Started::new(child, confined))
+            }
+            Launch::Trampoline {
+                program,
+                mounts,
+                confinement,
+            } => {
+                let started =
+                    trampoline::command_for(&program, &mounts, &confinement, &self.command);
+                let child =
+                    self.prepare(started)
+                        .spawn()
+                        .map_err(|source| SandboxError::Trampoline {
+                            program: program.display().to_string(),
+                            source,
+                        })?;
+                Ok(Started::new(child, SandboxSupport::detect().files))
+            }
+        }
+    }
+}
+
+/// Starts `shell` from a thread that first plans the sandbox (reading the folders,
+/// off the async threads) and then starts the command: the thread restricts
+/// itself, so that the shell inherits the restriction, or starts the trampoline,
+/// which restricts itself. The thread ends right after.
+async fn spawn_sandboxed(
+    shell: Shell,
     settings: &SandboxSettings,
-) -> Result<(tokio::process::Child, bool), CommandError> {
+) -> Result<Started, CommandError> {
     let runtime = tokio::runtime::Handle::current();
     let (sender, receiver) = tokio::sync::oneshot::channel();
-    let (workspace, settings) = (workspace.clone(), settings.clone());
+    let settings = settings.clone();
     std::thread::Builder::new()
         .name("reprise-sandbox".to_owned())
         .spawn(move || {
             let _runtime = runtime.enter();
-            let started = sandbox::rules(&workspace, &settings)
-                .and_then(sandbox::restrict)
-                .map_err(CommandError::from)
-                .and_then(|confined| {
-                    shell
-                        .spawn()
-                        .map(|child| (child, confined))
-                        .map_err(|source| CommandError::Spawn { source })
-                });
-            let _ = sender.send(started);
+            let (_, launch) = protection::plan(&shell.workspace, &settings);
+            let _ = sender.send(shell.start(launch));
         })
         .map_err(|source| SandboxError::Thread { source })?;
     receiver.await.map_err(|_| SandboxError::Thread {

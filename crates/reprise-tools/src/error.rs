@@ -142,6 +142,31 @@ pub enum SandboxError {
     /// The kernel refused the rules.
     #[error("Landlock: {0}")]
     Landlock(#[from] landlock::RulesetError),
+    /// The sandbox trampoline could not be started.
+    #[error("cannot start the sandbox trampoline {program}: {source}")]
+    Trampoline {
+        /// The program named in the settings.
+        program: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The sandbox trampoline could not set up its namespaces, mounts or shell.
+    #[error("{step}: {source}")]
+    Namespace {
+        /// What it was doing.
+        step: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The sandbox trampoline was started with arguments it does not understand
+    /// (by something other than `run_command`).
+    #[error("not started by run_command: {message}")]
+    TrampolineArguments {
+        /// What is wrong with them.
+        message: String,
+    },
     /// The thread that starts the command in the sandbox could not be started, or
     /// went away.
     #[error("cannot start the sandboxed thread: {source}")]

@@ -23,6 +23,13 @@
 //! [`SandboxSupport::detect`] tells what the running kernel confines. Reads are not
 //! confined.
 //!
+//! A protected folder inside the working folder (the runs folder `.run`) is kept
+//! out by a mount namespace where it is read-only, made for each command by a
+//! trampoline program: a binary that calls [`run_trampoline_if_asked`] first thing
+//! in `main` and is named in [`SandboxSettings::trampoline`]. Without one, the
+//! working folder's entries are allowed one by one instead, and a command cannot
+//! create or remove entries at its top ([`Protection`]).
+//!
 //! ```no_run
 //! use reprise_tools::{CommandSettings, Workspace, builtin_tools};
 //!
@@ -35,16 +42,20 @@ pub mod command;
 mod error;
 pub mod files;
 mod output;
+mod protection;
 mod sandbox;
 mod tools;
+mod trampoline;
 mod workspace;
 
 pub use command::CommandSettings;
 pub use error::{CommandError, FileError, SandboxError};
 pub use output::CappedOutput;
+pub use protection::Protection;
 pub use sandbox::{SandboxSettings, SandboxSupport};
 pub use tools::{
     BUILTIN_TOOL_NAMES, builtin_tools, edit_file_tool, list_dir_tool, read_file_tool,
     run_command_tool, write_file_tool,
 };
+pub use trampoline::run_trampoline_if_asked;
 pub use workspace::Workspace;

@@ -5,14 +5,16 @@
 //!
 //! Landlock restricts the thread that asks and everything it starts afterwards. The
 //! command is started from a thread of its own that restricts itself first and ends
-//! once the command is started: no `unsafe` code runs between `fork` and `exec`,
+//! once the command is started, or by the trampoline, which restricts itself
+//! before it becomes the shell: no `unsafe` code runs between `fork` and `exec`,
 //! and the rest of the program stays unrestricted.
 //!
 //! Landlock adds rights; it cannot take a folder out of a tree it allows. When a
-//! protected folder lies inside a writable tree, the tree's entries are allowed one
-//! by one, all but the one that leads to the protected folder (and so on down to
-//! it): a command can then change what lies in those entries, but not add or
-//! remove entries directly in the folders on the way to the protected one.
+//! protected folder lies inside a writable tree and no mount namespace can keep it
+//! out ([`Protection`](crate::Protection)), the tree's entries are allowed one by
+//! one, all but the one that leads to the protected folder (and so on down to it): a
+//! command can then change what lies in those entries, but not add or remove
+//! entries directly in the folders on the way to the protected one.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +43,15 @@ pub struct SandboxSettings {
     /// The temporary folder a command may write in; by default
     /// [`std::env::temp_dir`].
     pub temp_dir: Option<PathBuf>,
+    /// The program that starts each command in a mount namespace where the
+    /// protected folders are read-only, so that the folders holding them can be
+    /// allowed whole: a binary that calls
+    /// [`run_trampoline_if_asked`](crate::run_trampoline_if_asked) first thing in
+    /// `main`, usually the program itself (`std::env::current_exe()`). Without
+    /// one, or where the system does not let it make namespaces, a protected folder
+    /// inside a writable one is kept out entry by entry
+    /// ([`Protection::EntryByEntry`](crate::Protection::EntryByEntry)).
+    pub trampoline: Option<PathBuf>,
 }
 
 /// What the running kernel lets the sandbox confine.
@@ -74,14 +85,48 @@ impl SandboxSupport {
     }
 }
 
-/// The rules for one command, built before it starts (opening the folders they
-/// name).
-pub(crate) fn rules(
-    workspace: &Workspace,
+/// What one command may change: the paths Landlock allows it to write (a folder
+/// with everything in it, a file alone), and whether it may use the network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Confinement {
+    /// The folders and files a command may write.
+    pub writable: Vec<PathBuf>,
+    /// Whether it may open TCP connections and reach abstract sockets.
+    pub network: bool,
+}
+
+/// The trees a command may write as they lie on the machine: the working folder,
+/// the temporary folder and the settings' folders.
+pub(crate) fn writable_trees(workspace: &Workspace, settings: &SandboxSettings) -> Vec<PathBuf> {
+    let temp = settings.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    [workspace.root_now(), real(&temp)]
+        .into_iter()
+        .chain(settings.writable.iter().map(|dir| real(dir)))
+        .collect()
+}
+
+/// What a command may change when Landlock alone must keep it out of `keep_out`:
+/// every tree whole, but those holding a folder of `keep_out`, whose entries are
+/// allowed one by one ([`writable_parts`]).
+pub(crate) fn confinement(
+    trees: &[PathBuf],
+    keep_out: &[PathBuf],
     settings: &SandboxSettings,
-) -> Result<RulesetCreated, SandboxError> {
+) -> Confinement {
+    Confinement {
+        writable: trees
+            .iter()
+            .flat_map(|tree| writable_parts(tree, keep_out))
+            .collect(),
+        network: settings.network,
+    }
+}
+
+/// The rules for one command, built before it starts (opening the paths they
+/// name).
+pub(crate) fn rules(confinement: &Confinement) -> Result<RulesetCreated, SandboxError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(RULES_ABI))?;
-    if !settings.network {
+    if !confinement.network {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(RULES_ABI))?
             .scope(Scope::AbstractUnixSocket)?;
@@ -93,22 +138,15 @@ pub(crate) fn rules(
     rules = rules.add_rule(PathBeneath::new(root, AccessFs::from_read(RULES_ABI)))?;
     let null = open_path(Path::new("/dev/null"))?;
     rules = rules.add_rule(PathBeneath::new(null, AccessFs::from_file(RULES_ABI)))?;
-    let temp = settings.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let protected = workspace.protected_now();
-    let trees = [workspace.root_now(), real(&temp)]
-        .into_iter()
-        .chain(settings.writable.iter().map(|dir| real(dir)));
-    for tree in trees {
-        for path in writable_parts(&tree, &protected) {
-            // A part gone since it was listed is not allowed.
-            let Ok(fd) = open_path(&path) else { continue };
-            let access = if is_dir(&fd) {
-                AccessFs::from_all(RULES_ABI)
-            } else {
-                AccessFs::from_file(RULES_ABI)
-            };
-            rules = rules.add_rule(PathBeneath::new(fd, access))?;
-        }
+    for path in &confinement.writable {
+        // A path gone since it was listed is not allowed.
+        let Ok(fd) = open_path(path) else { continue };
+        let access = if is_dir(&fd) {
+            AccessFs::from_all(RULES_ABI)
+        } else {
+            AccessFs::from_file(RULES_ABI)
+        };
+        rules = rules.add_rule(PathBeneath::new(fd, access))?;
     }
     Ok(rules)
 }
@@ -123,7 +161,7 @@ pub(crate) fn restrict(rules: RulesetCreated) -> Result<bool, SandboxError> {
 /// folders: `tree` itself when none lies inside it; else its entries but the one
 /// leading to a protected folder, whose own entries are looked at in turn. Links are
 /// never allowed (they would allow where they point).
-fn writable_parts(tree: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn writable_parts(tree: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
     if protected.iter().any(|dir| tree.starts_with(dir)) {
         return Vec::new();
     }

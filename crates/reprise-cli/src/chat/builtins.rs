@@ -6,22 +6,36 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reprise_agent::Tool;
-use reprise_tools::{SandboxSupport, Workspace, builtin_tools};
+use reprise_tools::{Protection, SandboxSupport, Workspace, builtin_tools};
 
 use crate::config::Settings;
 
 /// The built-in tools the config offers, working under `root`.
 pub fn chat_tools(settings: &Settings, root: PathBuf) -> Vec<Arc<dyn Tool>> {
-    let workspace = Workspace::new(root).protect(&settings.runs_dir);
-    builtin_tools(workspace, settings.run_command.clone())
+    builtin_tools(workspace(settings, root), settings.run_command.clone())
         .into_iter()
         .filter(|tool| settings.builtin_tools.contains(&tool.spec().name))
         .collect()
 }
 
+/// The tools' working folder `root`, without the runs folder.
+fn workspace(settings: &Settings, root: PathBuf) -> Workspace {
+    Workspace::new(root).protect(&settings.runs_dir)
+}
+
+/// How `run_command` keeps commands run in `root` out of the runs folder.
+pub fn protection(settings: &Settings, root: PathBuf) -> Protection {
+    Protection::detect(&workspace(settings, root), &settings.run_command.sandbox)
+}
+
 /// The warning the chat shows once at start when `run_command` is offered and the
-/// kernel cannot confine it as the config says; `None` when it can.
-pub fn sandbox_warning(settings: &Settings, support: SandboxSupport) -> Option<String> {
+/// system cannot confine it as the config says, or can keep it out of the runs
+/// folder only at a cost; `None` when it can.
+pub fn sandbox_warning(
+    settings: &Settings,
+    support: SandboxSupport,
+    protection: Protection,
+) -> Option<String> {
     if !settings
         .builtin_tools
         .iter()
@@ -36,14 +50,21 @@ pub fn sandbox_warning(settings: &Settings, support: SandboxSupport) -> Option<S
                 .to_owned(),
         );
     }
+    let mut limits = Vec::new();
     if !support.network && !settings.run_command.sandbox.network {
-        return Some(
+        limits.push(
             "run_command cannot keep commands off the network: this kernel's Landlock is older \
-             than ABI 4 (writes are confined)"
-                .to_owned(),
+             than ABI 4 (writes are confined)",
         );
     }
-    None
+    if protection == Protection::EntryByEntry {
+        limits.push(
+            "run_command cannot create or remove entries at the top of the working folder: \
+             the runs folder lies inside it, and this system does not let reprise make it \
+             read-only in a user namespace, so Landlock allows the other entries one by one",
+        );
+    }
+    (!limits.is_empty()).then(|| limits.join("; "))
 }
 
 #[cfg(test)]
@@ -94,16 +115,26 @@ mod tests {
             files: true,
             network: true,
         };
-        assert!(sandbox_warning(&all, none).unwrap().contains("unconfined"));
+        let mounted = Protection::MountNamespace;
+        let degraded = Protection::EntryByEntry;
+        let warning = |settings, support, protection| {
+            sandbox_warning(settings, support, protection).unwrap_or_default()
+        };
+        assert!(warning(&all, none, degraded).contains("unconfined"));
+        assert!(!warning(&all, none, degraded).contains("top of the working folder"));
+        assert!(warning(&all, files_only, mounted).contains("network"));
+        assert!(!warning(&all, files_only, mounted).contains("top of the working folder"));
+        let both_limits = warning(&all, files_only, degraded);
         assert!(
-            sandbox_warning(&all, files_only)
-                .unwrap()
-                .contains("network")
+            both_limits.contains("network") && both_limits.contains("top of the working folder"),
+            "{both_limits}"
         );
-        assert_eq!(sandbox_warning(&all, both), None);
+        assert!(warning(&all, both, degraded).contains("top of the working folder"));
+        assert_eq!(sandbox_warning(&all, both, mounted), None);
+        assert_eq!(sandbox_warning(&all, both, Protection::Unneeded), None);
         let networked = settings("[tools.run_command]\nnetwork = true\n");
-        assert_eq!(sandbox_warning(&networked, files_only), None);
+        assert_eq!(sandbox_warning(&networked, files_only, mounted), None);
         let no_commands = settings("builtin_tools = [\"read_file\"]\n");
-        assert_eq!(sandbox_warning(&no_commands, none), None);
+        assert_eq!(sandbox_warning(&no_commands, none, degraded), None);
     }
 }

@@ -21,6 +21,9 @@ fn tool_lines(stderr: &str) -> String {
 
 #[tokio::test]
 async fn the_model_writes_a_file_then_runs_a_command_that_cannot_touch_the_runs_folder() {
+    // The command makes a file at the top of the working folder, which holds the
+    // runs folder: reprise starts it through itself, in a mount namespace where the
+    // runs folder alone is read-only.
     let sandbox = Sandbox::new();
     std::fs::create_dir(sandbox.path().join("src")).unwrap();
     let server = ScriptedServer::start().await;
@@ -33,7 +36,7 @@ async fn the_model_writes_a_file_then_runs_a_command_that_cannot_touch_the_runs_
         Reply::tool_call(
             "call_2",
             "run_command",
-            r#"{"command":"cat src/hello.txt; echo made > src/made.txt; echo x > .run/tampered"}"#,
+            r#"{"command":"cat src/hello.txt; echo made > made.txt; echo x > .run/tampered"}"#,
         ),
         Reply::text("Done."),
     ]);
@@ -47,7 +50,7 @@ async fn the_model_writes_a_file_then_runs_a_command_that_cannot_touch_the_runs_
         "hello\n"
     );
     assert_eq!(
-        std::fs::read_to_string(sandbox.path().join("src/made.txt")).unwrap(),
+        std::fs::read_to_string(sandbox.path().join("made.txt")).unwrap(),
         "made\n"
     );
     assert!(!sandbox.runs_dir().join("tampered").exists());
@@ -59,7 +62,7 @@ async fn the_model_writes_a_file_then_runs_a_command_that_cannot_touch_the_runs_
     assert_eq!(
         result["content"],
         "exit status 2\n--- stdout ---\nhello\n--- stderr ---\n\
-         sh: 1: cannot create .run/tampered: Permission denied"
+         sh: 1: cannot create .run/tampered: Read-only file system"
     );
     let run = sandbox.conversations().remove(0);
     let decisions: Vec<(String, String)> = jsonl(&run.join("transcript.jsonl"))

@@ -59,15 +59,19 @@ async fn long_output_keeps_its_start_and_end() {
 #[tokio::test]
 async fn a_timeout_kills_the_whole_group() {
     let folders = Folders::new();
-    let run = run_command_tool(folders.workspace(), folders.settings());
-    let arguments = format!(r#"{{"command":"{SPAWNS_SLEEPERS}","timeout":1}}"#);
-    let output = call(&run, &arguments).await;
-    assert_eq!(
-        output.content,
-        "timed out after 1 s: the command and the processes it started were killed\n(no output)"
-    );
-    let group = std::fs::read_to_string(folders.path("work/src/pid")).unwrap();
-    group_dies(group.trim().parse().unwrap()).await;
+    // Started through the trampoline (which becomes the shell) and without it.
+    for settings in [folders.settings(), folders.settings_without_trampoline()] {
+        let run = run_command_tool(folders.workspace(), settings);
+        let arguments = format!(r#"{{"command":"{SPAWNS_SLEEPERS}","timeout":1}}"#);
+        let output = call(&run, &arguments).await;
+        assert_eq!(
+            output.content,
+            "timed out after 1 s: the command and the processes it started were killed\n\
+             (no output)"
+        );
+        let group = std::fs::read_to_string(folders.path("work/src/pid")).unwrap();
+        group_dies(group.trim().parse().unwrap()).await;
+    }
 }
 
 #[tokio::test]
