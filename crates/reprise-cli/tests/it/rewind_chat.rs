@@ -314,3 +314,69 @@ async fn fork_without_checkpoints_asks_nothing() {
     assert_contains!(all, "(forked into run");
     assert_eq!(last_user_texts(&server), ["hello", "more"]);
 }
+
+#[tokio::test]
+async fn show_marks_what_a_rewind_took_out_of_view_until_it_is_undone() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+        Reply::text("fourth answer"),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "one\ntwo\nthree\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox
+        .run(
+            &[
+                "rewind",
+                "last",
+                "--to",
+                "2",
+                "--conversation-only",
+                "--yes",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes", "--continue"], "four\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    insta::assert_snapshot!("show_of_a_rewound_run", out.stdout);
+    let rewound_texts = |json: &str| -> Vec<String> {
+        let rows: serde_json::Value = serde_json::from_str(json).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["rewound"] == true)
+            .map(|row| row["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let out = sandbox.run(&["show", "last", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        rewound_texts(&out.stdout),
+        ["two", "second answer", "three", "third answer"]
+    );
+    let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 8, "the same rows as before");
+
+    let out = sandbox
+        .run(&["rewind", "last", "--undo", "--yes"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains("│ "), "{}", out.stdout);
+    assert_contains!(out.stdout, "── undo of the last rewind");
+    let out = sandbox.run(&["show", "last", "--json"], "").await;
+    assert!(rewound_texts(&out.stdout).is_empty(), "{}", out.stdout);
+}
