@@ -83,6 +83,21 @@ fn screen_of(pty: &Pty, sandbox: &Sandbox) -> String {
         .join("\n")
 }
 
+/// The full screen on the latest run, redrawn.
+async fn continued(sandbox: &Sandbox, server: &ScriptedServer) -> Pty {
+    let base_url = server.base_url();
+    let pty = sandbox.pty(&[
+        "--base-url",
+        &base_url,
+        "--model",
+        "test-model",
+        "--yes",
+        "--continue",
+    ]);
+    pty.wait_text("(resumed the conversation of").await;
+    pty
+}
+
 fn rewind_entries(sandbox: &Sandbox) -> usize {
     let run = sandbox.conversations().remove(0);
     crate::support::jsonl(&run.join("conversation.jsonl"))
@@ -96,16 +111,7 @@ async fn rewind_in_the_full_screen_restores_files_drops_messages_and_undoes() {
     let sandbox = Sandbox::new();
     let server = ScriptedServer::start().await;
     let [written, edited] = write_then_edit(&sandbox, &server).await;
-    let base_url = server.base_url();
-    let mut pty = sandbox.pty(&[
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-        "--continue",
-    ]);
-    pty.wait_text("(resumed the conversation of").await;
+    let mut pty = continued(&sandbox, &server).await;
 
     // Esc closes the list and changes nothing.
     pty.line("/rewind");
@@ -170,16 +176,7 @@ async fn rewind_of_the_conversation_only_in_the_full_screen_keeps_the_files() {
     let sandbox = Sandbox::new();
     let server = ScriptedServer::start().await;
     let [_, edited] = write_then_edit(&sandbox, &server).await;
-    let base_url = server.base_url();
-    let mut pty = sandbox.pty(&[
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-        "--continue",
-    ]);
-    pty.wait_text("(resumed the conversation of").await;
+    let mut pty = continued(&sandbox, &server).await;
     pty.line("/rewind");
     pty.wait_text("1. write").await;
     pty.send(DOWN);
