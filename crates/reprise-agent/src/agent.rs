@@ -265,10 +265,39 @@ async fn open(
     store: Arc<dyn SessionStore>,
     session_id: String,
 ) -> Result<Agent, AgentError> {
-    let key = SessionKey::session(&session_id)?;
     check_unique_names(&config)?;
     let lock = store.lock(&session_id).await?;
+    let Loaded {
+        thread,
+        subagents,
+        warnings,
+    } = load_threads(&config, &store, &session_id).await?;
+    Ok(Agent {
+        config,
+        store,
+        session_id,
+        thread,
+        subagents,
+        warnings,
+        lock,
+    })
+}
 
+/// An agent's threads as read from its store.
+struct Loaded {
+    thread: Thread,
+    subagents: Vec<Arc<SubagentHandle>>,
+    warnings: Vec<LoadWarning>,
+}
+
+/// Reads the session `session_id` and its subagents' transcripts from `store` into
+/// threads (the caller holds the writer lock).
+async fn load_threads(
+    config: &AgentConfig,
+    store: &Arc<dyn SessionStore>,
+    session_id: &str,
+) -> Result<Loaded, AgentError> {
+    let key = SessionKey::session(session_id)?;
     let mut tools: Vec<(_, Callable)> = config
         .tools
         .iter()
@@ -279,8 +308,8 @@ async fn open(
     for subagent in &config.subagents {
         let thread = Thread::open(ThreadConfig {
             name: subagent.name.clone(),
-            key: SessionKey::subagent(&session_id, &subagent.name)?,
-            store: Arc::clone(&store),
+            key: SessionKey::subagent(session_id, &subagent.name)?,
+            store: Arc::clone(store),
             provider: subagent
                 .provider
                 .clone()
@@ -316,7 +345,7 @@ async fn open(
     let thread = Thread::open(ThreadConfig {
         name: config.name.clone(),
         key,
-        store: Arc::clone(&store),
+        store: Arc::clone(store),
         provider: Arc::clone(&config.provider),
         system: config.system.clone(),
         tools,
@@ -330,14 +359,10 @@ async fn open(
     // The main transcript's warnings first: they are the ones a person reads first.
     let mut all_warnings = thread.warnings().to_vec();
     all_warnings.extend(warnings);
-    Ok(Agent {
-        config,
-        store,
-        session_id,
+    Ok(Loaded {
         thread,
         subagents,
         warnings: all_warnings,
-        lock,
     })
 }
 
@@ -673,6 +698,22 @@ impl Agent {
             }
         }
         true
+    }
+
+    /// Reads the session back from the store, keeping the writer lock: what was
+    /// appended beside the agent through [`Agent::store`] (a rewind entry, which takes
+    /// messages out of the model's view) reaches the model's view. On an error the
+    /// agent stays as it was.
+    pub async fn reload(&mut self) -> Result<(), AgentError> {
+        let Loaded {
+            thread,
+            subagents,
+            warnings,
+        } = load_threads(&self.config, &self.store, &self.session_id).await?;
+        self.thread = thread;
+        self.subagents = subagents;
+        self.warnings = warnings;
+        Ok(())
     }
 
     /// Lets go of the session: when this returns, the writer lock is released in

@@ -154,3 +154,45 @@ async fn rewound_messages_leave_the_model_view_and_an_undo_brings_them_back() {
         ["one", "1", "two", "2", "three", "a", "four"]
     );
 }
+
+#[tokio::test]
+async fn a_rewind_appended_beside_an_open_agent_reaches_its_view_on_reload() {
+    let store = Arc::new(MemoryStore::new());
+    let key = SessionKey::session("s").unwrap();
+    let provider = MockProvider::new([answer("1"), answer("2"), answer("3")]);
+    let mut agent = Agent::builder(provider.clone())
+        .store(store.clone())
+        .open("s")
+        .await
+        .unwrap();
+    agent.run("one").await.unwrap();
+    agent.run("two").await.unwrap();
+    let second = agent.entries()[2].uuid;
+    // Appended through the agent's own store, under the lock it holds.
+    let rewind = Rewind {
+        to: Some(second),
+        ..Rewind::default()
+    }
+    .to_entry();
+    agent
+        .store()
+        .append(&key, std::slice::from_ref(&rewind))
+        .await
+        .unwrap();
+    assert_eq!(agent.messages().len(), 4, "not read back before the reload");
+    agent.reload().await.unwrap();
+    assert_eq!(agent.messages().len(), 2);
+    assert!(
+        matches!(
+            store.lock("s").await,
+            Err(reprise_session::StoreError::Locked { .. })
+        ),
+        "the reload keeps the writer lock"
+    );
+    agent.run("three").await.unwrap();
+    let sent: Vec<String> = request_messages(&provider.requests()[2])
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(sent, ["one", "1", "three"]);
+}

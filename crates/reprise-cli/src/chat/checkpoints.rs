@@ -61,7 +61,8 @@ pub fn run_workdir(run_dir: &Path, fallback: &Path) -> PathBuf {
 /// The chat's [`BeforeChanges`] hook: a checkpoint of the working folder before
 /// calls that may change it. The store is opened, and the working folder recorded
 /// in the run, at the first checkpoint: a run whose tools never change anything
-/// gets neither.
+/// gets neither. Clones share the store: `/rewind` restores through the same one.
+#[derive(Clone)]
 pub struct FolderCheckpoints {
     inner: Arc<Inner>,
 }
@@ -91,6 +92,36 @@ impl FolderCheckpoints {
                 ui,
             }),
         }
+    }
+}
+
+impl FolderCheckpoints {
+    /// Runs `work` on the run's checkpoint store (the one the chat's checkpoints
+    /// are taken with), off the async threads. Fails when the run has none.
+    pub async fn with_store<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut CheckpointStore) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = inner.store.lock().unwrap_or_else(PoisonError::into_inner);
+            let store = match &mut *guard {
+                Some(store) => store,
+                slot @ None => {
+                    if !inner.run_dir.join(STORE_DIR_NAME).is_dir() {
+                        anyhow::bail!("this run has no checkpoints of its working folder");
+                    }
+                    slot.insert(open_store(
+                        &inner.run_dir,
+                        &inner.workdir,
+                        inner.options.clone(),
+                    )?)
+                }
+            };
+            work(store)
+        })
+        .await
+        .context("the checkpoint store's work stopped")?
     }
 }
 

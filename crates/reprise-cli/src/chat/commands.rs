@@ -1,16 +1,22 @@
 //! The slash commands: what a typed line means, and the one dispatcher that both
 //! screens hand each line to.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
 use reprise_runs::{CatalogFork, RunCatalog, RunFolder, append_history_with};
 
 use crate::chat::events::UiEvent;
+use crate::chat::rewind_steps::{NOTHING_TO_REWIND, RewindMenu};
 use crate::chat::session::{ChatSession, Opener};
 
 /// The slash commands, for `/help`.
 pub const HELP: &str = "\
 /resume   pick an earlier run and continue its conversation
-/fork     continue in a copy of this conversation (a new run; this one is kept)
+/fork     continue in a copy of this conversation (a new run; this one is kept);
+          when the run has checkpoints, with a copy of its files in a new folder
+/rewind   take the conversation and/or the files back to before one of your
+          messages (or undo the last rewind)
 /rename   give this run a title (shown by /resume and `reprise runs`)
 /compact [what to keep]
           summarise the older part of the conversation for the model now
@@ -82,6 +88,8 @@ pub enum Line {
     Resume,
     /// `/fork`.
     Fork,
+    /// `/rewind`.
+    Rewind,
     /// `/rename TITLE` (an empty title removes it).
     Rename(String),
     /// `/compact [what to keep]`.
@@ -106,6 +114,7 @@ impl Line {
         match trimmed {
             "/resume" => Line::Resume,
             "/fork" => Line::Fork,
+            "/rewind" => Line::Rewind,
             "/rename" => Line::Rename(String::new()),
             other if other.starts_with("/rename ") => {
                 Line::Rename(other["/rename ".len()..].trim().to_owned())
@@ -171,6 +180,16 @@ pub enum Outcome {
         /// What to show.
         line: String,
     },
+    /// `/fork` in a run with checkpoints: the screen asks whether the copy gets the
+    /// files too, in a new folder (`default` offered), then calls [`fork`].
+    AskForkFiles {
+        /// The folder offered for the files.
+        default: PathBuf,
+    },
+    /// `/rewind`: the screen lets the person pick from `menu`, shows
+    /// [`ChatSession::prepare_rewind`]'s preview, and on a yes calls
+    /// [`ChatSession::rewind`].
+    PickRewind(RewindMenu),
     /// `/compact [what to keep]`: the screen runs [`ChatSession::compact`] as it
     /// runs a turn.
     Compact(Option<String>),
@@ -204,7 +223,17 @@ pub async fn dispatch(
         Line::Rename(title) => rename_run(&*opener.runs, &session.folder, &title)
             .await
             .map(Outcome::Notice),
-        Line::Fork => fork(opener, session).await,
+        Line::Fork => match fork_files_offer(session) {
+            Some(default) => Ok(Outcome::AskForkFiles { default }),
+            None => fork(opener, session, None).await,
+        },
+        Line::Rewind => session.rewind_menu().await.map(|menu| {
+            if menu.is_empty() {
+                Outcome::Notice(NOTHING_TO_REWIND.to_owned())
+            } else {
+                Outcome::PickRewind(menu)
+            }
+        }),
     };
     done.unwrap_or_else(|error| Outcome::Failed(format!("{error:#}")))
 }
@@ -225,13 +254,67 @@ pub async fn open_resumed(
     Ok(Some(opener.open(target).await?))
 }
 
-/// `/fork`: copies the conversation of `session` into a new run and opens it.
-async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
+/// The folder `/fork` offers for the copy's files, when the run has checkpoints
+/// of its working folder: `<workdir>-fork-N`, the first that does not exist.
+fn fork_files_offer(session: &ChatSession) -> Option<PathBuf> {
+    if !session
+        .folder
+        .dir
+        .join(reprise_checkpoint::STORE_DIR_NAME)
+        .is_dir()
+    {
+        return None;
+    }
+    let name = session.workdir.file_name()?.to_string_lossy().into_owned();
+    let parent = session.workdir.parent()?;
+    (1..10_000)
+        .map(|n| parent.join(format!("{name}-fork-{n}")))
+        .find(|dir| std::fs::symlink_metadata(dir).is_err())
+}
+
+/// `/fork`: copies the conversation of `session` into a new run and opens it; with
+/// `files`, the working folder as it is now is written into that folder (new or
+/// empty), where the new run's tools then work.
+pub async fn fork(opener: &Opener, session: &ChatSession, files: Option<&Path>) -> Result<Outcome> {
     let source = opener.runs.reopen(&session.folder)?;
     if source.session_id.is_none() {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
+    let files = match files {
+        Some(dir) => Some(crate::chat::fork_files::empty_destination(dir)?),
+        None => None,
+    };
+    let entries = match files {
+        Some(_) => session.stored_entries().await?,
+        None => Vec::new(),
+    };
     let copy = fork_into_new(opener, &source).await?;
+    let written = match &files {
+        Some(dir) => {
+            opener.runs.ensure_local_folder(&copy.folder)?;
+            let written = crate::chat::fork_files::fork_files(
+                crate::chat::fork_files::ForkFiles {
+                    source: &source.dir,
+                    target: &copy.folder.dir,
+                    entries: &entries,
+                    copied: entries.len(),
+                    dir,
+                    options: crate::chat::checkpoints::capture_options(&opener.settings),
+                },
+                &session.workdir,
+            );
+            match written {
+                Ok(written) => Some((dir, written)),
+                Err(error) => {
+                    return Err(error.context(format!(
+                        "run {} holds the copy of the conversation, without its files",
+                        copy.folder.name()
+                    )));
+                }
+            }
+        }
+        None => None,
+    };
     // The copy keeps the original's title, marked, so that the two can be told
     // apart in `reprise runs` and the /resume list.
     let title = match opener.runs.labels(&source).await?.and_then(|l| l.title) {
@@ -240,11 +323,19 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
     };
     opener.runs.set_title(&copy.folder, &title).await?;
     let mut next = opener.open_forked(copy).await?;
-    let line = format!(
+    let mut line = format!(
         "(forked into run {}; run {} is kept as it was)",
         next.run_name(),
         source.name()
     );
+    if let Some((dir, written)) = written {
+        line.push_str(&format!(
+            "\n(wrote the working folder's {} files, {} bytes, into {})",
+            written.files,
+            written.bytes,
+            dir.display()
+        ));
+    }
     next.log_line(&line);
     Ok(Outcome::Forked {
         session: Box::new(next),

@@ -11,6 +11,7 @@ pub mod events;
 pub mod fork_files;
 pub mod provider;
 pub mod rewind;
+pub mod rewind_steps;
 pub mod server_error;
 pub mod session;
 pub mod start;

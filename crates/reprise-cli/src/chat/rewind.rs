@@ -21,6 +21,31 @@ pub enum RewindPart {
     ConversationOnly,
 }
 
+impl RewindPart {
+    /// What the choice is called where a person picks it.
+    pub fn label(self) -> &'static str {
+        match self {
+            RewindPart::Both => "the conversation and the files",
+            RewindPart::ConversationOnly => "the conversation only (the files stay)",
+            RewindPart::FilesOnly => "the files only (the conversation stays)",
+        }
+    }
+
+    /// The choices at a message: the files' only when a checkpoint was taken
+    /// after it.
+    pub fn choices(files: bool) -> Vec<RewindPart> {
+        if files {
+            vec![
+                RewindPart::Both,
+                RewindPart::ConversationOnly,
+                RewindPart::FilesOnly,
+            ]
+        } else {
+            vec![RewindPart::ConversationOnly]
+        }
+    }
+}
+
 /// One of the person's messages in the model's view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PersonMessage {
@@ -236,6 +261,20 @@ pub fn preview_text(plan: &RewindPlan, preview: Option<&RestorePreview>) -> Stri
         let _ = writeln!(text, "  {} messages leave the model's view", plan.leaving);
     } else {
         text.push_str("  the conversation stays as it is\n");
+    }
+    text
+}
+
+/// [`preview_text`], then the working folder when files are restored: what both
+/// `reprise rewind` and `/rewind` show before asking (raw: escaped where shown).
+pub fn preview_with_folder(
+    plan: &RewindPlan,
+    preview: Option<&RestorePreview>,
+    workdir: &std::path::Path,
+) -> String {
+    let mut text = preview_text(plan, preview);
+    if preview.is_some() {
+        let _ = writeln!(text, "  working folder: {}", workdir.display());
     }
     text
 }

@@ -54,6 +54,8 @@ pub struct ChatSession {
     pub agent: Agent,
     /// Where the tools work, and what the checkpoints capture.
     pub workdir: PathBuf,
+    /// The checkpoints of `workdir` the chat takes (and `/rewind` restores).
+    pub checkpoints: crate::chat::checkpoints::FolderCheckpoints,
     log: SessionLog,
     transcript: Transcript,
     decisions: Decisions,
@@ -179,6 +181,12 @@ impl Opener {
         let window =
             crate::chat::context_window::window_for(&self.settings, &self.redactor, &folder.dir)
                 .await;
+        let checkpoints = crate::chat::checkpoints::FolderCheckpoints::new(
+            folder.dir.clone(),
+            workdir.clone(),
+            crate::chat::checkpoints::capture_options(&self.settings),
+            self.ui.clone(),
+        );
         let mut builder = Agent::builder(Arc::clone(&self.provider))
             .system(self.settings.system_prompt.clone())
             .tools(tools);
@@ -196,12 +204,7 @@ impl Opener {
             .context_window(window)
             .compact_threshold(self.settings.compact_threshold)
             .approver(approver)
-            .before_changes(Arc::new(crate::chat::checkpoints::FolderCheckpoints::new(
-                folder.dir.clone(),
-                workdir.clone(),
-                crate::chat::checkpoints::capture_options(&self.settings),
-                self.ui.clone(),
-            )))
+            .before_changes(Arc::new(checkpoints.clone()))
             .build()
             .await;
         let agent = match built {
@@ -228,6 +231,7 @@ impl Opener {
             folder,
             agent,
             workdir,
+            checkpoints,
             log,
             transcript,
             decisions,
@@ -317,6 +321,19 @@ impl ChatSession {
             .chain(self.agent.load_warnings().iter().map(ToString::to_string))
             .chain(self.notes.iter().cloned())
             .collect()
+    }
+
+    /// Every entry of the conversation as stored, those a rewind took out of the
+    /// model's view included (the agent holds only the others).
+    pub async fn stored_entries(&self) -> Result<Vec<reprise_session::Entry>> {
+        let key = reprise_session::SessionKey::session(self.agent.session_id())?;
+        Ok(self
+            .agent
+            .store()
+            .load(&key)
+            .await?
+            .unwrap_or_default()
+            .entries)
     }
 
     /// Writes a line to `session.log` (what the screen shows that is not a turn).

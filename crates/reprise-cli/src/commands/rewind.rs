@@ -10,7 +10,7 @@ use reprise_runs::RunCatalog;
 use reprise_session::SessionKey;
 
 use crate::chat::checkpoints::{capture_options, open_store, run_workdir};
-use crate::chat::rewind::{RewindPart, carry_out, plan_rewind, plan_undo, preview_text};
+use crate::chat::rewind::{RewindPart, carry_out, plan_rewind, plan_undo, preview_with_folder};
 use crate::config::Settings;
 use crate::display::terminal::visible;
 
@@ -97,11 +97,8 @@ pub async fn rewind(
         _ => None,
     };
     // File names and the recorded working folder come from outside: shown escaped.
-    write!(out, "{}", visible(&preview_text(&plan, preview.as_ref())))?;
-    if preview.is_some() {
-        let workdir = workdir.display().to_string();
-        writeln!(out, "  working folder: {}", visible(&workdir))?;
-    }
+    let text = preview_with_folder(&plan, preview.as_ref(), &workdir);
+    write!(out, "{}", visible(&text))?;
     if request.dry_run {
         writeln!(out, "(dry run: nothing changed)")?;
         return Ok(());

@@ -146,8 +146,10 @@ pub fn show(
 ) -> Result<()> {
     let run = source.find(spec)?;
     print_repairs(&run);
-    if options.tools {
-        return show_with_tools(source, &run, options, out);
+    // A rewind's marks need the whole conversation: the entry comes after what
+    // it took out of the model's view.
+    if options.tools || crate::commands::rewound_marks::may_hold_rewinds(&run) {
+        return show_entries(source, &run, options, out);
     }
     let calls = if options.subagents {
         crate::runs::subagents::past_calls(source, &run)?
@@ -199,11 +201,12 @@ pub fn show(
     Ok(())
 }
 
-/// `show` with the tool calls: the conversation read whole, each call after the
+/// `show` of the conversation read whole: with `tools`, each call after the
 /// reply that made it (`⚙ name arguments`), its result under it (`↳` the first line,
 /// `✗` for a failure), as the chat draws them; with `subagents`, a call to a subagent
-/// with all its work instead. Arguments and results pass the redactor.
-fn show_with_tools(
+/// with all its work instead. Arguments and results pass the redactor. What a
+/// rewind took out of the model's view is marked, and each rewind says what it did.
+fn show_entries(
     source: &dyn RunCatalog,
     run: &RunFolder,
     options: ShowOptions,
@@ -223,7 +226,11 @@ fn show_with_tools(
         .collect();
     let mut picker = reprise_runs::ConversationPicker::default();
     let mut rows: Vec<ShownRow> = Vec::new();
-    for entry in loaded.entries {
+    let marks = crate::commands::rewound_marks::RewoundMarks::of(&loaded.entries);
+    for (index, entry) in loaded.entries.into_iter().enumerate() {
+        if let Some(line) = marks.before.get(&index) {
+            rows.push(ShownRow::Mark(line.clone()));
+        }
         let (made, answered) = match entry.as_message() {
             Some(message) if message.role == Role::Assistant => (message.calls().to_vec(), None),
             Some(message) if message.role == Role::Tool => {
@@ -238,11 +245,15 @@ fn show_with_tools(
             _ => (Vec::new(), None),
         };
         if let Some(message) = picker.take(entry) {
-            rows.push(ShownRow::Message(message));
+            rows.push(ShownRow::Message(message, marks.hidden[index]));
+        }
+        if let Some(line) = marks.at.get(&index) {
+            rows.push(ShownRow::Mark(line.clone()));
         }
         for call in made {
             match delegated.get(call.id.as_str()) {
                 Some(past) => rows.push(ShownRow::Subagent(past.clone())),
+                None if !options.tools => {}
                 None => rows.push(ShownRow::Call {
                     id: call.id,
                     name: call.function.name,
@@ -251,6 +262,7 @@ fn show_with_tools(
             }
         }
         if let Some((id, body, failed, after_crash)) = answered
+            && options.tools
             && !delegated.contains_key(id.as_str())
         {
             rows.push(ShownRow::Result {
@@ -265,7 +277,9 @@ fn show_with_tools(
         let mut writer = ConversationJson::new(out);
         for row in &rows {
             match row {
-                ShownRow::Message(message) => writer.push(message),
+                ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
+                // The JSON keeps its rows: a rewound message says so itself.
+                ShownRow::Mark(_) => {}
                 ShownRow::Subagent(call) => writer.push_row(&past_call_json(call))?,
                 ShownRow::Call {
                     id,
@@ -294,7 +308,8 @@ fn show_with_tools(
         let mut writer = ConversationText::new(out);
         for row in &rows {
             match row {
-                ShownRow::Message(message) => writer.push(message),
+                ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
+                ShownRow::Mark(line) => writer.push_tool_line(&format!("{line}\n")),
                 ShownRow::Subagent(call) => writer.push_tool_line(&call.full_text()),
                 ShownRow::Call {
                     name, arguments, ..
@@ -330,8 +345,11 @@ fn show_with_tools(
 
 /// One thing `show` with the tool calls prints, in order.
 enum ShownRow {
-    /// What the conversation shows without the calls.
-    Message(ConversationMessage),
+    /// What the conversation shows without the calls, and whether a rewind took
+    /// it out of the model's view.
+    Message(ConversationMessage, bool),
+    /// A line about a rewind.
+    Mark(String),
     /// A call to a subagent, with its work.
     Subagent(crate::runs::subagents::PastCall),
     /// A tool call.
@@ -349,6 +367,9 @@ enum ShownRow {
         after_crash: Option<reprise_session::AfterCrash>,
     },
 }
+
+/// What each line of a message a rewind took out of the model's view starts with.
+const REWOUND_MARK: &str = "│ ";
 
 /// Output is written a megabyte at a time.
 const FLUSH_AT: usize = 1 << 20;
@@ -405,6 +426,22 @@ impl<'o> ConversationText<'o> {
         self.text.push_str(lines);
         self.after_tools = true;
         self.flush_full();
+    }
+
+    /// A message; one a rewind took out of the model's view has each line marked.
+    fn push_marked(&mut self, message: &ConversationMessage, rewound: bool) {
+        let start = self.text.len() + usize::from(self.after_tools);
+        self.push(message);
+        if rewound {
+            let block = self.text.split_off(start);
+            let body = block.strip_suffix("\n\n").unwrap_or(&block);
+            for line in body.lines() {
+                self.text.push_str(REWOUND_MARK);
+                self.text.push_str(line);
+                self.text.push('\n');
+            }
+            self.text.push('\n');
+        }
     }
 
     fn push(&mut self, message: &ConversationMessage) {
@@ -501,6 +538,11 @@ impl<'o> ConversationJson<'o> {
     }
 
     fn push(&mut self, message: &ConversationMessage) {
+        self.push_marked(message, false);
+    }
+
+    /// A message; one a rewind took out of the model's view gets `"rewound": true`.
+    fn push_marked(&mut self, message: &ConversationMessage, rewound: bool) {
         self.open_row();
         let json = &mut self.json;
         json.extend_from_slice(b"{\n");
@@ -511,6 +553,9 @@ impl<'o> ConversationJson<'o> {
                 push_json_string(json, role.as_str());
                 json.extend_from_slice(b",\n");
             }
+        }
+        if rewound {
+            json.extend_from_slice(b"    \"rewound\": true,\n");
         }
         json.extend_from_slice(b"    \"text\": ");
         push_json_string(json, &message.text);

@@ -11,9 +11,10 @@ use reprise_agent::AgentEvent;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
+use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, fork, open_resumed};
 use crate::chat::events::Answer;
 use crate::chat::events::UiEvent;
+use crate::chat::rewind_steps::{RewindChoice, RewindDone, RewindMenu};
 use crate::chat::session::AGAIN_QUESTION;
 use crate::chat::session::{ChatSession, Opener, TurnEnd};
 use crate::chat::start::{StartOptions, StartWith};
@@ -421,8 +422,22 @@ pub async fn run(
                 }
             }
         };
-        match dispatch(&opener, &session, &text, Remember::KnownAsTyped).await {
-            Outcome::Nothing => continue,
+        let mut outcome = dispatch(&opener, &session, &text, Remember::KnownAsTyped).await;
+        if let Outcome::AskForkFiles { default } = &outcome {
+            match fork_steps(&opener, &session, default, &mut lines, &mut printer).await {
+                Some(next) => outcome = next,
+                None => continue,
+            }
+        }
+        match outcome {
+            Outcome::Nothing | Outcome::AskForkFiles { .. } => continue,
+            Outcome::PickRewind(menu) => {
+                match rewind_steps(&mut session, menu, &mut lines, &mut printer).await {
+                    Ok(Some(done)) => printer.line(&done.line),
+                    Ok(None) => {}
+                    Err(error) => printer.line(&format!("✗ {error:#}")),
+                }
+            }
             Outcome::Exit => break,
             Outcome::Notice(text) | Outcome::Unknown(text) => printer.line(&text),
             Outcome::Failed(error) => printer.line(&format!("✗ {error}")),
@@ -454,6 +469,7 @@ pub async fn run(
             } => {
                 std::mem::replace(&mut session, *next).close().await;
                 printer.line(&line);
+                warn_load(&session, &mut printer);
                 finish_cut_turn(
                     &mut session,
                     &mut ui,
@@ -868,6 +884,148 @@ async fn pick_run(
             _ => printer.line(&format!("type a number from 1 to {}", rows.len())),
         }
     }
+}
+
+/// Whether a plain-mode answer cancels: an empty line, or Esc typed before Enter.
+fn cancels(answer: &str) -> bool {
+    answer.is_empty() || answer.contains('\x1b')
+}
+
+/// Asks until the answer is a number from 1 to `count`; `None` when cancelled.
+async fn ask_number(
+    question: &str,
+    count: usize,
+    lines: &mut Lines,
+    printer: &mut Printer,
+) -> Option<usize> {
+    loop {
+        printer.ask(question);
+        let answer = lines.next().await?;
+        let answer = answer.trim();
+        if cancels(answer) {
+            printer.line("(cancelled)");
+            return None;
+        }
+        match answer.parse::<usize>() {
+            Ok(n) if (1..=count).contains(&n) => return Some(n),
+            _ => printer.line(&format!("type a number from 1 to {count}")),
+        }
+    }
+}
+
+/// `/rewind`: the person's messages, newest first, then what to rewind, the
+/// preview and a question; `None` when cancelled or answered no.
+async fn rewind_steps(
+    session: &mut ChatSession,
+    menu: RewindMenu,
+    lines: &mut Lines,
+    printer: &mut Printer,
+) -> Result<Option<RewindDone>> {
+    let mut text = String::new();
+    if menu.undo {
+        text.push_str("  u. undo the last rewind\n");
+    }
+    for item in &menu.messages {
+        text.push_str(&format!(
+            "{:>3}. {}\n",
+            item.message.number,
+            crate::display::text::shorten(&one_line(&item.message.text), 70)
+        ));
+    }
+    printer.line(text.trim_end());
+    let question = if menu.undo {
+        "rewind to just before which message? (its number; u undoes the last rewind; empty cancels) "
+    } else {
+        "rewind to just before which message? (its number; empty cancels) "
+    };
+    let choice = loop {
+        printer.ask(question);
+        let Some(answer) = lines.next().await else {
+            return Ok(None);
+        };
+        let answer = answer.trim();
+        if cancels(answer) {
+            printer.line("(cancelled)");
+            return Ok(None);
+        }
+        if menu.undo && answer == "u" {
+            break RewindChoice::Undo;
+        }
+        let found = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| menu.messages.iter().find(|item| item.message.number == n));
+        let Some(item) = found else {
+            printer.line("type the number of one of the messages above");
+            continue;
+        };
+        let parts = item.parts();
+        let part = if parts.len() == 1 {
+            parts[0]
+        } else {
+            let listed: Vec<String> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, part)| format!("{:>3}. {}", i + 1, part.label()))
+                .collect();
+            printer.line(&listed.join("\n"));
+            let question = format!("rewind what? (1 to {}; empty cancels) ", parts.len());
+            match ask_number(&question, parts.len(), lines, printer).await {
+                Some(n) => parts[n - 1],
+                None => return Ok(None),
+            }
+        };
+        break RewindChoice::To {
+            number: item.message.number,
+            part,
+        };
+    };
+    let prepared = session.prepare_rewind(choice).await?;
+    printer.line(prepared.preview.trim_end());
+    printer.ask("go ahead? [y/N] ");
+    let answer = lines.next().await.unwrap_or_default();
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        printer.line("(nothing changed)");
+        return Ok(None);
+    }
+    session.rewind(prepared).await.map(Some)
+}
+
+/// `/fork` in a run with checkpoints: with a copy of the files (into the folder
+/// asked for, `default` offered) or the conversation only; `None` when cancelled.
+async fn fork_steps(
+    opener: &Opener,
+    session: &ChatSession,
+    default: &std::path::Path,
+    lines: &mut Lines,
+    printer: &mut Printer,
+) -> Option<Outcome> {
+    printer.line(&format!(
+        "  1. with a copy of the files, in a new folder\n  2. the conversation only (the copy works in {})",
+        session.workdir.display()
+    ));
+    let choice = ask_number("fork how? (1 or 2; empty cancels) ", 2, lines, printer).await?;
+    let dir = if choice == 1 {
+        printer.ask(&format!("folder for the files [{}]: ", default.display()));
+        let answer = lines.next().await?;
+        let answer = answer.trim();
+        if answer.contains('\x1b') {
+            printer.line("(cancelled)");
+            return None;
+        }
+        Some(if answer.is_empty() {
+            default.to_path_buf()
+        } else {
+            std::path::PathBuf::from(answer)
+        })
+    } else {
+        None
+    };
+    Some(
+        fork(opener, session, dir.as_deref())
+            .await
+            .unwrap_or_else(|error| Outcome::Failed(format!("{error:#}"))),
+    )
 }
 
 /// What follows the text of an attempt that failed and is tried again: it was

@@ -27,6 +27,7 @@ mod plain_mode;
 mod real_llama;
 mod redaction;
 mod rewind;
+mod rewind_chat;
 mod run_commands;
 mod run_leftovers;
 mod screens;

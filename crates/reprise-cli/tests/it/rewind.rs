@@ -12,7 +12,7 @@ use reprise_testkit::assert_contains;
 use reprise_testkit::{Reply, ScriptedServer};
 
 /// Every file under `dir` (but `.run`, `xdg` and `.git`) and its bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

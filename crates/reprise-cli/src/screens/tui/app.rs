@@ -28,6 +28,8 @@ use crate::chat::events::UiEvent;
 use crate::chat::session::{ChatSession, Opener, TurnEnd};
 use crate::chat::start::{StartOptions, StartWith};
 
+mod steps;
+
 /// Rows the inline viewport takes below the scrollback.
 const INLINE_HEIGHT: u16 = 14;
 
@@ -91,6 +93,8 @@ struct App {
     /// The run and number of entries the status line's context figure is for:
     /// estimating it again is only needed when they change.
     context_for: Option<(String, usize)>,
+    /// What the open menu, or the prompt's question, is for.
+    step: Option<steps::Step>,
 }
 
 /// Runs the full-screen (or inline) chat until the person leaves.
@@ -133,6 +137,7 @@ pub async fn run(
         inline,
         exit: false,
         context_for: None,
+        step: None,
     };
     app.view.input.history = history;
     for notice in notices {
@@ -343,6 +348,9 @@ impl App {
             }
             Action::Exit => self.exit = true,
             Action::Resume(name) => self.resume(&name).await,
+            Action::Chosen(index) => self.on_chosen(index).await,
+            Action::Answered(text) => self.on_answered(text).await,
+            Action::Dismissed => self.step = None,
             Action::Answer(answer) => {
                 if let Some(reply) = self.reply.take() {
                     let _ = reply.send(answer);
@@ -355,7 +363,11 @@ impl App {
     }
 
     async fn next_queued(&mut self) {
-        while self.running.is_none() && !self.exit && self.view.picker.is_none() {
+        while self.running.is_none()
+            && !self.exit
+            && self.view.picker.is_none()
+            && self.step.is_none()
+        {
             let Some(text) = self.queue.pop_front() else {
                 break;
             };
@@ -369,8 +381,16 @@ impl App {
         let Some(session) = self.session.as_ref() else {
             return;
         };
-        match dispatch(&self.opener, session, &text, Remember::EveryLineTrimmed).await {
+        let outcome = dispatch(&self.opener, session, &text, Remember::EveryLineTrimmed).await;
+        self.on_outcome(outcome).await;
+    }
+
+    /// Does what a command's outcome asks of the screen.
+    async fn on_outcome(&mut self, outcome: Outcome) {
+        match outcome {
             Outcome::Nothing => {}
+            Outcome::PickRewind(menu) => self.open_rewind(menu),
+            Outcome::AskForkFiles { default } => self.open_fork_choice(default),
             Outcome::Exit => self.exit = true,
             Outcome::Notice(text) => self.view.items.push(Item::Notice(text)),
             Outcome::Unknown(text) | Outcome::Failed(text) => {
@@ -383,6 +403,7 @@ impl App {
             } => {
                 self.switch_to(*next).await;
                 self.view.items.push(Item::Notice(line));
+                self.show_load_warnings();
                 self.finish_cut_turn();
             }
             Outcome::Compact(focus) => self.start_compaction(focus),
@@ -765,7 +786,19 @@ impl App {
 
     /// Redraws the resumed run's conversation, then the resumed line.
     fn show_resumed(&mut self) {
+        self.redraw_conversation();
         let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        let line = crate::chat::start::resumed_line(&*self.opener.runs, &session.folder);
+        session.log_line(&line);
+        self.view.items.push(Item::Notice(line));
+    }
+
+    /// Draws the session's conversation (as the agent holds it: what a rewind took
+    /// out of the model's view is not drawn) after the items shown.
+    fn redraw_conversation(&mut self) {
+        let Some(session) = self.session.as_ref() else {
             return;
         };
         let calls: Vec<_> = match crate::runs::subagents::past_calls_of(
@@ -801,9 +834,6 @@ impl App {
         self.view
             .work
             .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
-        let line = crate::chat::start::resumed_line(&*self.opener.runs, &session.folder);
-        session.log_line(&line);
-        self.view.items.push(Item::Notice(line));
     }
 
     fn show_load_warnings(&mut self) {

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
-use super::view::{ChatView, Item, Picker, Question, SubagentWork, ToolView};
+use super::view::{ChatView, Item, Menu, Picker, Question, SubagentWork, ToolView};
 use super::wrap::{wrap_line, wrap_lines};
 use crate::chat::start::PickerRow;
 use crate::display::terminal::visible;
@@ -83,6 +83,8 @@ fn bottom_height(view: &ChatView, area: Rect) -> u16 {
         picker.visible().len().clamp(1, 10) + 3
     } else if view.question.is_some() {
         4
+    } else if let Some(menu) = &view.menu {
+        menu_text_lines(menu).len() + menu.options.len().max(1) + 2
     } else {
         view.input.text.split('\n').count().min(6) + 2
     };
@@ -96,6 +98,8 @@ fn draw_bottom(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
         draw_picker(frame, picker, area);
     } else if let Some(question) = &view.question {
         draw_question(frame, question, area);
+    } else if let Some(menu) = &view.menu {
+        draw_menu(frame, menu, area);
     } else {
         draw_input(frame, view, area);
     }
@@ -393,7 +397,13 @@ fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(DIM)
-        .title(Span::styled(" /help · /resume · Ctrl-D exits ", DIM));
+        .title(match &view.asking {
+            Some(question) => Span::styled(
+                format!(" {} · Enter · Esc cancels ", screen_text(question)),
+                Style::new().fg(Color::Cyan),
+            ),
+            None => Span::styled(" /help · /resume · Ctrl-D exits ", DIM),
+        });
     let inner = block.inner(area);
     // A line recalled from history.jsonl comes from disk: shown escaped, with the
     // cursor placed in the escaped text.
@@ -422,7 +432,7 @@ fn draw_input(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
             .scroll((0, u16::try_from(hscroll).unwrap_or(0))),
         area,
     );
-    if view.picker.is_none() && view.question.is_none() {
+    if view.picker.is_none() && view.question.is_none() && view.menu.is_none() {
         let x = inner.x + u16::try_from(cursor_col - hscroll).unwrap_or(0);
         let y = inner.y + u16::try_from(cursor_row - top).unwrap_or(0);
         frame.set_cursor_position((x.min(inner.right().saturating_sub(1)), y));
@@ -459,6 +469,70 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
             Span::styled(format!("{marker}{date}  "), style),
             Span::styled(shorten(&one_line(&screen_text(row_text(row))), room), style),
         ]));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The lines of a menu's text (none when it has none).
+fn menu_text_lines(menu: &Menu) -> Vec<String> {
+    if menu.text.trim().is_empty() {
+        return Vec::new();
+    }
+    screen_text(menu.text.trim_end())
+        .split('\n')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A menu: its text first, cut to leave room for the choices, which are always
+/// shown (scrolled to keep the highlighted one in view).
+fn draw_menu(frame: &mut Frame<'_>, menu: &Menu, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::new().fg(Color::Cyan))
+        .title(format!(
+            " {} · ↑/↓ Enter · Esc cancels ",
+            screen_text(&menu.title)
+        ));
+    let inner = block.inner(area);
+    let height = usize::from(inner.height).max(1);
+    let width = usize::from(inner.width);
+    let choices = menu.options.len().clamp(1, height);
+    let text = menu_text_lines(menu);
+    let room = height - choices;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if text.len() > room {
+        let shown = room.saturating_sub(1);
+        lines.extend(
+            text[..shown]
+                .iter()
+                .map(|line| Line::raw(shorten(line, width))),
+        );
+        if room > 0 {
+            lines.push(Line::styled(
+                format!("  … {} more lines", text.len() - shown),
+                DIM,
+            ));
+        }
+    } else {
+        lines.extend(text.iter().map(|line| Line::raw(shorten(line, width))));
+    }
+    let first = (menu.selected + 1).saturating_sub(choices);
+    for (i, option) in menu.options.iter().enumerate().skip(first).take(choices) {
+        let selected = i == menu.selected;
+        let style = if selected {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        let marker = if selected { "› " } else { "  " };
+        lines.push(Line::styled(
+            format!(
+                "{marker}{}",
+                shorten(&one_line(&screen_text(option)), width.saturating_sub(2))
+            ),
+            style,
+        ));
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }

@@ -136,7 +136,8 @@ impl Input {
         }
     }
 
-    fn set(&mut self, text: String) {
+    /// Puts `text` in the box, the cursor at its end.
+    pub fn set(&mut self, text: String) {
         self.cursor = text.chars().count();
         self.text = text;
     }
@@ -223,6 +224,20 @@ impl Picker {
     }
 }
 
+/// A list to choose from in place of the prompt (the steps of `/rewind` and
+/// `/fork`): a text above it (a preview), then the choices.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Menu {
+    /// What the box is titled.
+    pub title: String,
+    /// Lines shown above the choices (may be empty).
+    pub text: String,
+    /// The choices.
+    pub options: Vec<String>,
+    /// The highlighted choice.
+    pub selected: usize,
+}
+
 /// A step-gate question: may this tool call run?
 #[derive(Clone, Debug, PartialEq)]
 pub struct Question {
@@ -262,6 +277,11 @@ pub struct ChatView {
     pub picker: Option<Picker>,
     /// A step-gate question waiting for an answer.
     pub question: Option<Question>,
+    /// A list to choose from, when open.
+    pub menu: Option<Menu>,
+    /// While the prompt holds an answer rather than a message: what is asked (the
+    /// box's title). Enter gives [`Action::Answered`], Esc [`Action::Dismissed`].
+    pub asking: Option<String>,
     /// How many lines the conversation is scrolled up from the bottom.
     pub scroll: usize,
     /// The model's name, for the status line.
@@ -290,6 +310,12 @@ pub enum Action {
     Resume(String),
     /// The answer to the open question.
     Answer(Answer),
+    /// The choice picked in the open menu (its index).
+    Chosen(usize),
+    /// The text typed at the prompt while it asked.
+    Answered(String),
+    /// The open menu or question of the prompt was closed without an answer.
+    Dismissed,
 }
 
 impl ChatView {
@@ -415,6 +441,31 @@ impl ChatView {
         if self.picker.is_some() {
             return self.on_picker_key(key);
         }
+        if self.menu.is_some() {
+            return self.on_menu_key(key);
+        }
+        if self.asking.is_some() {
+            match key.code {
+                KeyCode::Esc => {
+                    self.asking = None;
+                    self.input.set(String::new());
+                    return Some(Action::Dismissed);
+                }
+                KeyCode::Char('c') if ctrl => {
+                    self.asking = None;
+                    self.input.set(String::new());
+                    return Some(Action::Dismissed);
+                }
+                KeyCode::Enter => {
+                    self.asking = None;
+                    let text = std::mem::take(&mut self.input.text);
+                    self.input.cursor = 0;
+                    return Some(Action::Answered(text));
+                }
+                KeyCode::Up | KeyCode::Down => return None,
+                _ => {}
+            }
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => {
                 if self.busy.is_some() {
@@ -504,6 +555,37 @@ impl ChatView {
             KeyCode::PageDown => {
                 self.scroll = self.scroll.saturating_sub(10);
                 None
+            }
+            _ => None,
+        }
+    }
+
+    fn on_menu_key(&mut self, key: KeyEvent) -> Option<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let menu = self.menu.as_mut()?;
+        match key.code {
+            KeyCode::Esc => {
+                self.menu = None;
+                Some(Action::Dismissed)
+            }
+            KeyCode::Char('c') if ctrl => {
+                self.menu = None;
+                Some(Action::Dismissed)
+            }
+            KeyCode::Up => {
+                menu.selected = menu.selected.saturating_sub(1);
+                None
+            }
+            KeyCode::Down => {
+                if menu.selected + 1 < menu.options.len() {
+                    menu.selected += 1;
+                }
+                None
+            }
+            KeyCode::Enter if !menu.options.is_empty() => {
+                let chosen = menu.selected.min(menu.options.len() - 1);
+                self.menu = None;
+                Some(Action::Chosen(chosen))
             }
             _ => None,
         }
