@@ -2,9 +2,10 @@
 //! screens hand each line to.
 
 use anyhow::Result;
-use reprise_runs::{CatalogFork, RunCatalog, RunFolder, append_history_with};
+use reprise_runs::{RunCatalog, RunFolder, append_history_with};
 
 use crate::chat::events::UiEvent;
+use crate::chat::fork_checkpoints::{Forked, fork_with_checkpoints};
 use crate::chat::session::{ChatSession, Opener};
 
 /// The slash commands, for `/help`.
@@ -231,7 +232,8 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
     if source.session_id.is_none() {
         anyhow::bail!("nothing to fork yet: this conversation is empty");
     }
-    let copy = fork_into_new(opener, &source).await?;
+    let forked = fork_into_new(opener, &source).await?;
+    let copy = forked.fork;
     // The copy keeps the original's title, marked, so that the two can be told
     // apart in `reprise runs` and the /resume list.
     let title = match opener.runs.labels(&source).await?.and_then(|l| l.title) {
@@ -240,6 +242,9 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
     };
     opener.runs.set_title(&copy.folder, &title).await?;
     let mut next = opener.open_forked(copy).await?;
+    if let Some(warning) = forked.warning {
+        next.add_note(warning);
+    }
     let line = format!(
         "(forked into run {}; run {} is kept as it was)",
         next.run_name(),
@@ -252,11 +257,11 @@ async fn fork(opener: &Opener, session: &ChatSession) -> Result<Outcome> {
     })
 }
 
-/// Copies a run's conversation into a new run folder.
-async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<CatalogFork> {
+/// Copies a run's conversation, and the checkpoints it names, into a new run folder.
+async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<Forked> {
     // Made by the fork itself, whole: a fork cut short leaves no run folder behind.
     let target = reprise_runs::new_run_folder(&opener.settings.runs_dir)?;
-    Ok(opener.runs.fork(source, target, None).await?)
+    fork_with_checkpoints(opener.runs.as_ref(), source, target, None, &[]).await
 }
 
 #[cfg(test)]

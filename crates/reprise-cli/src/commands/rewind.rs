@@ -79,8 +79,10 @@ pub async fn rewind(
         Some(_) => {
             if !run.dir.join(reprise_checkpoint::STORE_DIR_NAME).is_dir() {
                 bail!(
-                    "run {} has no checkpoints of its working folder",
-                    run.name()
+                    "run {} has no checkpoints of its working folder here (they are kept in \
+                     the run's local folder, {}, on the machine that took them)",
+                    run.name(),
+                    run.dir.display()
                 );
             }
             Some(open_store(&run.dir, &workdir, capture_options(settings))?)

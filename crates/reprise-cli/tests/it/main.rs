@@ -14,6 +14,7 @@ mod database;
 mod docs;
 mod export;
 mod failing_disk;
+mod fork_checkpoints;
 mod fs_errors;
 mod full_screen;
 mod history;
