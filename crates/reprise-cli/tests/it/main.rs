@@ -28,6 +28,7 @@ mod plain_mode;
 mod real_llama;
 mod redaction;
 mod rewind;
+mod rewind_kills;
 mod run_commands;
 mod run_leftovers;
 mod screens;
