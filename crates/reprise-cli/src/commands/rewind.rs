@@ -53,7 +53,7 @@ pub async fn rewind(
     };
     let store = runs.store_for(&run, &reprise_redact::Redactor::new().with_env_secrets());
     // A run open in a chat is not rewound under it.
-    let _lock = match store.lock(session_id).await {
+    let lock = match store.lock(session_id).await {
         Ok(lock) => lock,
         Err(error @ reprise_session::StoreError::Locked { .. }) => {
             return Err(anyhow::Error::from(error).context(format!(
@@ -106,14 +106,18 @@ pub async fn rewind(
     }
     if request.dry_run {
         writeln!(out, "(dry run: nothing changed)")?;
+        lock.release().await?;
         return Ok(());
     }
     if !request.yes && !confirm(ask, out)? {
         writeln!(out, "nothing changed")?;
+        lock.release().await?;
         return Ok(());
     }
     let entry = carry_out(&plan, checkpoints.as_mut())?;
     store.append(&key, std::slice::from_ref(&entry)).await?;
+    // Released now: in a database the lease would keep the run "in use" a while.
+    lock.release().await?;
     store.close().await?;
     report_done(out, run.name(), request.undo, &workdir)
 }
