@@ -2,7 +2,8 @@
 //! 120): `reprise rewind` SIGKILLed at random moments of a files rewind of a
 //! folder of 1,500 files and 8 MB, then the chat SIGKILLed while its turns
 //! checkpoint that folder, with the rules of `tests/it/rewind_kills.rs` checked
-//! after each kill. Two kills of three are of rewinds. Prints where the kills fell;
+//! after each kill. Two kills of three are of rewinds; runs that finish before
+//! their kill are not counted. Prints where the kills fell;
 //! a broken rule panics. Data goes under `target/bench-tmp/rewind-kills`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed bench run
 
@@ -22,15 +23,21 @@ fn main() {
     let rewinds = kills.div_ceil(3) * 2;
     let chats = kills.saturating_sub(rewinds);
     let mut soak = runtime.block_on(rewind_kills::RewindSoak::new(&root));
-    for _ in 0..rewinds {
-        runtime.block_on(soak.kill_rewind());
+    // Until that many kills landed: a command that finishes first is not counted.
+    let (mut rewinds_killed, mut rewind_runs) = (0, 0);
+    while rewinds_killed < rewinds {
+        rewinds_killed += usize::from(runtime.block_on(soak.kill_rewind()));
+        rewind_runs += 1;
     }
-    for _ in 0..chats {
-        runtime.block_on(soak.kill_chat());
+    let (mut chats_killed, mut chat_runs) = (0, 0);
+    while chats_killed < chats {
+        chats_killed += usize::from(runtime.block_on(soak.kill_chat()));
+        chat_runs += 1;
     }
     println!(
-        "rewind kills: {rewinds} rewinds and {chats} chats killed, {} checkpoints walked, \
-         every rule held ({:.1} s)",
+        "rewind kills: {rewinds_killed} rewinds killed (of {rewind_runs} run) and \
+         {chats_killed} chats killed (of {chat_runs} run), {} checkpoints walked, every rule \
+         held ({:.1} s)",
         soak.walked,
         started.elapsed().as_secs_f64()
     );

@@ -403,8 +403,9 @@ impl RewindSoak {
     }
 
     /// One rewind B → A killed at a random moment, the next command run, the rules
-    /// checked; the folder put back to B.
-    pub async fn kill_rewind(&mut self) {
+    /// checked; the folder put back to B. Whether it was killed (it may finish
+    /// first).
+    pub async fn kill_rewind(&mut self) -> bool {
         let mut child = self.rewind(&["--yes"]);
         let journal_path = self.store().join("restore.journal");
         // Half the kills at any moment, half once the restore has begun.
@@ -459,12 +460,13 @@ impl RewindSoak {
             write_b(&self.dir);
             assert_eq!(tree(&self.dir), self.b);
         }
+        killed
     }
 
     /// One chat turn whose checkpoint stores the files changed by hand, killed at
     /// a random moment; `--continue` opens the run again and the checkpoints are
-    /// checked.
-    pub async fn kill_chat(&mut self) {
+    /// checked. Whether it was killed.
+    pub async fn kill_chat(&mut self) -> bool {
         self.rounds += 1;
         write_round(&self.dir, self.rounds);
         let named = named_checkpoints(&self.entries()).len();
@@ -489,7 +491,7 @@ impl RewindSoak {
             let delay = Duration::from_micros(jitter(window));
             Self::kill_when(&mut child, || true, delay).await
         } else {
-            let delay = Duration::from_micros(jitter(self.chat_time.as_micros() as u64 / 2));
+            let delay = Duration::from_micros(jitter(self.chat_time.as_micros() as u64 / 4));
             Self::kill_when(&mut child, || has_temp_files(&store), delay).await
         };
         let moment = if !killed {
@@ -509,6 +511,7 @@ impl RewindSoak {
             String::from_utf8_lossy(&out.stderr)
         );
         self.check_checkpoints();
+        killed
     }
 }
 
@@ -531,12 +534,14 @@ fn has_temp_files(store: &Path) -> bool {
 async fn kills_of_rewinds_and_checkpoints_never_leave_half_a_folder_or_a_missing_object() {
     let dir = tempfile::tempdir().unwrap();
     let mut soak = RewindSoak::new(dir.path()).await;
+    let mut killed = 0;
     for _ in 0..4 {
-        soak.kill_rewind().await;
+        killed += usize::from(soak.kill_rewind().await);
     }
     for _ in 0..2 {
-        soak.kill_chat().await;
+        killed += usize::from(soak.kill_chat().await);
     }
+    assert!(killed >= 1, "nothing was killed");
     for (moment, count) in REWIND_MOMENTS.iter().zip(soak.rewind_moments) {
         eprintln!("{count} rewind kills {moment}");
     }
