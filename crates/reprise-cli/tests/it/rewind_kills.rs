@@ -387,7 +387,14 @@ impl RewindSoak {
         let mut deadline = None;
         loop {
             if let Some(status) = child.try_wait().unwrap() {
-                assert!(status.success(), "the command failed before its kill");
+                if !status.success() {
+                    let mut stderr = String::new();
+                    if let Some(mut pipe) = child.stderr.take() {
+                        let _ =
+                            tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut stderr).await;
+                    }
+                    panic!("the command failed before its kill ({status}): {stderr}");
+                }
                 return false;
             }
             if deadline.is_none() && aim() {
