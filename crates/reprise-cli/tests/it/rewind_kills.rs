@@ -331,6 +331,10 @@ impl RewindSoak {
             &base_url,
             "--model",
             "test-model",
+            // The scripted model answers no summary: the long conversation of many
+            // rounds is never compacted.
+            "--context-window",
+            "100000000",
         ];
         if !self.run.as_os_str().is_empty() {
             args.push("--continue");
