@@ -42,6 +42,7 @@ mod journal;
 mod objects;
 mod record;
 mod scan;
+mod share;
 mod stat_cache;
 mod store;
 mod store_file;
@@ -49,6 +50,7 @@ mod tree;
 
 pub use error::CheckpointError;
 pub use id::{CheckpointId, InvalidCheckpointId};
+pub use share::share_checkpoints;
 pub use store::{
     CaptureOptions, Checkpoint, CheckpointStore, DEFAULT_MAX_FILE_SIZE, Materialized,
     RestorePreview, Restored, STORE_DIR_NAME,

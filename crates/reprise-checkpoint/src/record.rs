@@ -1,7 +1,9 @@
 //! Checkpoint records: the object naming a checkpoint's root tree, with what the
 //! capture counted. Its SHA-256 is the checkpoint's id.
 
-use crate::id::ObjectId;
+use crate::error::CheckpointError;
+use crate::id::{CheckpointId, ObjectId};
+use crate::objects::Objects;
 
 /// The format number written in every record.
 pub(crate) const FORMAT: u32 = 1;
@@ -30,4 +32,14 @@ pub(crate) struct Record {
 pub(crate) enum RecordKind {
     /// The only kind.
     Checkpoint,
+}
+
+/// Reads the record of checkpoint `id` from `objects`.
+pub(crate) fn read(objects: &Objects, id: &CheckpointId) -> Result<Record, CheckpointError> {
+    let bytes = objects.read(&id.0, RECORD_LIMIT)?;
+    serde_json::from_slice(&bytes).map_err(|source| CheckpointError::BadRecord {
+        id: *id,
+        dir: objects.dir().to_path_buf(),
+        source,
+    })
 }

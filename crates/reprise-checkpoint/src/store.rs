@@ -9,9 +9,10 @@ use crate::error::{CheckpointError, io_err};
 use crate::folder::Folder;
 use crate::id::{CheckpointId, ObjectId};
 use crate::journal::{self, Journal};
-use crate::objects::{Batch, Objects};
-use crate::record::{FORMAT, RECORD_LIMIT, Record, RecordKind};
+use crate::objects::Objects;
+use crate::record::{self, FORMAT, Record, RecordKind};
 use crate::scan::{self, ScanLimits};
+use crate::share;
 use crate::stat_cache::StatCache;
 use crate::store_file;
 use crate::tree::Kind;
@@ -19,6 +20,9 @@ use crate::tree::Kind;
 /// Files larger than this (10 MiB) are not captured unless
 /// [`CaptureOptions::max_file_size`] says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 << 20;
+
+/// The file naming the checkpoint the working folder was last known to equal.
+pub(crate) const HEAD_NAME: &str = "head";
 
 /// The name of the store's folder in a run folder: `<run>/checkpoints`.
 pub const STORE_DIR_NAME: &str = "checkpoints";
@@ -169,7 +173,7 @@ impl CheckpointStore {
     }
 
     fn head_path(&self) -> PathBuf {
-        self.dir.join("head")
+        self.dir.join(HEAD_NAME)
     }
 
     fn journal_path(&self) -> PathBuf {
@@ -258,12 +262,7 @@ impl CheckpointStore {
     }
 
     fn record(&self, id: &CheckpointId) -> Result<Record, CheckpointError> {
-        let bytes = self.objects.read(&id.0, RECORD_LIMIT)?;
-        serde_json::from_slice(&bytes).map_err(|source| CheckpointError::BadRecord {
-            id: *id,
-            dir: self.dir.clone(),
-            source,
-        })
+        record::read(&self.objects, id)
     }
 
     /// The checkpoint `id`, with its counts.
@@ -417,20 +416,7 @@ impl CheckpointStore {
         source: &CheckpointStore,
         ids: &[CheckpointId],
     ) -> Result<u64, CheckpointError> {
-        let mut batch = Batch::default();
-        let mut records = Batch::default();
-        for id in ids {
-            let (trees, files) = source.reachable(id)?;
-            for object in trees.iter().chain(files.values().map(|(_, object)| object)) {
-                self.objects
-                    .link_from(&source.objects, object, &mut batch)?;
-            }
-            self.objects
-                .link_from(&source.objects, &id.0, &mut records)?;
-        }
-        let added = (batch.len() + records.len()) as u64;
-        batch.commit(&self.objects)?;
-        records.commit(&self.objects)?;
+        let added = share::share(&source.objects, &self.objects, ids)?;
         if let Some(last) = ids.last() {
             self.set_head(last)?;
         }

@@ -89,3 +89,43 @@ fn materialize_refuses_a_folder_that_is_not_empty() {
     assert!(matches!(error, CheckpointError::NotEmpty { .. }), "{error}");
     assert!(error.to_string().contains("not an empty folder"), "{error}");
 }
+
+#[test]
+fn checkpoints_are_shared_between_store_folders_without_a_working_folder() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path();
+    for i in 0..20 {
+        write(root, &format!("d{}/f{i}.txt", i % 4), format!("file {i}\n"));
+    }
+    let runs = tempfile::tempdir().unwrap();
+    let source_dir = runs.path().join("r1/checkpoints");
+    let mut source = CheckpointStore::open(&source_dir, root, CaptureOptions::default()).unwrap();
+    let first = source.checkpoint().unwrap();
+    write(root, "d0/f0.txt", "changed\n");
+    let second = source.checkpoint().unwrap();
+    let expected_second = state(root);
+    drop(source);
+
+    // The working folder is gone: sharing needs only the two stores.
+    let target_dir = runs.path().join("r2/checkpoints");
+    std::fs::remove_dir_all(root).unwrap();
+    let ids = [first.id, second.id, first.id];
+    let added = reprise_checkpoint::share_checkpoints(&source_dir, &target_dir, &ids).unwrap();
+    // 20 contents and 5 trees and a record, then the changed content, the two trees
+    // on its path and a record; nothing twice.
+    assert_eq!(added, 26 + 4);
+    assert_eq!(
+        reprise_checkpoint::share_checkpoints(&source_dir, &target_dir, &ids).unwrap(),
+        0,
+        "a second share adds nothing"
+    );
+    std::fs::remove_dir_all(runs.path().join("r1")).unwrap();
+    let fork_work = tempfile::tempdir().unwrap();
+    let fork =
+        CheckpointStore::open(&target_dir, fork_work.path(), CaptureOptions::default()).unwrap();
+    assert_eq!(fork.head().unwrap(), Some(first.id));
+    fork.verify(&first.id).unwrap();
+    fork.materialize(&second.id, fork_work.path().join("m"))
+        .unwrap();
+    assert_eq!(state(&fork_work.path().join("m")), expected_second);
+}

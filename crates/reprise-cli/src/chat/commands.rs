@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use reprise_runs::{CatalogFork, RunCatalog, RunFolder, append_history_with};
+use reprise_runs::{RunCatalog, RunFolder, append_history_with};
 
 use crate::chat::events::UiEvent;
+use crate::chat::fork_checkpoints::{Forked, fork_with_checkpoints};
 use crate::chat::rewind_steps::{NOTHING_TO_REWIND, RewindMenu};
 use crate::chat::session::{ChatSession, Opener};
 
@@ -284,11 +285,17 @@ pub async fn fork(opener: &Opener, session: &ChatSession, files: Option<&Path>) 
         Some(dir) => Some(crate::chat::fork_files::empty_destination(dir)?),
         None => None,
     };
-    let entries = match files {
-        Some(_) => session.stored_entries().await?,
-        None => Vec::new(),
+    // With the files, the fork writes out the checkpoint after the last entry (or
+    // the folder as it is now, when nothing changed it since).
+    let at = match files {
+        Some(_) => {
+            let entries = session.stored_entries().await?;
+            crate::chat::fork_files::fork_point(&entries, entries.len())
+        }
+        None => None,
     };
-    let copy = fork_into_new(opener, &source).await?;
+    let forked = fork_into_new(opener, &source, at.as_slice()).await?;
+    let copy = forked.fork;
     let written = match &files {
         Some(dir) => {
             opener.runs.ensure_local_folder(&copy.folder)?;
@@ -296,8 +303,7 @@ pub async fn fork(opener: &Opener, session: &ChatSession, files: Option<&Path>) 
                 crate::chat::fork_files::ForkFiles {
                     source: &source.dir,
                     target: &copy.folder.dir,
-                    entries: &entries,
-                    copied: entries.len(),
+                    at,
                     dir,
                     options: crate::chat::checkpoints::capture_options(&opener.settings),
                 },
@@ -323,6 +329,9 @@ pub async fn fork(opener: &Opener, session: &ChatSession, files: Option<&Path>) 
     };
     opener.runs.set_title(&copy.folder, &title).await?;
     let mut next = opener.open_forked(copy).await?;
+    if let Some(warning) = forked.warning {
+        next.add_note(warning);
+    }
     let mut line = format!(
         "(forked into run {}; run {} is kept as it was)",
         next.run_name(),
@@ -343,11 +352,15 @@ pub async fn fork(opener: &Opener, session: &ChatSession, files: Option<&Path>) 
     })
 }
 
-/// Copies a run's conversation into a new run folder.
-async fn fork_into_new(opener: &Opener, source: &RunFolder) -> Result<CatalogFork> {
+/// Copies a run's conversation, and the checkpoints it names, into a new run folder.
+async fn fork_into_new(
+    opener: &Opener,
+    source: &RunFolder,
+    also: &[reprise_checkpoint::CheckpointId],
+) -> Result<Forked> {
     // Made by the fork itself, whole: a fork cut short leaves no run folder behind.
     let target = reprise_runs::new_run_folder(&opener.settings.runs_dir)?;
-    Ok(opener.runs.fork(source, target, None).await?)
+    fork_with_checkpoints(opener.runs.as_ref(), source, target, None, also).await
 }
 
 #[cfg(test)]

@@ -3,15 +3,16 @@
 //!
 //! The files are those of the first checkpoint taken after the fork's last message
 //! (before anything done after it changed the folder), else the folder as it is
-//! now. The new run's checkpoint store gets every checkpoint its copied
-//! conversation names, as hard links to the source's objects, so that rewinds work
-//! in the fork too.
+//! now. The new run's checkpoint store already holds every checkpoint its copied
+//! conversation names (`fork_checkpoints`), so that rewinds work in the fork too.
+//! The user's `.git` is not carried: checkpoints leave it out, so the new folder
+//! has none.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use reprise_checkpoint::{CaptureOptions, CheckpointId, Materialized, STORE_DIR_NAME};
-use reprise_session::{Entry, Rewind, checkpoint_of};
+use reprise_checkpoint::{CaptureOptions, CheckpointId, Materialized};
+use reprise_session::Entry;
 
 use crate::chat::checkpoints::{open_store, run_workdir};
 use crate::chat::rewind::checkpoint_after;
@@ -42,44 +43,30 @@ pub fn empty_destination(dir: &Path) -> Result<PathBuf> {
 pub struct ForkFiles<'a> {
     /// The source run's folder.
     pub source: &'a Path,
-    /// The new run's folder.
+    /// The new run's folder, already given the checkpoints its conversation names
+    /// and `at` (see `fork_checkpoints`).
     pub target: &'a Path,
-    /// The source conversation's entries.
-    pub entries: &'a [Entry],
-    /// How many of them the fork copied.
-    pub copied: usize,
+    /// The checkpoint of the fork's point: the first one recorded after the fork's
+    /// last entry; `None` when nothing changed the folder since.
+    pub at: Option<CheckpointId>,
     /// Where the files go (new or empty, absolute).
     pub dir: &'a Path,
     /// What checkpoints capture.
     pub options: CaptureOptions,
 }
 
-/// Writes the files into `spec.dir`, gives the new run the checkpoints its
-/// conversation names and records `spec.dir` as its working folder. `fallback`: the
-/// source's working folder when it recorded none.
+/// The checkpoint a fork of the first `copied` of `entries` writes out: the first
+/// one recorded after its last entry.
+pub fn fork_point(entries: &[Entry], copied: usize) -> Option<CheckpointId> {
+    checkpoint_after(entries, copied.saturating_sub(1))
+}
+
+/// Writes the files into `spec.dir` and records it as the new run's working
+/// folder. `fallback`: the source's working folder when it recorded none.
 pub fn fork_files(spec: ForkFiles<'_>, fallback: &Path) -> Result<Materialized> {
     let source_workdir = run_workdir(spec.source, fallback);
-    let has_store = spec.source.join(STORE_DIR_NAME).is_dir();
-    let mut named: Vec<CheckpointId> = spec.entries[..spec.copied]
-        .iter()
-        .filter_map(|entry| {
-            checkpoint_of(entry)
-                .map(str::to_owned)
-                .or_else(|| Rewind::from_entry(entry)?.undo)?
-                .parse()
-                .ok()
-        })
-        .collect();
-    let at = checkpoint_after(spec.entries, spec.copied.saturating_sub(1));
     let mut store = open_store(spec.target, &source_workdir, spec.options.clone())?;
-    if has_store {
-        let source = open_store(spec.source, &source_workdir, spec.options.clone())?;
-        named.extend(at);
-        store
-            .share_objects_from(&source, &named)
-            .context("cannot give the fork the source's checkpoints")?;
-    }
-    let files = match at.filter(|_| has_store) {
+    let files = match spec.at {
         Some(id) => id,
         // Nothing changed the folder since: it is taken as it is now.
         None => store.checkpoint()?.id,

@@ -8,6 +8,7 @@ pub mod checkpoints;
 pub mod commands;
 pub mod context_window;
 pub mod events;
+pub mod fork_checkpoints;
 pub mod fork_files;
 pub mod provider;
 pub mod rewind;

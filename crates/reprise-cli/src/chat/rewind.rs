@@ -95,16 +95,35 @@ pub fn person_messages(entries: &[Entry]) -> Vec<(usize, PersonMessage)> {
     out
 }
 
+/// The checkpoint `entry` names: a start record's, or the undo point of a rewind.
+fn checkpoint_named_by(entry: &Entry) -> Option<CheckpointId> {
+    let id = checkpoint_of(entry)
+        .map(str::to_owned)
+        .or_else(|| Rewind::from_entry(entry)?.undo)?;
+    id.parse().ok()
+}
+
 /// The first checkpoint recorded after position `at`: the working folder as it was
 /// before anything done after that entry changed it (a start record's checkpoint,
 /// or the state a later rewind left behind). `None`: nothing was changed since.
 pub fn checkpoint_after(entries: &[Entry], at: usize) -> Option<CheckpointId> {
-    entries.iter().skip(at + 1).find_map(|entry| {
-        let id = checkpoint_of(entry)
-            .map(str::to_owned)
-            .or_else(|| Rewind::from_entry(entry)?.undo)?;
-        id.parse().ok()
-    })
+    entries.iter().skip(at + 1).find_map(checkpoint_named_by)
+}
+
+/// Every checkpoint `entries` name (start records' checkpoints, rewinds' targets
+/// and undo points), each once, in order: what a rewind in a fork of them may need.
+pub fn named_checkpoints(entries: &[Entry]) -> Vec<CheckpointId> {
+    let mut seen = std::collections::HashSet::new();
+    entries
+        .iter()
+        .flat_map(|entry| {
+            let target = Rewind::from_entry(entry)
+                .and_then(|rewind| rewind.files)
+                .and_then(|id| id.parse().ok());
+            target.into_iter().chain(checkpoint_named_by(entry))
+        })
+        .filter(|id| seen.insert(*id))
+        .collect()
 }
 
 /// What rewinding to `target` (a number counting the person's messages in view

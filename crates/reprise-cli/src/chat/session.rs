@@ -336,6 +336,11 @@ impl ChatSession {
             .entries)
     }
 
+    /// Adds a note shown with the problems met opening the run.
+    pub fn add_note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
     /// Writes a line to `session.log` (what the screen shows that is not a turn).
     pub fn log_line(&mut self, line: &str) {
         if let Err(error) = self.log.write_line(line) {

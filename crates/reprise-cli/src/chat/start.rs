@@ -144,8 +144,19 @@ pub async fn open_start(
             bail!("run {} has no conversation to resume", target.name())
         }
         Some(target) if fork => {
-            let copy = opener.runs.fork(&target, fresh, None).await?;
-            Ok((opener.open_forked(copy).await?, true))
+            let forked = crate::chat::fork_checkpoints::fork_with_checkpoints(
+                opener.runs.as_ref(),
+                &target,
+                fresh,
+                None,
+                &[],
+            )
+            .await?;
+            let mut session = opener.open_forked(forked.fork).await?;
+            if let Some(warning) = forked.warning {
+                session.add_note(warning);
+            }
+            Ok((session, true))
         }
         Some(target) => Ok((opener.open(target).await?, true)),
     }

@@ -53,7 +53,7 @@ pub async fn rewind(
     };
     let store = runs.store_for(&run, &reprise_redact::Redactor::new().with_env_secrets());
     // A run open in a chat is not rewound under it.
-    let _lock = match store.lock(session_id).await {
+    let lock = match store.lock(session_id).await {
         Ok(lock) => lock,
         Err(error @ reprise_session::StoreError::Locked { .. }) => {
             return Err(anyhow::Error::from(error).context(format!(
@@ -79,8 +79,10 @@ pub async fn rewind(
         Some(_) => {
             if !run.dir.join(reprise_checkpoint::STORE_DIR_NAME).is_dir() {
                 bail!(
-                    "run {} has no checkpoints of its working folder",
-                    run.name()
+                    "run {} has no checkpoints of its working folder here (they are kept in \
+                     the run's local folder, {}, on the machine that took them)",
+                    run.name(),
+                    run.dir.display()
                 );
             }
             Some(open_store(&run.dir, &workdir, capture_options(settings))?)
@@ -101,14 +103,18 @@ pub async fn rewind(
     write!(out, "{}", visible(&text))?;
     if request.dry_run {
         writeln!(out, "(dry run: nothing changed)")?;
+        lock.release().await?;
         return Ok(());
     }
     if !request.yes && !confirm(ask, out)? {
         writeln!(out, "nothing changed")?;
+        lock.release().await?;
         return Ok(());
     }
     let entry = carry_out(&plan, checkpoints.as_mut())?;
     store.append(&key, std::slice::from_ref(&entry)).await?;
+    // Released now: in a database the lease would keep the run "in use" a while.
+    lock.release().await?;
     store.close().await?;
     report_done(out, run.name(), request.undo, &workdir)
 }

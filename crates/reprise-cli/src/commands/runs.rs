@@ -597,30 +597,51 @@ pub async fn fork(
         Some(dir) => Some(crate::chat::fork_files::empty_destination(dir)?),
         None => None,
     };
+    let copied = match up_to {
+        Some(uuid) => entries
+            .iter()
+            .position(|entry| entry.uuid == uuid)
+            .map_or(entries.len(), |at| at + 1),
+        None => entries.len(),
+    };
+    let at = workdir
+        .is_some()
+        .then(|| crate::chat::fork_files::fork_point(&entries, copied))
+        .flatten();
     // Built under a hidden name and renamed into place: a fork cut short leaves no
     // run folder behind.
     let fresh = reprise_runs::new_run_folder(runs.runs_dir())?;
-    let target = runs.fork(&source, fresh, up_to).await?;
+    let forked = crate::chat::fork_checkpoints::fork_with_checkpoints(
+        runs,
+        &source,
+        fresh,
+        up_to,
+        at.as_slice(),
+    )
+    .await?;
+    let target = forked.fork;
     // The command ends here: wait for the copy's data to be on disk.
     if let Some(store) = target.store {
         reprise_session::SessionStore::close(&store).await?;
     }
+    if let Some(warning) = &forked.warning {
+        if workdir.is_some() && at.is_some() {
+            bail!(
+                "run {} was forked into {}, but its files cannot be written: {warning}",
+                source.name(),
+                target.folder.name()
+            );
+        }
+        crate::display::terminal::eprint_line(&format!("warning: {warning}"));
+    }
     if let Some(dir) = &workdir {
         runs.ensure_local_folder(&source)?;
         runs.ensure_local_folder(&target.folder)?;
-        let copied = match up_to {
-            Some(uuid) => entries
-                .iter()
-                .position(|entry| entry.uuid == uuid)
-                .map_or(entries.len(), |at| at + 1),
-            None => entries.len(),
-        };
         let written = crate::chat::fork_files::fork_files(
             crate::chat::fork_files::ForkFiles {
                 source: &source.dir,
                 target: &target.folder.dir,
-                entries: &entries,
-                copied,
+                at,
                 dir,
                 options: crate::chat::checkpoints::capture_options(settings),
             },

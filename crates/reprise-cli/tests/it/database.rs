@@ -645,3 +645,62 @@ async fn a_subagents_work_in_the_database_is_shown_and_redrawn_on_another_machin
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stderr, "▸ [scout] 1 tool call, 1 reply (folded)");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_in_the_database_rewinds_files_on_the_machine_that_keeps_the_checkpoints() {
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    let dir = one.sandbox.path();
+    std::fs::create_dir(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/a.txt"), "zero\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call(
+            "call_0",
+            "write_file",
+            r#"{"path":"src/a.txt","content":"one\n"}"#,
+        ),
+        Reply::text("ok"),
+    ]);
+    let out = one.chat(&server, &["--yes"], "write\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let name = one.runs().await[0]["run"].as_str().unwrap().to_owned();
+    let out = one.run(&["fork", &name], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let fork = one
+        .runs()
+        .await
+        .iter()
+        .map(|row| row["run"].as_str().unwrap().to_owned())
+        .find(|run| *run != name)
+        .unwrap();
+
+    // The checkpoints are in the local folders of this machine: the fork has them.
+    assert!(
+        one.sandbox
+            .runs_dir()
+            .join(&fork)
+            .join("checkpoints")
+            .is_dir()
+    );
+    let rewind = [
+        "rewind",
+        fork.as_str(),
+        "--to",
+        "1",
+        "--files-only",
+        "--yes",
+    ];
+    let out = one.run(&rewind, "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("src/a.txt")).unwrap(),
+        "zero\n"
+    );
+
+    // Another machine has the conversation but not the checkpoints, and says so.
+    let out = two.run(&rewind, "").await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "no checkpoints of its working folder here");
+    assert_contains!(out.stderr, "on the machine that took them");
+}

@@ -35,15 +35,45 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// Every file under `dir/.git` and its bytes.
 fn git_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let git = dir.join(".git");
     let mut out = BTreeMap::new();
-    for name in ["HEAD", "index", "objects/ab/cdef"] {
-        out.insert(
-            PathBuf::from(name),
-            std::fs::read(dir.join(".git").join(name)).unwrap(),
-        );
+    let mut pending = vec![git.clone()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let rel = path.strip_prefix(&git).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
     }
+    assert!(out.len() > 10, "a repository: {:?}", out.keys());
     out
+}
+
+/// `git ARGS` in `dir`, reading no configuration from the machine.
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
 }
 
 /// The scripted session: one message per step, each answered by one call.
@@ -90,10 +120,13 @@ async fn a_session_rewinds_to_each_point_undoes_and_forks_with_its_files() {
     // keeps the top level, where the runs folder is, as it is).
     std::fs::create_dir(dir.join("src")).unwrap();
     std::fs::write(dir.join("src/b.txt"), "bee\n").unwrap();
-    std::fs::create_dir_all(dir.join(".git/objects/ab")).unwrap();
-    std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-    std::fs::write(dir.join(".git/index"), [1u8, 2, 3]).unwrap();
-    std::fs::write(dir.join(".git/objects/ab/cdef"), "blob").unwrap();
+    // The user's own repository, with two commits.
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "src/b.txt"]);
+    git(dir, &["commit", "-q", "-m", "bee"]);
+    std::fs::write(dir.join("src/tracked.txt"), "tracked\n").unwrap();
+    git(dir, &["add", "src/tracked.txt"]);
+    git(dir, &["commit", "-q", "-m", "tracked"]);
     let git_before = git_bytes(dir);
     let server = ScriptedServer::start().await;
     let mut states = vec![tree(dir)];
@@ -186,6 +219,19 @@ async fn a_session_rewinds_to_each_point_undoes_and_forks_with_its_files() {
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(tree(&forked_dir), states[1]);
+    // A fork with files does not carry `.git`: checkpoints leave it out.
+    assert!(!forked_dir.join(".git").exists());
+    assert_eq!(git_bytes(dir), git_before);
+    // A files rewind in the fork works on its own folder.
+    let fork_run = sandbox.conversations().pop().unwrap();
+    let fork_name = fork_run.file_name().unwrap().to_str().unwrap().to_owned();
+    let out = sandbox
+        .run(&["rewind", &fork_name, "--to", "1", "--yes"], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(tree(&forked_dir), states[0]);
+    assert!(!forked_dir.join(".git").exists());
+    assert_eq!(git_bytes(dir), git_before);
     let out = sandbox
         .run(
             &["fork", "last", "--workdir", forked_dir.to_str().unwrap()],
