@@ -18,6 +18,7 @@
 mod engine;
 mod env;
 mod patterns;
+mod prefixes;
 mod value;
 
 use std::borrow::Cow;
@@ -43,10 +44,9 @@ pub fn pattern_names() -> impl Iterator<Item = &'static str> {
 /// Compiles the built-in pattern table now. It is otherwise compiled by the first
 /// [`Redactor::redact`], which then takes tens of milliseconds: a program that
 /// will soon redact can call this on another thread while it does other work.
+/// (The set that scans long texts in one pass is compiled by the first long text.)
 pub fn prepare() {
-    if let Some(compiled) = std::sync::LazyLock::force(&engine::COMPILED) {
-        compiled.set();
-    }
+    std::sync::LazyLock::force(&engine::COMPILED);
 }
 
 /// Replaces secrets in text. Cheap to clone and share.

@@ -130,7 +130,7 @@ pub struct SearchHit {
     pub more_in_run: bool,
 }
 
-/// The files of one run to search: its conversation, then each subagent's.
+/// One file of a run to search: its conversation, or a subagent's.
 struct SearchFile {
     run: usize,
     agent: Option<String>,
@@ -215,14 +215,16 @@ impl<'q> SearchMatcher<'q> {
 /// meanwhile).
 pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<SearchHit>, RunError> {
     let matcher = SearchMatcher::new(query)?;
-    let mut files = Vec::new();
-    for (run, summary) in runs.iter().enumerate() {
-        files.push(SearchFile {
+    // A run's subagents are listed by the thread that searches it: 2,000 runs are
+    // 2,000 folders to look into, which would otherwise come before any search.
+    let files_of = |run: usize| -> Vec<SearchFile> {
+        let dir = &runs[run].dir;
+        let mut files = vec![SearchFile {
             run,
             agent: None,
-            path: summary.dir.join(CONVERSATION_JSONL),
-        });
-        let subagents = summary.dir.join(SUBAGENTS_DIR);
+            path: dir.join(CONVERSATION_JSONL),
+        }];
+        let subagents = dir.join(SUBAGENTS_DIR);
         for name in jsonl_stems(&subagents).unwrap_or_default() {
             files.push(SearchFile {
                 run,
@@ -230,7 +232,8 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                 agent: Some(name),
             });
         }
-    }
+        files
+    };
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -272,10 +275,10 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         }
         FileHits { hits, more }
     };
-    let mut per_file: Vec<FileHits> = Vec::new();
-    per_file.resize_with(files.len(), FileHits::default);
+    let mut per_run: Vec<Vec<FileHits>> = Vec::new();
+    per_run.resize_with(runs.len(), Vec::new);
     let results = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads.min(files.len().max(1)))
+        let workers: Vec<_> = (0..threads.min(runs.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
                     // One searcher (and its buffer) per thread, reused for every file.
@@ -285,11 +288,17 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                         .build();
                     let mut found = Vec::new();
                     loop {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(file) = files.get(index) else { break };
-                        let hits = search_file(file, &mut searcher);
-                        if !hits.hits.is_empty() || hits.more {
-                            found.push((index, hits));
+                        let run = next.fetch_add(1, Ordering::Relaxed);
+                        if run >= runs.len() {
+                            break;
+                        }
+                        let hits: Vec<FileHits> = files_of(run)
+                            .iter()
+                            .map(|file| search_file(file, &mut searcher))
+                            .filter(|hits| !hits.hits.is_empty() || hits.more)
+                            .collect();
+                        if !hits.is_empty() {
+                            found.push((run, hits));
                         }
                     }
                     found
@@ -304,15 +313,17 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
     for result in results {
         // A search thread that panicked is a bug: its panic goes on here.
         let found = result.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        for (index, hits) in found {
-            per_file[index] = hits;
+        for (run, hits) in found {
+            per_run[run] = hits;
         }
     }
     let mut kept = PerRun::new(query.max_per_run);
-    for (file, found) in files.iter().zip(per_file) {
-        found.hits.into_iter().for_each(|hit| kept.push(hit));
-        if found.more {
-            kept.more(file.run);
+    for (run, files) in per_run.into_iter().enumerate() {
+        for found in files {
+            found.hits.into_iter().for_each(|hit| kept.push(hit));
+            if found.more {
+                kept.more(run);
+            }
         }
     }
     Ok(kept.finish())

@@ -281,6 +281,9 @@ pub fn search(
     view: &SearchView,
     out: &mut dyn Write,
 ) -> Result<bool> {
+    // The redactor's patterns compile while the runs are listed: the first hit
+    // needs them, and the listing leaves a core free.
+    std::thread::spawn(reprise_redact::prepare);
     let list = catalog.list()?;
     for warning in &list.warnings {
         eprint_line(&format!("warning: {warning}"));
