@@ -92,13 +92,14 @@ async fn every_kind_of_fork_rewinds_files_with_objects_shared_from_its_source() 
     let out = sandbox.run(&["fork", &name(&source)], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let plain = new_run(&sandbox, &before);
-    // `/fork` in a chat going on with the source.
+    // `/fork` in a chat going on with the source, the conversation only (the
+    // files stay shared through the same working folder).
     let before = sandbox.conversations();
     let out = sandbox
         .chat(
             &server.base_url(),
             &["--yes", "--resume", &name(&source)],
-            "/fork\n",
+            "/fork\n2\n",
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
