@@ -7,6 +7,7 @@
 //! next checkpoint there is, or nothing).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context, Result};
@@ -73,6 +74,8 @@ struct Inner {
     options: CaptureOptions,
     store: Mutex<Option<CheckpointStore>>,
     ui: UnboundedSender<UiEvent>,
+    /// Whether calls ran after the latest checkpoint (see [`FolderCheckpoints::settle`]).
+    unsettled: AtomicBool,
 }
 
 impl FolderCheckpoints {
@@ -90,6 +93,7 @@ impl FolderCheckpoints {
                 options,
                 store: Mutex::new(None),
                 ui,
+                unsettled: AtomicBool::new(false),
             }),
         }
     }
@@ -125,6 +129,26 @@ impl FolderCheckpoints {
     }
 }
 
+impl FolderCheckpoints {
+    /// Checkpoints the folder as the calls of a run left it, when calls ran after
+    /// the latest checkpoint. A rewind's preview names the files changed outside
+    /// reprise by comparing the folder with the latest checkpoint: without this one,
+    /// taken when the turn ends, it would also name what the turn's own calls
+    /// changed. It is named by no entry of the conversation. A failure only leaves
+    /// those files in the next preview.
+    pub async fn settle(&self) {
+        if !self.inner.unsettled.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        match tokio::task::spawn_blocking(move || inner.take()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!("checkpoint after the calls: {error:#}"),
+            Err(error) => tracing::warn!("checkpoint after the calls: {error}"),
+        }
+    }
+}
+
 impl Inner {
     fn take(&self) -> Result<String> {
         let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
@@ -150,7 +174,13 @@ impl BeforeChanges for FolderCheckpoints {
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let ui = inner.ui.clone();
-            let taken = tokio::task::spawn_blocking(move || inner.take()).await;
+            let taken = tokio::task::spawn_blocking({
+                let inner = Arc::clone(&inner);
+                move || inner.take()
+            })
+            .await;
+            // The calls run whether or not the checkpoint was taken.
+            inner.unsettled.store(true, Ordering::Release);
             let error = match taken {
                 Ok(Ok(id)) => return Some(id),
                 Ok(Err(error)) => format!("{error:#}"),

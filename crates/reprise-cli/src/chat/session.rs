@@ -460,6 +460,7 @@ impl ChatSession {
             &self.ui,
         );
         let (result, ()) = tokio::join!(run, forward);
+        self.checkpoints.settle().await;
         self.end_of(result)
     }
 
