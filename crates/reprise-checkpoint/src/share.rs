@@ -81,7 +81,7 @@ pub fn share_checkpoints(
     let added = share(&from, &to, ids)?;
     if let Some(last) = ids.last() {
         store_file::overwrite(
-            &target_dir.as_ref().join(crate::store::HEAD_NAME),
+            &target_dir.as_ref().join(store_file::HEAD_NAME),
             format!("{last}\n").as_bytes(),
         )?;
     }

@@ -14,15 +14,12 @@ use crate::record::{self, FORMAT, Record, RecordKind};
 use crate::scan::{self, ScanLimits};
 use crate::share;
 use crate::stat_cache::StatCache;
-use crate::store_file;
+use crate::store_file::{self, HEAD_NAME};
 use crate::tree::Kind;
 
 /// Files larger than this (10 MiB) are not captured unless
 /// [`CaptureOptions::max_file_size`] says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 << 20;
-
-/// The file naming the checkpoint the working folder was last known to equal.
-pub(crate) const HEAD_NAME: &str = "head";
 
 /// The name of the store's folder in a run folder: `<run>/checkpoints`.
 pub const STORE_DIR_NAME: &str = "checkpoints";

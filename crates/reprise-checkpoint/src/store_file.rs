@@ -8,6 +8,9 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::error::{CheckpointError, io_err};
 
+/// The file naming the checkpoint the working folder was last known to equal.
+pub(crate) const HEAD_NAME: &str = "head";
+
 /// Replaces `path` with `bytes`. With `sync`, the data and the name are durable
 /// before this returns.
 pub(crate) fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<(), CheckpointError> {
