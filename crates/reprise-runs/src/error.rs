@@ -67,6 +67,19 @@ pub enum RunError {
         /// What is wrong with it.
         message: String,
     },
+    /// A run's recorded working folder is not the folder the run was given: the
+    /// folder at that path is another one (replaced, moved, or named by a
+    /// `workdir.json` that reprise did not write), or its identity was not recorded.
+    #[error(
+        "{}: not the folder this run was given ({reason}); the run works in the folder reprise was started in",
+        .workdir.display()
+    )]
+    WorkdirNotVerified {
+        /// The recorded path.
+        workdir: PathBuf,
+        /// Why it is not taken.
+        reason: String,
+    },
     /// Reading a transcript failed (see [`StoreError`]).
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -47,15 +47,13 @@ pub fn open_store(
 }
 
 /// The working folder of the run in `run_dir`: the one it recorded, else `fallback`
-/// (the folder the chat was started in).
-pub fn run_workdir(run_dir: &Path, fallback: &Path) -> PathBuf {
+/// (the folder the chat was started in), and why a recorded one was not taken (it
+/// is no longer the folder the run was given, or reprise did not record it).
+pub fn run_workdir(run_dir: &Path, fallback: &Path) -> (PathBuf, Option<String>) {
     match reprise_runs::read_workdir(run_dir) {
-        Ok(Some(workdir)) => workdir,
-        Ok(None) => fallback.to_path_buf(),
-        Err(error) => {
-            tracing::warn!("{}: {}", run_dir.display(), with_causes(&error));
-            fallback.to_path_buf()
-        }
+        Ok(Some(workdir)) => (workdir, None),
+        Ok(None) => (fallback.to_path_buf(), None),
+        Err(error) => (fallback.to_path_buf(), Some(with_causes(&error))),
     }
 }
 
@@ -155,7 +153,9 @@ impl Inner {
         let store = match &mut *guard {
             Some(store) => store,
             slot @ None => {
-                if reprise_runs::read_workdir(&self.run_dir)?.is_none() {
+                // A run that recorded no folder, or one it can no longer take,
+                // works here from now on.
+                if !matches!(reprise_runs::read_workdir(&self.run_dir), Ok(Some(_))) {
                     reprise_runs::write_workdir(&self.run_dir, &self.workdir)?;
                 }
                 slot.insert(open_store(

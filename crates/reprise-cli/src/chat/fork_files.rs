@@ -64,7 +64,7 @@ pub fn fork_point(entries: &[Entry], copied: usize) -> Option<CheckpointId> {
 /// Writes the files into `spec.dir` and records it as the new run's working
 /// folder. `fallback`: the source's working folder when it recorded none.
 pub fn fork_files(spec: ForkFiles<'_>, fallback: &Path) -> Result<Materialized> {
-    let source_workdir = run_workdir(spec.source, fallback);
+    let (source_workdir, _) = run_workdir(spec.source, fallback);
     let mut store = open_store(spec.target, &source_workdir, spec.options.clone())?;
     let files = match spec.at {
         Some(id) => id,

@@ -140,7 +140,8 @@ impl Opener {
         let hub = self.start_servers().await?;
         // Only the chat's own tools: a server's claim that a tool only reads is not
         // trusted.
-        let workdir = crate::chat::checkpoints::run_workdir(&folder.dir, &self.workdir);
+        let (workdir, workdir_not_taken) =
+            crate::chat::checkpoints::run_workdir(&folder.dir, &self.workdir);
         let own_tools = crate::chat::builtins::chat_tools(&self.settings, workdir.clone());
         let read_only = own_tools
             .iter()
@@ -221,6 +222,7 @@ impl Opener {
         let log = SessionLog::open(&folder.dir)?.with_redactor(self.redactor.clone());
         let transcript = Transcript::open(&folder.dir, self.redactor.clone())?;
         let mut notes: Vec<String> = self.history_warning().into_iter().collect();
+        notes.extend(workdir_not_taken);
         if workdir != self.workdir {
             notes.push(format!(
                 "this run's working folder is {} (its tools work there)",

@@ -12,7 +12,7 @@ use reprise_session::SessionKey;
 use crate::chat::checkpoints::{capture_options, open_store, run_workdir};
 use crate::chat::rewind::{RewindPart, carry_out, plan_rewind, plan_undo, preview_with_folder};
 use crate::config::Settings;
-use crate::display::terminal::visible;
+use crate::display::terminal::{eprint_line, visible};
 
 /// What the command line asked for.
 #[derive(Clone, Debug)]
@@ -74,7 +74,10 @@ pub async fn rewind(
         plan_rewind(&entries, to, request.part)?
     };
     runs.ensure_local_folder(&run)?;
-    let workdir = run_workdir(&run.dir, &std::env::current_dir()?);
+    let (workdir, not_taken) = run_workdir(&run.dir, &std::env::current_dir()?);
+    if let Some(warning) = not_taken {
+        eprint_line(&format!("warning: {warning}"));
+    }
     let mut checkpoints = match &plan.files {
         Some(_) => {
             if !run.dir.join(reprise_checkpoint::STORE_DIR_NAME).is_dir() {

@@ -273,3 +273,43 @@ async fn a_run_without_checkpoints_says_so() {
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "no rewind to undo");
 }
+
+#[tokio::test]
+async fn a_working_folder_reprise_did_not_record_is_not_taken() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.path();
+    std::fs::write(dir.join("here.txt"), "mine\n").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("private.txt"), "not yours\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([Reply::text("hi")]);
+    let out = sandbox.chat(&server.base_url(), &["--yes"], "one\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // A run folder planted with a working folder elsewhere (no identity recorded,
+    // then another folder's).
+    let run = sandbox.conversations().remove(0);
+    let planted = [
+        serde_json::json!({ "workdir": elsewhere.path() }),
+        serde_json::json!({ "workdir": elsewhere.path(), "identity": [1, 2] }),
+    ];
+    for (index, workdir) in planted.iter().enumerate() {
+        std::fs::write(run.join("workdir.json"), workdir.to_string()).unwrap();
+        server.push_all([
+            Reply::tool_call(format!("call_{index}"), "list_dir", "{}"),
+            Reply::text("listed"),
+        ]);
+        let out = sandbox
+            .chat(
+                &server.base_url(),
+                &["--yes", "--continue"],
+                "what is here?\n",
+            )
+            .await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        let shown = format!("{}{}", out.stdout, out.stderr);
+        assert_contains!(shown, "not the folder this run was given");
+        let sent = server.request_bodies().last().unwrap().to_string();
+        assert!(sent.contains("here.txt"), "{sent}");
+        assert!(!sent.contains("private.txt"), "{sent}");
+    }
+}
