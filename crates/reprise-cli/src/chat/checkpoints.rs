@@ -107,27 +107,12 @@ impl FolderCheckpoints {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let mut guard = inner.store.lock().unwrap_or_else(PoisonError::into_inner);
-            let store = match &mut *guard {
-                Some(store) => store,
-                slot @ None => {
-                    if !inner.run_dir.join(STORE_DIR_NAME).is_dir() {
-                        anyhow::bail!("this run has no checkpoints of its working folder");
-                    }
-                    slot.insert(open_store(
-                        &inner.run_dir,
-                        &inner.workdir,
-                        inner.options.clone(),
-                    )?)
-                }
-            };
-            work(store)
+            work(inner.opened(&mut guard, false)?)
         })
         .await
         .context("the checkpoint store's work stopped")?
     }
-}
 
-impl FolderCheckpoints {
     /// Checkpoints the folder as the calls of a run left it, when calls ran after
     /// the latest checkpoint. A rewind's preview names the files changed outside
     /// reprise by comparing the folder with the latest checkpoint: without this one,
@@ -150,22 +135,36 @@ impl FolderCheckpoints {
 impl Inner {
     fn take(&self) -> Result<String> {
         let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-        let store = match &mut *guard {
-            Some(store) => store,
+        Ok(self.opened(&mut guard, true)?.checkpoint()?.id.to_string())
+    }
+
+    /// The run's store, opened at its first use. `taking`: a checkpoint is about to
+    /// be taken, so the working folder is recorded first; otherwise a run that has
+    /// no store fails.
+    fn opened<'s>(
+        &self,
+        slot: &'s mut Option<CheckpointStore>,
+        taking: bool,
+    ) -> Result<&'s mut CheckpointStore> {
+        match slot {
+            Some(store) => Ok(store),
             slot @ None => {
-                // A run that recorded no folder, or one it can no longer take,
-                // works here from now on.
-                if !matches!(reprise_runs::read_workdir(&self.run_dir), Ok(Some(_))) {
-                    reprise_runs::write_workdir(&self.run_dir, &self.workdir)?;
+                if taking {
+                    // A run that recorded no folder, or one it can no longer take,
+                    // works here from now on.
+                    if !matches!(reprise_runs::read_workdir(&self.run_dir), Ok(Some(_))) {
+                        reprise_runs::write_workdir(&self.run_dir, &self.workdir)?;
+                    }
+                } else if !self.run_dir.join(STORE_DIR_NAME).is_dir() {
+                    anyhow::bail!("this run has no checkpoints of its working folder");
                 }
-                slot.insert(open_store(
+                Ok(slot.insert(open_store(
                     &self.run_dir,
                     &self.workdir,
                     self.options.clone(),
-                )?)
+                )?))
             }
-        };
-        Ok(store.checkpoint()?.id.to_string())
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 //! out (files restored first, then the rewind entry appended).
 
 use std::fmt::Write as _;
+use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use reprise_checkpoint::{CheckpointId, CheckpointStore, RestorePreview};
 use reprise_session::{Entry, Rewind, Role, checkpoint_of, last_rewind, rewound};
 use uuid::Uuid;
@@ -284,12 +285,26 @@ pub fn preview_text(plan: &RewindPlan, preview: Option<&RestorePreview>) -> Stri
     text
 }
 
+/// What restoring checkpoint `target` would do to `workdir`.
+pub fn restore_preview(
+    store: &mut CheckpointStore,
+    target: &CheckpointId,
+    workdir: &Path,
+) -> Result<RestorePreview> {
+    store.preview(target).with_context(|| {
+        format!(
+            "cannot compare {} with checkpoint {target}",
+            workdir.display()
+        )
+    })
+}
+
 /// [`preview_text`], then the working folder when files are restored: what both
 /// `reprise rewind` and `/rewind` show before asking (raw: escaped where shown).
 pub fn preview_with_folder(
     plan: &RewindPlan,
     preview: Option<&RestorePreview>,
-    workdir: &std::path::Path,
+    workdir: &Path,
 ) -> String {
     let mut text = preview_text(plan, preview);
     if preview.is_some() {

@@ -10,7 +10,7 @@ use reprise_session::{SessionKey, last_rewind};
 
 use crate::chat::rewind::{
     PersonMessage, RewindPart, RewindPlan, carry_out, checkpoint_after, person_messages,
-    plan_rewind, plan_undo, preview_with_folder,
+    plan_rewind, plan_undo, preview_with_folder, restore_preview,
 };
 use crate::chat::session::ChatSession;
 
@@ -117,14 +117,7 @@ impl ChatSession {
                 let workdir = self.workdir.clone();
                 Some(
                     self.checkpoints
-                        .with_store(move |store| {
-                            store.preview(&target).with_context(|| {
-                                format!(
-                                    "cannot compare {} with checkpoint {target}",
-                                    workdir.display()
-                                )
-                            })
-                        })
+                        .with_store(move |store| restore_preview(store, &target, &workdir))
                         .await?,
                 )
             }

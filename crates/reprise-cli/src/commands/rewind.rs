@@ -5,12 +5,14 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use reprise_runs::RunCatalog;
 use reprise_session::SessionKey;
 
 use crate::chat::checkpoints::{capture_options, open_store, run_workdir};
-use crate::chat::rewind::{RewindPart, carry_out, plan_rewind, plan_undo, preview_with_folder};
+use crate::chat::rewind::{
+    RewindPart, carry_out, plan_rewind, plan_undo, preview_with_folder, restore_preview,
+};
 use crate::config::Settings;
 use crate::display::terminal::{eprint_line, visible};
 
@@ -93,12 +95,7 @@ pub async fn rewind(
         None => None,
     };
     let preview = match (&plan.files, checkpoints.as_mut()) {
-        (Some(target), Some(store)) => Some(store.preview(target).with_context(|| {
-            format!(
-                "cannot compare {} with checkpoint {target}",
-                workdir.display()
-            )
-        })?),
+        (Some(target), Some(store)) => Some(restore_preview(store, target, &workdir)?),
         _ => None,
     };
     // File names and the recorded working folder come from outside: shown escaped.
