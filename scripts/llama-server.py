@@ -11,9 +11,12 @@ is stopped (SIGTERM, SIGINT or SIGKILL; with --exit-on-stdin-eof also when its
 stdin closes).
 
 The defaults make replies repeatable: temperature 0 and a fixed seed, 2 threads and
-one slot. The model ships no chat template, so the server gets
-llama-chat-template.jinja (Gemma's turn markers, Hermes-style <tool_call> tags) with
-Jinja on, which is what lets llama.cpp turn the model's calls into `tool_calls`.
+one slot. The default model is Gemma 3 270M, which the tests of the wire format use:
+it ships no chat template, so the server gets llama-chat-template.jinja (Gemma's turn
+markers, Hermes-style <tool_call> tags) with Jinja on, which is what lets llama.cpp
+turn the model's calls into `tool_calls`. `reprise --local` and
+scripts/local-model.sh start it with SmolLM2-135M-Instruct and llama-chatml.jinja
+instead (--model, --chat-template, --alias).
 """
 
 import argparse

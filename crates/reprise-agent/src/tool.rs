@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use reprise_provider::ToolSpec;
+use reprise_session::Arguments;
 use tokio_util::sync::CancellationToken;
 
 /// What a tool or an approver knows about one call besides its arguments: where it
@@ -34,7 +35,7 @@ pub struct ToolInvocation {
     /// The tool's name.
     pub name: String,
     /// The arguments as the model sent them (JSON text, possibly invalid).
-    pub arguments: String,
+    pub arguments: Arguments,
     /// Who made the call, in which session, and its cancellation token.
     pub context: ToolContext,
 }

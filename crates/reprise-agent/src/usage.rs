@@ -1,28 +1,46 @@
 //! The server's token counts, kept on the entries of the model calls they belong to,
 //! so that a session's totals survive a restart: each assistant message carries the
 //! `usage` of the call that produced it, and a compaction entry the summed `usage` of
-//! its summary calls. The field is beside the message, never sent to a model.
+//! its summary calls. The field is beside the message, never sent to a model, and so
+//! is `model`, the model the call asked for, which the usage ledger prices by.
 
 use reprise_provider::Usage;
-use reprise_session::{Entry, TokenCounts};
+use reprise_session::{Entry, MODEL_FIELD, StoredUsage, TokenCounts};
+use serde_json::Value;
 
-/// Records `usage` on `entry`.
-pub(crate) fn set_usage(entry: &mut Entry, usage: Usage) {
+/// Records `usage` on `entry`, with the cached tokens where the server said how many
+/// (`prompt_tokens_details.cached_tokens`, as OpenAI and llama.cpp send it), and the
+/// `model` asked for.
+pub(crate) fn set_usage(entry: &mut Entry, usage: Usage, model: &str) {
     let counts = TokenCounts {
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
         total_tokens: usage.total_tokens,
     };
-    entry.usage = Some(counts.into());
+    entry.usage = Some(StoredUsage::with_cached(counts, usage.cached_tokens));
+    if !model.is_empty() {
+        entry
+            .extra
+            .insert(MODEL_FIELD.to_owned(), Value::String(model.to_owned()));
+    }
 }
 
 /// The token counts recorded on `entry`, if any (a malformed field counts as none).
 pub fn usage_of(entry: &Entry) -> Option<Usage> {
-    let counts = entry.usage.as_ref()?.counts()?;
+    let usage = entry.usage.as_ref()?;
+    let counts = usage.counts()?;
+    let cached_tokens = match usage {
+        StoredUsage::Counts(_) => None,
+        StoredUsage::Other(value) => value
+            .get("prompt_tokens_details")
+            .and_then(|details| details.get("cached_tokens"))
+            .and_then(Value::as_u64),
+    };
     Some(Usage {
         prompt_tokens: counts.prompt_tokens,
         completion_tokens: counts.completion_tokens,
         total_tokens: counts.total_tokens,
+        cached_tokens,
     })
 }
 
@@ -33,6 +51,10 @@ pub(crate) fn add_usage(total: &mut Usage, more: Usage) {
         .completion_tokens
         .saturating_add(more.completion_tokens);
     total.total_tokens = total.total_tokens.saturating_add(more.total_tokens);
+    total.cached_tokens = match (total.cached_tokens, more.cached_tokens) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    };
 }
 
 /// The sum of the token counts recorded on `entries`; `None` when none has any.
@@ -57,7 +79,9 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 total_tokens: prompt + completion,
+                cached_tokens: None,
             },
+            "",
         );
         entry
     }
@@ -94,5 +118,25 @@ mod tests {
         );
         let back: Entry = serde_json::from_str(&line).unwrap();
         assert_eq!(usage_of(&back), usage_of(&entry));
+    }
+
+    #[test]
+    fn cached_tokens_and_the_model_are_kept_beside_the_counts() {
+        let mut entry = Entry::message(Message::assistant("ok"));
+        let usage = Usage {
+            prompt_tokens: 172,
+            completion_tokens: 40,
+            total_tokens: 212,
+            cached_tokens: Some(167),
+        };
+        set_usage(&mut entry, usage, "gemma3");
+        let line = serde_json::to_string(&entry).unwrap();
+        assert!(
+            line.contains(r#""usage":{"prompt_tokens":172,"completion_tokens":40,"total_tokens":212,"prompt_tokens_details":{"cached_tokens":167}}"#),
+            "{line}"
+        );
+        assert!(line.contains(r#""model":"gemma3""#), "{line}");
+        let back: Entry = serde_json::from_str(&line).unwrap();
+        assert_eq!(usage_of(&back), Some(usage));
     }
 }

@@ -1,7 +1,8 @@
 //! Checkpoints against git on the same tree: the first checkpoint against `git add
 //! -A` into a fresh repository, a checkpoint after a few changes against `git
 //! status`, the store's growth over 100 small changes, and a rewind of 10 files.
-//! On a generated folder of 10,000 files and 100 MB, then on this repository.
+//! On a generated folder of 10,000 files and 100 MB, then the store's size for
+//! 10,000 small text files (`-- size`), then on this repository.
 //!
 //! `cargo bench -p reprise-checkpoint --bench checkpoint` (needs `git`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -213,7 +214,7 @@ fn generated(tmp: &Path) {
     let growth_dir = tmp.join("store-growth");
     let mut growth = CheckpointStore::open(&growth_dir, &work, CaptureOptions::default()).unwrap();
     growth.checkpoint().unwrap();
-    let before = usage(&growth_dir.join("objects"));
+    let before = objects_usage(&growth_dir);
     let mut rng = StdRng::seed_from_u64(42);
     let mut added = 0;
     let start = Instant::now();
@@ -228,7 +229,7 @@ fn generated(tmp: &Path) {
         added += growth.checkpoint().unwrap().added_bytes;
     }
     let elapsed = start.elapsed();
-    let after = usage(&growth_dir.join("objects"));
+    let after = objects_usage(&growth_dir);
     println!(
         "generated: 100 checkpoints, one 10 KB file changed each: +{:.2} MB of objects ({:.2} MB in disk blocks; the checkpoints report {:.2} MB) (goal <= 3 MB); {} each",
         (after.0 - before.0) as f64 / 1e6,
@@ -263,6 +264,57 @@ fn generated(tmp: &Path) {
     );
 }
 
+/// The store's size beside the content's: 10,000 text files of about 1.1 KB (11 MB),
+/// one checkpoint.
+fn size(tmp: &Path) {
+    let work = tmp.join("work");
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut content = 0;
+    let mut content_blocks = 0;
+    for top in 0..100 {
+        let dir = work.join(format!("dir{top}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in 0..100 {
+            let size = 600 + (rng.random::<u64>() % 1_000) as usize;
+            let path = dir.join(format!("file{file}.txt"));
+            std::fs::write(&path, text(&mut rng, size)).unwrap();
+            content += size as u64;
+            content_blocks += usage_of(&path);
+        }
+    }
+    let store_dir = tmp.join("store-size");
+    let mut store = CheckpointStore::open(&store_dir, &work, CaptureOptions::default()).unwrap();
+    let checkpoint = store.checkpoint().unwrap();
+    let (apparent, blocks) = usage(&store_dir);
+    println!(
+        "size: 10,000 text files, {:.2} MB of content ({:.2} MB in disk blocks): the whole store {:.2} MB ({:.2}x; the checkpoint reports {:.2} MB), {:.2} MB in disk blocks ({:.2}x the content's bytes, {:.2}x its blocks)",
+        content as f64 / 1e6,
+        content_blocks as f64 / 1e6,
+        apparent as f64 / 1e6,
+        apparent as f64 / content as f64,
+        checkpoint.added_bytes as f64 / 1e6,
+        blocks as f64 / 1e6,
+        blocks as f64 / content as f64,
+        blocks as f64 / content_blocks as f64,
+    );
+}
+
+/// [`usage`] of the folders of a store holding objects (loose and packed).
+fn objects_usage(store: &Path) -> (u64, u64) {
+    ["objects", "packs"]
+        .iter()
+        .map(|dir| store.join(dir))
+        .filter(|dir| dir.is_dir())
+        .map(|dir| usage(&dir))
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+}
+
+/// The disk blocks of one file, in bytes.
+fn usage_of(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
 fn repository(tmp: &Path) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -287,6 +339,11 @@ fn main() {
         let dir = tmp.join("generated");
         std::fs::create_dir_all(&dir).unwrap();
         generated(&dir);
+    }
+    if only.as_deref().is_none_or(|only| only == "size") {
+        let dir = tmp.join("size");
+        std::fs::create_dir_all(&dir).unwrap();
+        size(&dir);
     }
     if only.as_deref() == Some("warm") {
         // For a profiler: warm checkpoints only, one file changed each.

@@ -4,7 +4,8 @@
 //! Every change is made relative to a handle on its folder, opened without following
 //! links; a file is written to a temporary name in its folder and renamed over the
 //! old one, so each path holds either its old or its new content. Applying the same
-//! plan again does nothing more: that is what rolls a restore forward after a crash.
+//! plan again does nothing more, which is what lets a restore cut by a crash be
+//! finished.
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
@@ -20,12 +21,13 @@ use crate::capture::Flat;
 use crate::error::{CheckpointError, io_err};
 use crate::folder::{Folder, split};
 use crate::id::ObjectId;
+use crate::kill_hook;
 use crate::objects::Objects;
 use crate::store_file::sync_together;
 use crate::tree::Kind;
 
 /// The temporary name a file is written under in its folder before the rename.
-const TEMP_NAME: &str = ".reprise-restore.tmp";
+pub(crate) const TEMP_NAME: &str = ".reprise-restore.tmp";
 
 /// Up to this many changed paths, each is synced; past it one `syncfs`.
 const SYNC_EACH_LIMIT: usize = 32;
@@ -42,12 +44,25 @@ pub(crate) struct Diff {
     pub(crate) created: Vec<PathBuf>,
     /// In the current state only.
     pub(crate) deleted: Vec<PathBuf>,
+    /// Not captured in the target (it could not be read then): left as it is.
+    pub(crate) not_captured: Vec<PathBuf>,
+    /// Not captured in the current state (it cannot be read now, so nothing could
+    /// bring it back): left as it is.
+    pub(crate) unreadable_now: Vec<PathBuf>,
 }
 
-/// The paths that differ between `from` and `to`.
+/// The paths that differ between `from` and `to`. A path that either side did not
+/// capture (unreadable), or that lies in such a folder, is left out of the changes:
+/// what the target did not capture cannot be restored, and what cannot be read now
+/// could not be brought back by an undo.
 pub(crate) fn diff(from: &Flat, to: &Flat) -> Diff {
     let mut out = Diff::default();
+    let unreadable = Unreadable::of(from, to);
+    let left_alone = |path: &Path| unreadable.covers(path);
     for (path, entry) in to {
+        if left_alone(path) {
+            continue;
+        }
         match from.get(path) {
             Some(old) if old == entry => {}
             Some(_) => out.restored.push(path.clone()),
@@ -56,13 +71,54 @@ pub(crate) fn diff(from: &Flat, to: &Flat) -> Diff {
     }
     out.deleted = from
         .keys()
-        .filter(|path| !to.contains_key(*path))
+        .filter(|path| !to.contains_key(*path) && !left_alone(path))
         .cloned()
         .collect();
     out.restored.sort();
     out.created.sort();
     out.deleted.sort();
+    out.not_captured = unreadable.then.into_iter().collect();
+    out.not_captured.sort();
+    out.unreadable_now = unreadable
+        .now
+        .into_iter()
+        .filter(|path| out.not_captured.binary_search(path).is_err())
+        .collect();
+    out.unreadable_now.sort();
     out
+}
+
+/// The paths that either side of a restore did not capture.
+pub(crate) struct Unreadable {
+    /// Not captured by the target.
+    then: HashSet<PathBuf>,
+    /// Not captured now.
+    now: HashSet<PathBuf>,
+}
+
+impl Unreadable {
+    /// The unreadable paths of `from` and `to`.
+    pub(crate) fn of(from: &Flat, to: &Flat) -> Self {
+        let unreadable = |flat: &Flat| -> HashSet<PathBuf> {
+            flat.iter()
+                .filter(|(_, (kind, _))| *kind == Kind::Unreadable)
+                .map(|(path, _)| path.clone())
+                .collect()
+        };
+        Self {
+            then: unreadable(to),
+            now: unreadable(from),
+        }
+    }
+
+    /// Whether `path` is, or is in, a path either side did not capture: a restore
+    /// leaves it alone.
+    pub(crate) fn covers(&self, path: &Path) -> bool {
+        (!self.then.is_empty() || !self.now.is_empty())
+            && path
+                .ancestors()
+                .any(|at| self.then.contains(at) || self.now.contains(at))
+    }
 }
 
 /// Makes the captured files of `folder` go from `from` to `to`; returns the paths of
@@ -88,6 +144,7 @@ pub(crate) fn apply(
             Ok(()) | Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) => {}
             Err(errno) => return Err(io_err("remove", &folder.display_path(path))(errno)),
         }
+        kill_hook::step();
         touched.insert(parent.to_path_buf());
     }
     remove_emptied_dirs(folder, &plan.deleted, to, &mut touched)?;
@@ -127,7 +184,7 @@ pub(crate) fn apply(
                 }
             } else if !from.contains_key(path) {
                 // Not captured, yet where the checkpoint has a file: kept, unless it
-                // already is that file (a restore rolled forward).
+                // already is that file (a restore being finished).
                 if !same_content(dir, name, kind, &id, objects, &display)? {
                     kept.push(path.clone());
                 }
@@ -143,6 +200,7 @@ pub(crate) fn apply(
         touched.insert(parent.to_path_buf());
     }
     sync_changes(folder, &written, &touched)?;
+    kill_hook::step();
     Ok(kept)
 }
 
@@ -219,11 +277,7 @@ fn same_content(
     {
         return Ok(false);
     }
-    let object = objects.open_object(id)?;
-    let size = object
-        .metadata()
-        .map_err(io_err("stat", objects.dir()))?
-        .len();
+    let size = objects.open_object(id)?.size()?;
     if size != stat.st_size as u64 {
         return Ok(false);
     }
@@ -239,7 +293,7 @@ fn same_content(
 /// temporary name, then renamed over whatever is there. A file replacing a file
 /// keeps its permission bits (`keep_mode`) but for the executable ones; a new file
 /// gets 0666 or 0777 less the umask. Returns the file written, to sync.
-fn write_entry(
+pub(crate) fn write_entry(
     dir: &OwnedFd,
     name: &OsStr,
     kind: Kind,
@@ -276,12 +330,35 @@ fn write_entry(
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(io_err("chmod", display))?;
         }
         let mut file = File::from(fd);
-        let mut object = objects.open_object(id)?;
+        let mut object = objects.open_object(id)?.reader()?;
         std::io::copy(&mut object, &mut file).map_err(io_err("write", display))?;
         Some(file)
     };
+    kill_hook::step();
     rustix::fs::renameat(dir, TEMP_NAME, dir, name).map_err(io_err("rename", display))?;
+    kill_hook::step();
     Ok(file)
+}
+
+/// Removes the folders that deleting `deleted` left empty, but those `to` has
+/// files in: for a cut restore being finished, whose deletions were made before.
+pub(crate) fn remove_emptied(
+    folder: &Folder,
+    deleted: &[PathBuf],
+    to: &Flat,
+) -> Result<(), CheckpointError> {
+    remove_emptied_dirs(folder, deleted, to, &mut BTreeSet::new())
+}
+
+/// Removes the temporary file a cut restore may have left in the folder of each
+/// of `paths`. Best effort: one left is only a stray file.
+pub(crate) fn remove_temp_files<'p>(folder: &Folder, paths: impl Iterator<Item = &'p PathBuf>) {
+    let parents: BTreeSet<&Path> = paths.map(|path| split(path).0).collect();
+    for parent in parents {
+        if let Ok(dir) = folder.open_dir(parent) {
+            let _ = rustix::fs::unlinkat(&dir, TEMP_NAME, AtFlags::empty());
+        }
+    }
 }
 
 /// Makes the written files and the changed folders durable.
@@ -319,13 +396,13 @@ pub(crate) fn materialize(
     }
     let mut bytes = 0;
     for (kind, id) in flat.values() {
-        if *kind != Kind::Link {
-            let object = objects.open_object(id)?;
-            bytes += object
-                .metadata()
-                .map_err(io_err("stat", objects.dir()))?
-                .len();
+        if !matches!(kind, Kind::Link | Kind::Unreadable) {
+            bytes += objects.open_object(id)?.size()?;
         }
     }
-    Ok((flat.len() as u64, bytes))
+    let written = flat
+        .values()
+        .filter(|(kind, _)| *kind != Kind::Unreadable)
+        .count();
+    Ok((written as u64, bytes))
 }

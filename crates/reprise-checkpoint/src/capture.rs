@@ -24,8 +24,7 @@ use crate::scan::{FileStat, Scan, Scanned};
 use crate::stat_cache::{Known, StatCache};
 use crate::tree::{self, Kind, TreeEntry};
 
-/// Every captured path and its object.
-pub(crate) type Flat = HashMap<PathBuf, (Kind, ObjectId)>;
+pub(crate) use crate::tree::Flat;
 
 /// Below this many files to read, one thread reads them.
 const PARALLEL_FROM: usize = 16;
@@ -44,6 +43,12 @@ pub(crate) struct Captured {
     pub(crate) bytes: u64,
     /// Files over the size limit (those that grew past it while read included).
     pub(crate) large: u64,
+    /// The files and folders that could not be read (no permission), sorted: in
+    /// the tree as not captured.
+    pub(crate) unreadable: Vec<PathBuf>,
+    /// The captured files hard-linked together, each group sorted, the groups in
+    /// order (see [`links`](crate::links)).
+    pub(crate) links: Vec<Vec<PathBuf>>,
     /// The stat cache for this state (empty unless `cache_stale`).
     pub(crate) cache: StatCache,
     /// Whether the cache given is off by enough paths to be worth rewriting.
@@ -76,7 +81,10 @@ pub(crate) fn capture(
     let known: Vec<Option<ObjectId>> = scan
         .entries
         .iter()
-        .map(|entry| cache.get(&entry.path, &entry.stat))
+        .map(|entry| match entry.kind {
+            Kind::Unreadable => Some(ObjectId::NONE),
+            _ => cache.get(&entry.path, &entry.stat),
+        })
         .collect();
     let misses: Vec<&Scanned> = scan
         .entries
@@ -85,13 +93,21 @@ pub(crate) fn capture(
         .filter(|(_, known)| known.is_none())
         .map(|(entry, _)| entry)
         .collect();
-    let hits = known.len() - misses.len();
-    let cache_stale = misses.len() + (cache.entries.len() - hits) >= REWRITE_CACHE_FROM;
+    // Folders not captured are in no cache: they are neither hits nor misses.
+    let uncached = scan
+        .entries
+        .iter()
+        .filter(|entry| entry.kind == Kind::Unreadable)
+        .count();
+    let hits = known.len() - misses.len() - uncached;
+    let cache_stale = misses.len() + cache.entries.len().saturating_sub(hits) >= REWRITE_CACHE_FROM;
     let (results, mut batch) = read_all(folder, &misses, sink, max_file_size)?;
     let mut read = results.into_iter();
     let mut new_cache = StatCache::default();
     let mut files = Flat::with_capacity(known.len());
     let mut bytes = 0;
+    let mut unreadable = Vec::new();
+    let mut linked: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
     for (entry, known) in scan.entries.into_iter().zip(known) {
         let (kind, stat, id, size) = match known {
             Some(id) => (entry.kind, entry.stat, id, entry.stat.size),
@@ -105,20 +121,35 @@ pub(crate) fn capture(
                 }
             },
         };
+        if kind == Kind::Unreadable {
+            unreadable.push(entry.path.clone());
+            files.insert(entry.path, (kind, id));
+            continue;
+        }
         bytes += if kind == Kind::Link { 0 } else { size };
         if cache_stale {
             new_cache
                 .entries
                 .insert(entry.path.clone(), Known { stat, id });
         }
+        if entry.nlink > 1 && kind != Kind::Link && stat.ino == entry.stat.ino {
+            linked
+                .entry((entry.dev, stat.ino))
+                .or_default()
+                .push(entry.path.clone());
+        }
         files.insert(entry.path, (kind, id));
     }
     let root = build_trees(&files, sink, &mut batch)?;
+    unreadable.sort();
+    let links = crate::links::groups(linked.into_values().collect());
     Ok(Captured {
         root,
         files,
         bytes,
         large,
+        unreadable,
+        links,
         cache: new_cache,
         cache_stale,
         batch,
@@ -165,7 +196,7 @@ fn read_all(
 }
 
 /// Reads one file or link; `None` when it is gone, replaced by something not
-/// captured, or over the limit.
+/// captured, or over the limit; [`Kind::Unreadable`] when this user may not read it.
 fn read_one(
     folder: &Folder,
     entry: &Scanned,
@@ -190,6 +221,9 @@ fn read_one(
         let fd = match folder.open_at(&entry.path, OFlags::RDONLY | OFlags::NONBLOCK) {
             Ok(fd) => fd,
             Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(None),
+            Err(Errno::ACCESS | Errno::PERM) => {
+                return Ok(Some((Kind::Unreadable, entry.stat, ObjectId::NONE, 0)));
+            }
             Err(errno) => return Err(io_err("open", &display())(errno)),
         };
         let stat = rustix::fs::fstat(&fd).map_err(io_err("stat", &display()))?;
@@ -217,7 +251,11 @@ fn read_one(
     };
     let id = ObjectId::of(&content);
     if let Sink::Store(objects) = sink {
-        batch.add(objects, id, &content)?;
+        if kind == Kind::Link {
+            batch.add(objects, id, &content)?;
+        } else {
+            batch.add_content(objects, id, &content)?;
+        }
     }
     let size = if kind == Kind::Link {
         0

@@ -27,6 +27,17 @@ pub enum CheckpointError {
         /// The checkpoint store.
         dir: PathBuf,
     },
+    /// An object that is not in the store, which holds a pack that cannot be used
+    /// (damaged, cut short, or not a pack): the object may have been in it.
+    #[error("{}: not a usable pack of checkpoints ({reason}); object {id} is missing", pack.display())]
+    BadPack {
+        /// The object's name.
+        id: String,
+        /// The pack.
+        pack: PathBuf,
+        /// What is wrong with the pack.
+        reason: String,
+    },
     /// An object whose bytes are not what it must hold.
     #[error("{}: object {id} is damaged: {reason}", dir.display())]
     DamagedObject {
@@ -66,6 +77,19 @@ pub enum CheckpointError {
         /// The folder.
         path: PathBuf,
     },
+    /// A restore of the working folder was cut before it finished: nothing but
+    /// finishing it touches the folder.
+    #[error(
+        "{}: a restore of this folder was cut before it finished (its files may be half restored); it must be finished first (journal in {})",
+        workdir.display(),
+        restore.store.display()
+    )]
+    Unfinished {
+        /// The working folder.
+        workdir: PathBuf,
+        /// The restore that was cut (boxed: the error stays small).
+        restore: Box<UnfinishedRestore>,
+    },
     /// The folder to capture cannot be used.
     #[error("{}: the folder to capture must be an existing folder", path.display())]
     BadFolder {
@@ -94,4 +118,15 @@ pub(crate) fn io_err<E: Into<std::io::Error>>(
     path: &Path,
 ) -> impl FnOnce(E) -> CheckpointError {
     move |source| CheckpointError::io(op, path, source)
+}
+
+/// A restore that was cut before it finished: the folder may be half restored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedRestore {
+    /// The checkpoint store whose journal records it (`<run>/checkpoints`).
+    pub store: PathBuf,
+    /// The checkpoint the folder was taken at just before the restore.
+    pub from: CheckpointId,
+    /// The checkpoint the folder was being restored to.
+    pub target: CheckpointId,
 }

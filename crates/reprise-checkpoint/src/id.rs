@@ -5,11 +5,17 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
+/// What the name of an object stored compressed (a zstd frame) ends with.
+pub(crate) const COMPRESSED_SUFFIX: &str = ".zst";
+
 /// The name of an object in the store: the SHA-256 of its bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ObjectId(pub(crate) [u8; 32]);
 
 impl ObjectId {
+    /// The id of an entry that has no object (one not captured).
+    pub(crate) const NONE: Self = Self([0; 32]);
+
     /// The id of `bytes`.
     pub(crate) fn of(bytes: &[u8]) -> Self {
         Self(Sha256::digest(bytes).into())
@@ -19,6 +25,12 @@ impl ObjectId {
     pub(crate) fn rel_path(&self) -> String {
         let hex = self.to_string();
         format!("{}/{}", &hex[..2], &hex[2..])
+    }
+
+    /// The path below the objects folder of the object stored compressed:
+    /// `ab/cdef….zst`.
+    pub(crate) fn rel_path_compressed(&self) -> String {
+        format!("{}{COMPRESSED_SUFFIX}", self.rel_path())
     }
 
     /// Parses 64 hexadecimal digits; `None` for anything else.

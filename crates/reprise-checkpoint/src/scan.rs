@@ -7,7 +7,8 @@
 //! with ripgrep's matcher, whether or not the folder is a git repository; the global
 //! excludes file of the person's git config is not read, so the same folder captures
 //! the same way for everyone), files over the size limit and special files (FIFOs,
-//! sockets, devices).
+//! sockets, devices). A folder this user may not read is one entry marked not
+//! captured.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -29,7 +30,7 @@ const GITIGNORE_LIMIT: u64 = 4 << 20;
 
 /// What a file's status says about its content: equal status, same content (with
 /// the racy-time rule the stat cache applies).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct FileStat {
     pub(crate) size: u64,
     pub(crate) mtime: (i64, u32),
@@ -61,6 +62,10 @@ pub(crate) struct Scanned {
     /// File, executable file or link.
     pub(crate) kind: Kind,
     pub(crate) stat: FileStat,
+    /// The file's device and how many names it has: the files of one device and
+    /// inode with more than one name are hard-linked together.
+    pub(crate) dev: u64,
+    pub(crate) nlink: u64,
 }
 
 /// What a walk found.
@@ -166,8 +171,49 @@ pub(crate) fn scan(folder: &Folder, limits: &ScanLimits<'_>) -> Result<Scan, Che
     Ok(scan)
 }
 
-/// Reads the folder `dir_rel` into `scan`; its subfolders go to `found`.
+/// Reads the folder `dir_rel` into `scan`; its subfolders go to `found`. A folder
+/// below the root that this user may not read (or whose entries it may not stat)
+/// becomes one [`Kind::Unreadable`] entry: nothing in it is captured, nor touched by
+/// a restore.
 fn scan_dir(
+    folder: &Folder,
+    limits: &ScanLimits<'_>,
+    dir_rel: &Path,
+    parent_rules: Arc<Rules>,
+    scan: &mut Scan,
+    found: &mut Vec<Pending>,
+) -> Result<(), CheckpointError> {
+    let (entries, pending) = (scan.entries.len(), found.len());
+    let counts = (scan.ignored, scan.large, scan.special);
+    match read_dir_entries(folder, limits, dir_rel, parent_rules, scan, found) {
+        Err(error) if is_denied(&error) && !dir_rel.as_os_str().is_empty() => {
+            // What was read of it before the error goes with it.
+            scan.entries.truncate(entries);
+            found.truncate(pending);
+            (scan.ignored, scan.large, scan.special) = counts;
+            scan.entries.push(Scanned {
+                path: dir_rel.to_path_buf(),
+                kind: Kind::Unreadable,
+                stat: FileStat::default(),
+                dev: 0,
+                nlink: 0,
+            });
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Whether `error` says this user may not read something.
+pub(crate) fn is_denied(error: &CheckpointError) -> bool {
+    matches!(
+        error,
+        CheckpointError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied
+    )
+}
+
+/// The entries of the folder `dir_rel`, read into `scan` and `found`.
+fn read_dir_entries(
     folder: &Folder,
     limits: &ScanLimits<'_>,
     dir_rel: &Path,
@@ -226,6 +272,9 @@ fn scan_dir(
                         None => continue,
                     },
                 };
+                // `nlink_t` is 32 bits on some targets (aarch64).
+                #[allow(clippy::useless_conversion)]
+                let (dev, nlink) = (stat.st_dev, u64::from(stat.st_nlink));
                 let stat = FileStat::of(&stat);
                 let kind = if file_type == FileType::Symlink {
                     Kind::Link
@@ -241,6 +290,8 @@ fn scan_dir(
                     path: rel,
                     kind,
                     stat,
+                    dev,
+                    nlink,
                 });
             }
             _ => scan.special += 1,

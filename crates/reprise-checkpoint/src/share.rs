@@ -1,6 +1,6 @@
-//! Checkpoints given from one store to another (a fork): every object a checkpoint
-//! reaches, hard-linked (copied only across file systems), so that the fork costs
-//! no space and outlives its source.
+//! Checkpoints given from one store to another (a fork): every loose object a
+//! checkpoint reaches, and every pack holding one, hard-linked (copied only across
+//! file systems), so that the fork costs no space and outlives its source.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -17,9 +17,10 @@ const TREE_LIMIT: u64 = 256 << 20;
 
 /// Gives `to` the checkpoints `ids` of `from`; returns how many objects were added.
 ///
-/// Every object is staged first, contents before the trees naming them, and the
-/// records are renamed into place last: a kill in the middle leaves objects no
-/// record names yet, never a record naming a missing object.
+/// Every object is staged first (loose ones renamed into place before packs, packs
+/// in the order they were written), and the records' own batch is committed last:
+/// a kill in the middle leaves objects no record names yet, never a record naming a
+/// missing object.
 pub(crate) fn share(
     from: &Objects,
     to: &Objects,
@@ -49,7 +50,7 @@ pub(crate) fn share(
             for entry in entries {
                 if entry.kind == Kind::Dir {
                     pending.push(entry.id);
-                } else if seen.insert(entry.id) {
+                } else if entry.kind != Kind::Unreadable && seen.insert(entry.id) {
                     order.push(entry.id);
                 }
             }

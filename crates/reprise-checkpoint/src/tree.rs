@@ -2,10 +2,17 @@
 //!
 //! The format (docs/format.md, "Checkpoints of the working folder") is the magic line
 //! `reprise-tree 1\n`, then one record per entry, sorted by name bytes: a kind byte
-//! (`f` file, `x` executable file, `l` symbolic link, `d` folder), the 32 bytes of the
-//! entry's object id, the name's bytes and a NUL.
+//! (`f` file, `x` executable file, `l` symbolic link, `d` folder, `u` not captured:
+//! a file or folder that could not be read), the 32 bytes of the entry's object id
+//! (zeros for `u`), the name's bytes and a NUL.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 use crate::id::ObjectId;
+
+/// Every captured path and its object.
+pub(crate) type Flat = HashMap<PathBuf, (Kind, ObjectId)>;
 
 const MAGIC: &[u8] = b"reprise-tree 1\n";
 
@@ -20,6 +27,10 @@ pub(crate) enum Kind {
     Link,
     /// A folder; its object is a tree.
     Dir,
+    /// A file or folder that could not be read when the checkpoint was taken (no
+    /// permission): not captured, and left as it is by every restore. Its id is
+    /// [`ObjectId::NONE`].
+    Unreadable,
 }
 
 impl Kind {
@@ -29,6 +40,7 @@ impl Kind {
             Kind::Exec => b'x',
             Kind::Link => b'l',
             Kind::Dir => b'd',
+            Kind::Unreadable => b'u',
         }
     }
 
@@ -38,6 +50,7 @@ impl Kind {
             b'x' => Some(Kind::Exec),
             b'l' => Some(Kind::Link),
             b'd' => Some(Kind::Dir),
+            b'u' => Some(Kind::Unreadable),
             _ => None,
         }
     }

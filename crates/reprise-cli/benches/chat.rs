@@ -13,12 +13,18 @@
 //!   100 MB run the chat itself wrote (the real binary driven against the scripted
 //!   server for 400 turns, every reply with `usage`, repeated with fresh ids).
 //!
+//! - the same on a 100 MB run of short turns (200,000 entries: prompts and replies of
+//!   about 300 characters, `usage` and `model` on every reply), where the cost is
+//!   per entry;
+//! - `reprise runs --json` over 10,000 and then 100,000 runs, the list cache warm.
+//!
 //! `show --json` is also set against the seed's Python loader (`json.loads` of every
 //! line of the file) where `python3` is on the machine.
 //!
 //! Run with `cargo bench -p reprise-cli --bench chat` (`-- big` runs only the 100 MB
-//! part, `-- small` only the rest). With `REPRISE_BENCH_KEEP=DIR` the runs are
-//! written under `DIR` and kept, to profile by hand.
+//! part, `-- short` only its short-turn run, `-- listing` only the listing at scale,
+//! `-- small` only the rest). With `REPRISE_BENCH_KEEP=DIR` the runs are written
+//! under `DIR` and kept, to profile by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -28,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use reprise_runs::{RunStore, create_run_folder};
 use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
-use reprise_testkit::coding_agent_entry;
+use reprise_testkit::{coding_agent_entry, short_turn_entry};
 
 const RUNS: usize = 10_000;
 const MESSAGES: usize = 10_000;
@@ -69,16 +75,29 @@ fn command(cwd: &Path, args: &[&str]) -> Command {
 /// output is read a pipe's worth at a time and dropped: collecting 100 MB here
 /// would charge the command for this side's growing buffer.
 fn timed(cwd: &Path, args: &[&str]) -> (Duration, u64) {
+    let (elapsed, peak, _) = timed_output(cwd, args);
+    (elapsed, peak)
+}
+
+/// [`timed`], and how many bytes the command printed.
+fn timed_output(cwd: &Path, args: &[&str]) -> (Duration, u64, usize) {
     let start = Instant::now();
     let mut child = command(cwd, args).spawn().unwrap();
     let peak = PeakWatch::of(child.id());
     let mut stdout = child.stdout.take().unwrap();
     let mut buffer = vec![0u8; 1 << 16];
-    while stdout.read(&mut buffer).unwrap() > 0 {}
+    let mut printed = 0;
+    loop {
+        let n = stdout.read(&mut buffer).unwrap();
+        if n == 0 {
+            break;
+        }
+        printed += n;
+    }
     let status = child.wait().unwrap();
     let elapsed = start.elapsed();
     assert!(status.success(), "{args:?} failed");
-    (elapsed, peak.finish())
+    (elapsed, peak.finish(), printed)
 }
 
 /// The peak resident memory of a child's own address space (`VmHWM`), sampled
@@ -277,6 +296,20 @@ async fn make_big_run(runs_dir: &Path) -> BigRun {
     .await
 }
 
+/// Entries of the short-turn run: about 100 MB.
+const SHORT_ENTRIES: usize = 200_000;
+
+/// A run of [`SHORT_ENTRIES`] short turns as the chat writes them (prompts and
+/// replies of about 300 characters, `usage` and `model` on every reply).
+async fn make_short_turn_run(runs_dir: &Path) -> BigRun {
+    write_big_run(runs_dir, |i| {
+        (i..(i + 2000).min(SHORT_ENTRIES))
+            .map(short_turn_entry)
+            .collect()
+    })
+    .await
+}
+
 /// A run of about [`BIG_BYTES`] that the chat wrote: [`DRIVEN_TURNS`] turns of the
 /// real binary against the scripted server (every reply with `usage`), repeated.
 async fn make_chat_written_run(work: &Path, runs_dir: &Path) -> BigRun {
@@ -323,9 +356,25 @@ async fn child_load(dir: &str, session_id: &str) {
     println!("{}", took.as_micros());
 }
 
-/// The 100 MB figures on both big runs: generated coding-agent turns, and turns the
-/// chat wrote.
+/// The 100 MB figures on the short-turn run.
+async fn short_bench(root: &Path) {
+    let short = root.join("short");
+    std::fs::create_dir_all(short.join("xdg")).unwrap();
+    let setup = Instant::now();
+    let run = make_short_turn_run(&short.join(".run")).await;
+    println!(
+        "setup: a run of {} short turns (prompts and replies of about 300 characters, usage on every reply), {:.1} MB, written in {}",
+        run.entries,
+        run.len as f64 / 1e6,
+        ms(setup.elapsed())
+    );
+    big_run_bench(&short, &run).await;
+}
+
+/// The 100 MB figures on the three big runs: generated coding-agent turns, short
+/// turns, and turns the chat wrote.
 async fn big_bench(root: &Path) {
+    short_bench(root).await;
     let generated = root.join("big");
     std::fs::create_dir_all(generated.join("xdg")).unwrap();
     let setup = Instant::now();
@@ -498,6 +547,85 @@ fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u
     (shown, elapsed, peak.finish())
 }
 
+/// Run folders for the listing at scale: `count` more runs under `runs_dir`, named
+/// after start times a minute apart from `first` on, each as the chat leaves it
+/// (`session.log`, a conversation of a prompt and a reply, `session.json` and
+/// `.summary.json` written by the run store). Folders are made directly:
+/// `create_run_folder` looks through the whole runs folder for leftovers each time.
+fn make_listed_runs(runs_dir: &Path, first: usize, count: usize) {
+    const THREADS: usize = 8;
+    std::fs::create_dir_all(runs_dir).unwrap();
+    let start = jiff::Timestamp::from_second(1_780_000_000).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            scope.spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                for n in (first + t..first + count).step_by(THREADS) {
+                    let at = start
+                        .checked_add(jiff::SignedDuration::from_secs(n as i64 * 60))
+                        .unwrap();
+                    let dir = runs_dir.join(at.strftime("%Y-%m-%dT%H-%M-%S-%3fZ").to_string());
+                    std::fs::create_dir(&dir).unwrap();
+                    std::fs::write(dir.join("session.log"), "").unwrap();
+                    let store = RunStore::with_durability(&dir, Durability::None);
+                    let key = SessionKey::session(&uuid::Uuid::now_v7().to_string()).unwrap();
+                    let entries = [
+                        Entry::message(Message::user(format!(
+                            "question number {n} about something"
+                        ))),
+                        Entry::message(Message::assistant(format!("answer number {n}"))),
+                    ];
+                    runtime.block_on(store.append(&key, &entries)).unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// `reprise runs --json` (and the table) over 10,000 and 100,000 runs, the list
+/// cache warm, against the process start and `list_runs` in this process: medians
+/// of alternating rounds.
+fn listing_bench(root: &Path) {
+    let many = root.join("listed");
+    let runs_dir = many.join(".run");
+    std::fs::create_dir_all(many.join("xdg")).unwrap();
+    let mut made = 0;
+    for count in [10_000, 100_000] {
+        let setup = Instant::now();
+        make_listed_runs(&runs_dir, made, count - made);
+        made = count;
+        println!("setup: {count} runs written in {}", ms(setup.elapsed()));
+        // Old enough to be cached (the cache leaves out files changed within the
+        // last second), then a listing that caches them all.
+        std::thread::sleep(Duration::from_millis(1100));
+        let _ = timed(&many, &["runs"]);
+        let listed = reprise_runs::list_runs(&runs_dir).unwrap();
+        assert_eq!(listed.runs.len(), count);
+        let mut samples: [Vec<Duration>; 4] = Default::default();
+        let mut printed = 0;
+        for _ in 0..REPEAT {
+            samples[0].push(timed(&many, &["--version"]).0);
+            let start = Instant::now();
+            let _ = reprise_runs::list_runs(&runs_dir).unwrap();
+            samples[1].push(start.elapsed());
+            samples[2].push(timed(&many, &["runs"]).0);
+            let (took, _, out) = timed_output(&many, &["runs", "--json"]);
+            samples[3].push(took);
+            printed = out;
+        }
+        let [version, in_process, table, json] = samples.map(median);
+        println!(
+            "{count} runs: reprise runs --json median {} ({printed} bytes); reprise runs median {}; list_runs in the bench process median {}; reprise --version median {}",
+            ms(json),
+            ms(table),
+            ms(in_process),
+            ms(version)
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     if let (Ok(dir), Ok(id)) = (std::env::var(CHILD_LOAD_DIR), std::env::var(CHILD_LOAD_KEY)) {
@@ -508,6 +636,12 @@ async fn main() {
     let root = kept.as_deref().unwrap_or(temporary.path());
     std::fs::create_dir_all(root).unwrap();
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if only.as_deref() == Some("short") {
+        return short_bench(root).await;
+    }
+    if only.as_deref() == Some("listing") {
+        return listing_bench(root);
+    }
     if only.as_deref() != Some("small") {
         big_bench(root).await;
     }
@@ -589,4 +723,5 @@ async fn main() {
         "peak RSS of any reprise process waited for so far (runs, --plain --continue): {:.1} MiB",
         peak as f64 / 1024.0
     );
+    listing_bench(root);
 }

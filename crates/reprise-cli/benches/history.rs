@@ -12,11 +12,14 @@
 //!   default view (the first hits of each run) against `rg -F -c` over the same
 //!   files, and `--all` (every hit) against `rg -F` (every matching line).
 //!
+//! - `reprise search` over 2,000 and then 20,000 runs of about 116 KB, for a phrase
+//!   in 1 run of 100 and for one in every answer, against `rg -F -c`.
+//!
 //! Wall time of the whole process, median of alternating rounds after an untimed
 //! pass of each. The data is generated under `target/bench-tmp/` and removed
 //! afterwards (kept under `REPRISE_BENCH_KEEP=DIR` when set). Needs `rg` (Debian's `ripgrep`). Run with
 //! `cargo bench -p reprise-cli --bench history` (`-- chat` runs only the search of
-//! chat-written runs).
+//! chat-written runs, `-- sparse` only the search of 2,000 and 20,000 runs).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -181,10 +184,16 @@ fn words(rng: &mut Lcg, count: usize) -> String {
 /// One conversation body of about `RUN_BYTES`: turns of a question, a tool call, its
 /// result and an answer.
 fn body(seed: u64) -> Vec<u8> {
+    body_of(seed, RUN_BYTES, "")
+}
+
+/// One conversation body of about `bytes`: turns of a question, a tool call, its
+/// result and an answer that starts with `answer_start`.
+fn body_of(seed: u64, bytes: usize, answer_start: &str) -> Vec<u8> {
     let mut rng = Lcg(seed);
-    let mut out = Vec::with_capacity(RUN_BYTES + 8192);
+    let mut out = Vec::with_capacity(bytes + 8192);
     let mut turn = 0;
-    while out.len() < RUN_BYTES {
+    while out.len() < bytes {
         let entries = [
             Entry::message(Message::user(words(&mut rng, 30))),
             Entry::message(Message::assistant_tool_calls(
@@ -196,7 +205,10 @@ fn body(seed: u64) -> Vec<u8> {
                 )],
             )),
             Entry::message(Message::tool(format!("call_{turn}"), words(&mut rng, 400))),
-            Entry::message(Message::assistant(words(&mut rng, 120))),
+            Entry::message(Message::assistant(format!(
+                "{answer_start}{}",
+                words(&mut rng, 120)
+            ))),
         ];
         for entry in entries {
             out.extend(serde_json::to_vec(&entry).unwrap());
@@ -211,20 +223,26 @@ fn body(seed: u64) -> Vec<u8> {
 /// run's first message mentions `QUERY`), `session.json`, the `.summary.json` an
 /// append through the run store writes, and a title.
 fn make_runs(runs_dir: &Path) -> u64 {
+    let bodies: Vec<Vec<u8>> = (0..BODIES as u64).map(|n| body(n + 1)).collect();
+    make_runs_of(runs_dir, 0..RUNS, &bodies)
+}
+
+/// Writes run folders `numbers` as [`make_runs`] does, with conversations cut from
+/// `bodies`.
+fn make_runs_of(runs_dir: &Path, numbers: std::ops::Range<usize>, bodies: &[Vec<u8>]) -> u64 {
     const THREADS: usize = 8;
     std::fs::create_dir_all(runs_dir).unwrap();
-    let bodies: Vec<Vec<u8>> = (0..BODIES as u64).map(|n| body(n + 1)).collect();
-    let bodies = &bodies;
     let start = jiff::Timestamp::from_second(1_780_000_000).unwrap();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
+                let numbers = numbers.clone();
                 scope.spawn(move || {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .build()
                         .unwrap();
                     let mut bytes = 0u64;
-                    for n in (t..RUNS).step_by(THREADS) {
+                    for n in (numbers.start + t..numbers.end).step_by(THREADS) {
                         let at = start
                             .checked_add(jiff::SignedDuration::from_secs(n as i64 * 60))
                             .unwrap();
@@ -345,6 +363,60 @@ fn chat_written_search(reprise: &str, root: &Path) {
     }
 }
 
+/// Runs of about 116 KB for the search of few hits and of many: in the answers of
+/// every turn of every run, and in the first message of every 100th run.
+const SPARSE_RUN_BYTES: usize = 116_000;
+const FREQUENT_QUERY: &str = "check the inputs";
+
+/// `reprise search` against `rg -F -c` on 2,000 and then 20,000 runs of about
+/// 116 KB: a phrase in 1 run of 100 (the first message) and one in every answer of
+/// every run. Alternating rounds, medians.
+fn sparse_search(reprise: &str, root: &Path) {
+    let runs_dir = root.join("sparse-runs");
+    let bodies: Vec<Vec<u8>> = (0..BODIES as u64)
+        .map(|n| body_of(n + 1, SPARSE_RUN_BYTES, "Next, check the inputs. "))
+        .collect();
+    let runs_arg = runs_dir.to_str().unwrap();
+    let mut made = 0;
+    let mut bytes = 0;
+    for count in [2_000, 20_000] {
+        let started = Instant::now();
+        bytes += make_runs_of(&runs_dir, made..count, &bodies);
+        made = count;
+        println!(
+            "made {count} runs of {} KB, {:.0} MB of conversations, in {:.1} s",
+            SPARSE_RUN_BYTES / 1000,
+            bytes as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+        for (what, query) in [("rare", QUERY), ("frequent", FREQUENT_QUERY)] {
+            let commands: [(&str, Vec<&str>); 2] = [
+                (reprise, vec!["--runs-dir", runs_arg, "search", query]),
+                ("rg", vec!["-F", "-c", "--glob", "*.jsonl", query, runs_arg]),
+            ];
+            let out: Vec<usize> = commands
+                .iter()
+                .map(|(program, args)| timed(program, args, root).1)
+                .collect();
+            let mut times = vec![Vec::new(); commands.len()];
+            for _ in 0..ROUNDS {
+                for ((program, args), samples) in commands.iter().zip(&mut times) {
+                    samples.push(timed(program, args, root).0);
+                }
+            }
+            let medians: Vec<Duration> = times.into_iter().map(median).collect();
+            println!(
+                "{count} runs, {what} hits, reprise search {query:?}: median {} ({} bytes out); rg -F -c: median {} ({} bytes out); ratio {:.2}x",
+                ms(medians[0]),
+                out[0],
+                ms(medians[1]),
+                out[1],
+                medians[0].as_secs_f64() / medians[1].as_secs_f64(),
+            );
+        }
+    }
+}
+
 /// Runs a command to its end, its output read and dropped; returns its wall time.
 fn timed(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize) {
     let start = Instant::now();
@@ -381,6 +453,10 @@ fn main() {
     let guard = TempDir(root.clone(), kept.is_none());
     if std::env::args().skip(1).any(|arg| arg == "chat") {
         chat_written_search(env!("CARGO_BIN_EXE_reprise"), &root);
+        return;
+    }
+    if std::env::args().skip(1).any(|arg| arg == "sparse") {
+        sparse_search(env!("CARGO_BIN_EXE_reprise"), &root);
         return;
     }
     let runs_dir = root.join("runs");
@@ -420,6 +496,7 @@ fn main() {
     );
 
     chat_written_search(reprise, &root);
+    sparse_search(reprise, &root);
 
     let list_args = ["--runs-dir", runs_arg, "runs"];
     let cache = runs_dir.join(reprise_runs::LIST_CACHE);

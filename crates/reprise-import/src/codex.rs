@@ -3,7 +3,8 @@
 //!
 //! The conversation is in the `response_item` lines (what was sent to and received
 //! from the model); `event_msg` lines repeat it for the UI and are counted, not
-//! converted, except the two that change the conversation: a rollback and a rename.
+//! converted, except the two that change the conversation (a rollback and a rename)
+//! and `token_count`, whose counts of the model call just made go on its reply.
 
 use std::path::Path;
 
@@ -272,6 +273,10 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
     let mut builder = Builder::new(format!("codex:{session_id}:main"));
     builder.report = report;
     let mut title = None;
+    let mut model: Option<String> = None;
+    // `token_count` is repeated (with the same totals) at each turn's start: a call
+    // is counted when the running total changes.
+    let mut counted_total: Option<u64> = None;
     for envelope in &envelopes {
         let ts = parse_ts(envelope.timestamp.as_deref());
         let payload = &envelope.payload;
@@ -299,6 +304,37 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
                     title = Some(name.to_owned());
                 }
             }
+            ("event_msg", "token_count") => {
+                let info = &payload["info"];
+                let total = info["total_token_usage"]["total_tokens"].as_u64();
+                let last = &info["last_token_usage"];
+                match (total, last["input_tokens"].as_u64()) {
+                    (Some(total), Some(input)) if counted_total != Some(total) => {
+                        counted_total = Some(total);
+                        // Codex writes the counts of a call before the items of its
+                        // reply: they go on the reply being built, or the next one.
+                        builder.assistant_usage(
+                            input,
+                            last["output_tokens"].as_u64().unwrap_or(0),
+                            last["cached_input_tokens"].as_u64(),
+                        );
+                        if let Some(model) = &model {
+                            builder.assistant_model(model);
+                        }
+                    }
+                    _ => builder
+                        .report
+                        .skip("event_msg token_count repeated or empty (UI events)", 1),
+                }
+            }
+            ("turn_context", _) => {
+                if let Some(name) = payload["model"].as_str() {
+                    model = Some(name.to_owned());
+                }
+                builder
+                    .report
+                    .skip("turn_context lines (settings per turn)", 1);
+            }
             ("session_meta", _) => {}
             ("response_item", _) => response_item(payload, ts, &mut builder),
             ("compacted", _) => {
@@ -308,9 +344,6 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
             ("event_msg", event) => builder
                 .report
                 .skip(format!("event_msg {event} (UI events)"), 1),
-            ("turn_context", _) => builder
-                .report
-                .skip("turn_context lines (settings per turn)", 1),
             (other, _) => builder
                 .report
                 .skip(format!("lines of unknown type {other}"), 1),

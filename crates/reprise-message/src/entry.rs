@@ -14,6 +14,11 @@ use crate::usage::StoredUsage;
 /// message, never sent to a model.
 pub const USAGE_FIELD: &str = "usage";
 
+/// The entry field naming the model that made the entry (`"model": "qwen2.5:7b"`): the
+/// model asked for by the call whose `usage` the entry records; beside the message,
+/// never sent to a model.
+pub const MODEL_FIELD: &str = "model";
+
 /// One line of a session file: a message, or another kind of entry (`kind` set).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

@@ -8,12 +8,14 @@
 //!
 //! The entry line format is described in `docs/format.md` of the repository.
 
+mod arguments;
 mod entry;
 mod fields;
 mod message;
 mod usage;
 
-pub use entry::{Entry, USAGE_FIELD, now_millis};
+pub use arguments::Arguments;
+pub use entry::{Entry, MODEL_FIELD, USAGE_FIELD, now_millis};
 pub use fields::Fields;
 pub use message::{Content, ContentPart, FunctionCall, Message, Role, ToolCall};
 pub use usage::{StoredUsage, TokenCounts};

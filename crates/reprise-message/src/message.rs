@@ -5,8 +5,8 @@
 //! writes it back unchanged.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
 
+use crate::arguments::Arguments;
 use crate::fields::Fields;
 
 /// Who wrote a message. Unknown roles (`developer`, vendor roles) are kept as text.
@@ -125,7 +125,7 @@ impl ToolCall {
     pub fn function(
         id: impl Into<String>,
         name: impl Into<String>,
-        arguments: impl Into<String>,
+        arguments: impl Into<Arguments>,
     ) -> Self {
         ToolCall {
             id: id.into(),
@@ -147,19 +147,11 @@ pub struct FunctionCall {
     #[serde(default)]
     pub name: String,
     /// The arguments as a JSON text. Servers that send an object get it re-encoded.
-    #[serde(default, deserialize_with = "arguments_as_text")]
-    pub arguments: String,
+    #[serde(default)]
+    pub arguments: Arguments,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
     pub extra: Fields,
-}
-
-fn arguments_as_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(deserializer)? {
-        Value::String(text) => text,
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
 }
 
 /// An OpenAI chat-completions message, as sent or received.

@@ -34,6 +34,21 @@ pub enum StoredUsage {
 }
 
 impl StoredUsage {
+    /// The field for `counts`, with the server's cached prompt tokens where it
+    /// reported them, stored as a server sends them
+    /// (`prompt_tokens_details.cached_tokens`), so that every reader finds them alike.
+    pub fn with_cached(counts: TokenCounts, cached: Option<u64>) -> StoredUsage {
+        match cached {
+            None => counts.into(),
+            Some(cached) => StoredUsage::from(serde_json::json!({
+                "prompt_tokens": counts.prompt_tokens,
+                "completion_tokens": counts.completion_tokens,
+                "total_tokens": counts.total_tokens,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            })),
+        }
+    }
+
     /// The counts it holds: all three, read from an object that holds them as
     /// unsigned integers whatever else it holds; `None` otherwise.
     pub fn counts(&self) -> Option<TokenCounts> {

@@ -7,21 +7,20 @@
 //! directory still holds what is local to a machine, `session.log` and
 //! `transcript.jsonl`; it is created where a run is first opened.
 //!
-//! The chat's screens ask for runs from code that is not async; a query there blocks
-//! that worker thread of the runtime for the length of one query, not the others.
+//! Every query is awaited: the catalog works on any runtime, a current-thread one
+//! too.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_runs::{
-    CatalogError, CatalogFork, Conversation, ConversationMessage, LAST_RUN, Labels, RunCatalog,
+    CatalogError, CatalogFork, Conversation, ConversationStream, LAST_RUN, Labels, RunCatalog,
     RunError, RunFolder, RunList, RunRecord, RunSizes, RunSummary, SearchHit, SearchQuery,
     conversation_of, fold_title, newest,
 };
-use reprise_session::{LoadWarning, Loaded, SessionKey, SessionStore, validate_id};
+use reprise_session::{Loaded, SessionKey, SessionStore, validate_id};
 use uuid::Uuid;
 
 use crate::{PgSessionStore, SessionSummary, catalog_search, catalog_sizes};
@@ -75,8 +74,8 @@ impl PgRunCatalog {
         }
     }
 
-    fn listed(&self, limit: Option<u32>) -> Result<RunList, CatalogError> {
-        let summaries = wait(self.store.list_summaries(limit))?;
+    async fn listed(&self, limit: Option<u32>) -> Result<RunList, CatalogError> {
+        let summaries = self.store.list_summaries(limit).await?;
         Ok(RunList {
             runs: summaries
                 .into_iter()
@@ -89,14 +88,17 @@ impl PgRunCatalog {
 
     /// The run whose name is `spec` or starts with it; the inner error when none is
     /// (the caller may still find it by title).
-    fn find_by_name(&self, spec: &str) -> Result<Result<RunFolder, CatalogError>, CatalogError> {
+    async fn find_by_name(
+        &self,
+        spec: &str,
+    ) -> Result<Result<RunFolder, CatalogError>, CatalogError> {
         if let Err(error) = validate_id("run", spec) {
             return Ok(Err(RunError::InvalidId(error).into()));
         }
-        if wait(self.store.summary(spec))?.is_some() {
+        if self.store.summary(spec).await?.is_some() {
             return Ok(Ok(self.folder_of(spec)));
         }
-        let candidates = wait(self.store.ids_starting_with(spec, MAX_CANDIDATES))?;
+        let candidates = self.store.ids_starting_with(spec, MAX_CANDIDATES).await?;
         match candidates.as_slice() {
             [] => Ok(Err(CatalogError::NoSuchRun {
                 spec: spec.to_owned(),
@@ -134,30 +136,36 @@ impl RunCatalog for PgRunCatalog {
         Some(LISTING_PAGE)
     }
 
-    fn list(&self) -> Result<RunList, CatalogError> {
-        self.listed(None)
+    async fn list(&self) -> Result<RunList, CatalogError> {
+        self.listed(None).await
     }
 
     /// Reads that many rows of the session index, not every session.
-    fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError> {
-        Ok(newest(self.listed(Some(limit.saturating_add(1)))?, limit))
+    async fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError> {
+        Ok(newest(
+            self.listed(Some(limit.saturating_add(1))).await?,
+            limit,
+        ))
     }
 
-    fn find(&self, spec: &str) -> Result<RunFolder, CatalogError> {
+    async fn find(&self, spec: &str) -> Result<RunFolder, CatalogError> {
         if spec == LAST_RUN {
-            return match wait(self.store.list_summaries(Some(1)))?.into_iter().next() {
+            return match self.store.list_summaries(Some(1)).await?.into_iter().next() {
                 Some(summary) => Ok(self.folder_of(&summary.info.id)),
                 None => Err(CatalogError::NoRuns {
                     place: self.place(),
                 }),
             };
         }
-        let not_a_name = match self.find_by_name(spec)? {
+        let not_a_name = match self.find_by_name(spec).await? {
             Ok(folder) => return Ok(folder),
             Err(why) => why,
         };
         let wanted = fold_title(spec);
-        let titled: Vec<String> = wait(self.store.titles())?
+        let titled: Vec<String> = self
+            .store
+            .titles()
+            .await?
             .into_iter()
             .filter(|(_, title)| !wanted.is_empty() && fold_title(title) == wanted)
             .map(|(id, _)| id)
@@ -179,8 +187,8 @@ impl RunCatalog for PgRunCatalog {
         }
     }
 
-    fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError> {
-        let exists = wait(self.store.summary(folder.name()))?.is_some();
+    async fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError> {
+        let exists = self.store.summary(folder.name()).await?.is_some();
         Ok(RunFolder {
             dir: folder.dir.clone(),
             session_id: exists.then(|| folder.name().to_owned()),
@@ -188,41 +196,41 @@ impl RunCatalog for PgRunCatalog {
         })
     }
 
-    fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError> {
+    async fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError> {
         let Some(session_id) = folder.session_id.as_deref() else {
             return Ok(Conversation::default());
         };
         let key = SessionKey::session(session_id).map_err(RunError::InvalidId)?;
-        let loaded = wait(self.store.load(&key))?;
+        let loaded = self.store.load(&key).await?;
         Ok(loaded.map(conversation_of).unwrap_or_default())
     }
 
-    /// The rows are loaded first, then handed to `sink`.
-    fn stream_conversation(
+    /// The rows are loaded first, then handed over.
+    async fn stream_conversation(
         &self,
         folder: &RunFolder,
-        sink: &mut dyn FnMut(ConversationMessage),
-    ) -> Result<Vec<LoadWarning>, CatalogError> {
-        let conversation = self.conversation(folder)?;
-        conversation.messages.into_iter().for_each(sink);
-        Ok(conversation.warnings)
+    ) -> Result<ConversationStream, CatalogError> {
+        Ok(ConversationStream::of(self.conversation(folder).await?))
     }
 
-    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
-        wait(crate::run_record::record(&self.store, folder.name()))
+    async fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
+        crate::run_record::record(&self.store, folder.name()).await
     }
 
-    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
+    async fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
         let Some(session_id) = folder.session_id.as_deref() else {
             return Ok(Vec::new());
         };
-        Ok(wait(self.store.list_subkeys(session_id))?
+        Ok(self
+            .store
+            .list_subkeys(session_id)
+            .await?
             .iter()
             .filter_map(|key| key.subagent_name().map(str::to_owned))
             .collect())
     }
 
-    fn entries(
+    async fn entries(
         &self,
         folder: &RunFolder,
         subagent: Option<&str>,
@@ -235,11 +243,13 @@ impl RunCatalog for PgRunCatalog {
             Some(name) => SessionKey::subagent(session_id, name),
         }
         .map_err(RunError::InvalidId)?;
-        Ok(wait(self.store.load(&key))?)
+        Ok(self.store.load(&key).await?)
     }
 
-    fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
-        wait(self.store.summary(folder.name()))
+    async fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
+        self.store
+            .summary(folder.name())
+            .await
             .ok()
             .flatten()
             .map(|summary| summary.info.updated_at)
@@ -289,7 +299,7 @@ impl RunCatalog for PgRunCatalog {
     async fn delete(&self, folder: &RunFolder) -> Result<(), CatalogError> {
         let key = SessionKey::session(folder.name()).map_err(RunError::InvalidId)?;
         self.store.delete(&key).await?;
-        match std::fs::remove_dir_all(&folder.dir) {
+        match tokio::fs::remove_dir_all(&folder.dir).await {
             Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
                 Err(CatalogError::Delete {
                     dir: folder.dir.clone(),
@@ -322,13 +332,16 @@ impl RunCatalog for PgRunCatalog {
         Ok(labels_of(summary))
     }
 
-    fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError> {
-        if !folder.dir.is_dir() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
+    async fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError> {
+        let is_dir = tokio::fs::metadata(&folder.dir)
+            .await
+            .is_ok_and(|meta| meta.is_dir());
+        if !is_dir {
+            tokio::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&folder.dir)
+                .await
                 .map_err(|source| CatalogError::CreateFolder {
                     dir: folder.dir.clone(),
                     source,
@@ -340,12 +353,12 @@ impl RunCatalog for PgRunCatalog {
     /// The same hits, snippets and order as in run folders; the database sends only
     /// the entries that may match a literal query, and every entry of the runs
     /// searched for a regular expression, each decided by the folders' matcher.
-    fn search(
+    async fn search(
         &self,
         runs: &[RunSummary],
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, CatalogError> {
-        wait(catalog_search::search(&self.store, runs, query))
+        catalog_search::search(&self.store, runs, query).await
     }
 
     /// For a database, a run's bytes are what its entries (its subagents' included)
@@ -353,10 +366,10 @@ impl RunCatalog for PgRunCatalog {
     /// total is what the session tables take on the server with their indexes and
     /// out-of-line values (`pg_total_relation_size`), the whole database's sessions
     /// together, so at least the runs' sum.
-    fn sizes(&self) -> Result<RunSizes, CatalogError> {
-        let list = self.list()?;
-        let bytes = wait(catalog_sizes::session_bytes(&self.store))?;
-        let total = wait(catalog_sizes::total_bytes(&self.store))?;
+    async fn sizes(&self) -> Result<RunSizes, CatalogError> {
+        let list = self.list().await?;
+        let bytes = catalog_sizes::session_bytes(&self.store).await?;
+        let total = catalog_sizes::total_bytes(&self.store).await?;
         Ok(RunSizes::measured(
             list,
             |run| bytes.get(&run.session_id).copied().unwrap_or(0),
@@ -380,9 +393,4 @@ impl RunCatalog for PgRunCatalog {
         // it failed, and its lease expires on its own.
         let _ = self.store.close().await;
     }
-}
-
-/// Waits for a query from code that is not async (see the module documentation).
-fn wait<F: Future>(future: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }

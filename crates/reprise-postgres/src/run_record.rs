@@ -55,13 +55,15 @@ pub(crate) async fn take_in(
     written: &RunFolder,
 ) -> Result<String, CatalogError> {
     let copied = copy_in(catalog, written).await;
-    let removed = std::fs::remove_dir_all(&written.dir).map_err(|source| CatalogError::Delete {
-        dir: written.dir.clone(),
-        source,
-    });
+    let removed = tokio::fs::remove_dir_all(&written.dir)
+        .await
+        .map_err(|source| CatalogError::Delete {
+            dir: written.dir.clone(),
+            source,
+        });
     // The import folder goes once it is empty.
     if let Some(parent) = written.dir.parent() {
-        let _ = std::fs::remove_dir(parent);
+        let _ = tokio::fs::remove_dir(parent).await;
     }
     let name = copied?;
     removed?;

@@ -36,6 +36,8 @@ pub struct Accumulator {
     usage: Option<Usage>,
     done: bool,
     chunks: usize,
+    /// Whether the response's id and model were told to the current span.
+    named: bool,
 }
 
 impl Accumulator {
@@ -88,6 +90,10 @@ impl Accumulator {
             )));
         }
         self.chunks += 1;
+        if !self.named && (chunk.id.is_some() || chunk.model.is_some()) {
+            self.named = true;
+            crate::trace_context::record_response(chunk.id.as_deref(), chunk.model.as_deref());
+        }
         let mut events = Vec::new();
         if let Some(usage) = chunk.usage {
             // vLLM repeats cumulative usage on every chunk: the last one wins.

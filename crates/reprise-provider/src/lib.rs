@@ -22,11 +22,13 @@ pub mod accumulate;
 pub mod config;
 pub mod context_window;
 pub mod error;
+pub mod error_page;
 pub mod generation;
 pub mod openai;
 pub mod provider;
 pub mod retry;
 pub mod sse;
+mod trace_context;
 pub mod wire;
 
 pub use accumulate::Accumulator;

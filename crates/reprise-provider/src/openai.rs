@@ -194,6 +194,7 @@ impl OpenAiProvider {
             .map_err(Failure::Fatal)?
             .post(&self.url)
             .headers(self.headers.clone())
+            .headers(crate::trace_context::headers())
             .body(body)
             .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
@@ -304,6 +305,23 @@ impl OpenAiProvider {
 /// its close arrived. llama.cpp's server closes the connection after every streamed
 /// reply while still advertising keep-alive, so on a busy machine the next request can
 /// go out on a connection that is closing. Sending again opens a new one.
+/// Why an attempt is tried again, as a person is shown it: a server's message of
+/// one short line, but of a longer one (an error page) only the status, since the
+/// error that ends the retries shows it, and a page said at every attempt buries
+/// everything else.
+fn retry_reason(error: &ProviderError) -> String {
+    match error {
+        ProviderError::Status {
+            url,
+            status,
+            message,
+        } if message.contains('\n') || message.chars().count() > 120 => {
+            format!("{url} answered {status}")
+        }
+        other => error_chain(other),
+    }
+}
+
 fn closed_before_answer(error: &reqwest::Error) -> bool {
     if error.is_connect() || error.is_timeout() {
         return false;
@@ -402,6 +420,7 @@ pub fn parse_completion(body: &[u8]) -> Result<Completion, ProviderError> {
             error,
         )
     })?;
+    crate::trace_context::record_response(wire.id.as_deref(), wire.model.as_deref());
     let usage = wire.usage.map(Usage::from);
     let Some(choice) = wire.choices.into_iter().next() else {
         return Err(ProviderError::Malformed {
@@ -527,12 +546,11 @@ impl Provider for OpenAiProvider {
                 Some(wait) => wait.min(self.config.max_retry_after),
                 None => backoff_delay(attempt, self.config.backoff_base, self.config.backoff_max),
             };
-            let reason = error_chain(&error);
-            tracing::warn!(url = %self.url, attempt, error = %reason, ?delay, "model call failed; retrying");
+            tracing::warn!(url = %self.url, attempt, error = %error_chain(&error), ?delay, "model call failed; retrying");
             if let Some(events) = events {
                 let _ = events.send(StreamEvent::Retrying {
                     attempt: attempt + 1,
-                    reason,
+                    reason: retry_reason(&error),
                     delay,
                 });
             }
@@ -557,6 +575,18 @@ impl Provider for OpenAiProvider {
             .and_then(serde_json::Value::as_u64)
             .and_then(|limit| u32::try_from(limit).ok())
             .or(self.config.generation.max_tokens)
+    }
+
+    fn temperature(&self) -> Option<f64> {
+        self.config
+            .extra_body
+            .get("temperature")
+            .and_then(serde_json::Value::as_f64)
+            .or(self.config.generation.temperature)
+    }
+
+    fn provider_name(&self) -> Option<&str> {
+        Some("openai")
     }
 }
 

@@ -41,6 +41,10 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Both.
     pub total_tokens: u64,
+    /// Tokens of the request read from the server's prompt cache
+    /// (`prompt_tokens_details.cached_tokens`), when the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// What a UI can show while a response streams in.
@@ -103,6 +107,17 @@ pub trait Provider: Send + Sync {
     /// The `max_tokens` sent with each request, when one is: what a reply that
     /// ended with `finish_reason: "length"` ran into.
     fn max_tokens(&self) -> Option<u32> {
+        None
+    }
+
+    /// The sampling temperature sent with each request, when one is.
+    fn temperature(&self) -> Option<f64> {
+        None
+    }
+
+    /// Who serves the model, as the OpenTelemetry GenAI conventions name providers
+    /// (`openai` for the OpenAI API and servers that speak it), when known.
+    fn provider_name(&self) -> Option<&str> {
         None
     }
 }

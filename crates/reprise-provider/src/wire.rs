@@ -53,6 +53,10 @@ pub struct UsageWire {
     /// Both; computed when missing.
     #[serde(default, deserialize_with = "lenient_u64")]
     pub total_tokens: u64,
+    /// `{"cached_tokens": N}`: how many request tokens the server read from its
+    /// prompt cache (OpenAI, llama.cpp); anything else there is ignored.
+    #[serde(default)]
+    pub prompt_tokens_details: Option<Value>,
 }
 
 impl From<UsageWire> for Usage {
@@ -66,6 +70,11 @@ impl From<UsageWire> for Usage {
             prompt_tokens: wire.prompt_tokens,
             completion_tokens: wire.completion_tokens,
             total_tokens: total,
+            cached_tokens: wire
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|details| details.get("cached_tokens"))
+                .and_then(Value::as_u64),
         }
     }
 }
@@ -140,6 +149,12 @@ pub struct ErrorWire {
 /// One `chat.completion.chunk`.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct ChunkWire {
+    /// The response's id (the same on every chunk).
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub id: Option<String>,
+    /// The model that answered (the same on every chunk).
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub model: Option<String>,
     /// The choices; empty in a final usage chunk.
     #[serde(default)]
     pub choices: Vec<ChoiceDeltaWire>,
@@ -164,6 +179,12 @@ pub struct ChoiceWire {
 /// A non-streaming `chat.completion`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CompletionWire {
+    /// The response's id.
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub id: Option<String>,
+    /// The model that answered.
+    #[serde(default, deserialize_with = "lenient_text")]
+    pub model: Option<String>,
     /// The choices; the first is used.
     #[serde(default)]
     pub choices: Vec<ChoiceWire>,
@@ -216,7 +237,8 @@ pub struct RequestWire<'a> {
 }
 
 /// The server's error message from an error body: `{"error":{"message":…}}`,
-/// `{"error":"…"}`, `{"message":…}`, or the body text itself.
+/// `{"error":"…"}`, `{"message":…}`, or the body's text (an HTML page without its
+/// markup), cut to a few lines.
 pub fn error_message(body: &str) -> String {
     let from_json = serde_json::from_str::<Value>(body).ok().and_then(|value| {
         let error = value.get("error").unwrap_or(&value);
@@ -231,11 +253,13 @@ pub fn error_message(body: &str) -> String {
     match from_json {
         Some(message) => message,
         None => {
-            let trimmed = body.trim();
-            if trimmed.is_empty() {
+            // An HTML page (a proxy's, a web server's) or a text dump: a few lines
+            // of its text, not its markup.
+            let text = crate::error_page::page_text(body);
+            if text.is_empty() {
                 "(empty body)".to_owned()
             } else {
-                trimmed.chars().take(2_000).collect()
+                text
             }
         }
     }

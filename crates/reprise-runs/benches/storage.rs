@@ -66,10 +66,14 @@ fn kilobyte_entry(i: usize) -> Entry {
     Entry::message(Message::user(text))
 }
 
+/// The append variants: bare, writer, store, run store, store from a task, run store
+/// through the held runs folder.
+const VARIANTS: usize = 6;
+
 fn append_bench(dir: &Path) {
     println!("## durable append of a ~1 KB entry (Durability::Full: write + fdatasync)");
     let rounds = 401;
-    let entries: Vec<Entry> = (0..rounds * 5).map(kilobyte_entry).collect();
+    let entries: Vec<Entry> = (0..rounds * VARIANTS).map(kilobyte_entry).collect();
     let line_len = serde_json::to_vec(&entries[0]).unwrap().len() + 1;
     println!("entry line: {line_len} bytes, {rounds} appends per variant, interleaved");
 
@@ -78,12 +82,14 @@ fn append_bench(dir: &Path) {
     let store_dir = dir.join("store");
     let task_dir = dir.join("store-in-task");
     let run_dir = dir.join("run");
+    let held_dir = dir.join("held-run");
     for path in [&bare_path, &writer_path] {
         let _ = std::fs::remove_file(path);
     }
     let _ = std::fs::remove_dir_all(&store_dir);
     let _ = std::fs::remove_dir_all(&task_dir);
     let _ = std::fs::remove_dir_all(&run_dir);
+    let _ = std::fs::remove_dir_all(&held_dir);
 
     let mut bare = OpenOptions::new()
         .create(true)
@@ -99,12 +105,17 @@ fn append_bench(dir: &Path) {
     let store = FileSessionStore::new(&store_dir);
     let in_task = FileSessionStore::new(&task_dir);
     let run = create_run_store(&run_dir);
+    // As the chat opens its run (made by `create_run_folder` when the chat starts):
+    // through a held handle on the runs folder.
+    std::fs::create_dir_all(&held_dir).unwrap();
+    let held = create_run_store(reprise_runs::held::through_held(&held_dir));
     let key = SessionKey::session("bench").unwrap();
-    let (_store_lock, _task_lock, _run_lock) = runtime.block_on(async {
+    let (_store_lock, _task_lock, _run_lock, _held_lock) = runtime.block_on(async {
         (
             store.lock("bench").await.unwrap(),
             in_task.lock("bench").await.unwrap(),
             run.lock("bench").await.unwrap(),
+            held.lock("bench").await.unwrap(),
         )
     });
     // Warm up: create every file.
@@ -114,15 +125,16 @@ fn append_bench(dir: &Path) {
         .block_on(in_task.append(&key, &entries[..1]))
         .unwrap();
     runtime.block_on(run.append(&key, &entries[..1])).unwrap();
+    runtime.block_on(held.append(&key, &entries[..1])).unwrap();
 
     // Blocks of consecutive appends per variant, alternated: interleaving single
     // appends would let one file's fdatasync pay for another's pending metadata.
     let shared = Arc::new(entries.clone());
-    let mut rounds_times: Vec<[Duration; 5]> = Vec::new();
+    let mut rounds_times: Vec<[Duration; VARIANTS]> = Vec::new();
     let block = 20;
     let mut next = 1;
     for round in 0..(rounds - 1) / block {
-        let mut times = [Duration::ZERO; 5];
+        let mut times = [Duration::ZERO; VARIANTS];
         for step in 0..times.len() {
             // The order rotates from round to round: no variant always runs first.
             let variant = (round + step) % times.len();
@@ -135,7 +147,7 @@ fn append_bench(dir: &Path) {
                 let (key, block_entries) = (key.clone(), Arc::clone(&shared));
                 let task = runtime.spawn(async move {
                     for i in next..next + block {
-                        let entry = &block_entries[i * 5 + 4..i * 5 + 5];
+                        let entry = &block_entries[i * VARIANTS + 4..i * VARIANTS + 5];
                         store.append(&key, entry).await.unwrap();
                     }
                 });
@@ -144,7 +156,7 @@ fn append_bench(dir: &Path) {
                 continue;
             }
             for i in next..next + block {
-                let entry = &entries[i * 5 + variant..i * 5 + variant + 1];
+                let entry = &entries[i * VARIANTS + variant..i * VARIANTS + variant + 1];
                 match variant {
                     0 => {
                         let mut bytes = serde_json::to_vec(&entry[0]).unwrap();
@@ -158,8 +170,11 @@ fn append_bench(dir: &Path) {
                     2 => {
                         runtime.block_on(store.append(&key, entry)).unwrap();
                     }
-                    _ => {
+                    3 => {
                         runtime.block_on(run.append(&key, entry)).unwrap();
+                    }
+                    _ => {
+                        runtime.block_on(held.append(&key, entry)).unwrap();
                     }
                 }
             }
@@ -181,6 +196,10 @@ fn append_bench(dir: &Path) {
             (2, "FileSessionStore::append (lock held)"),
             (4, "FileSessionStore::append from a spawned task"),
             (3, "RunStore::append (lock held, 1 KB user messages)"),
+            (
+                5,
+                "RunStore::append through the held runs folder, as the chat opens it",
+            ),
         ],
     );
     println!();

@@ -7,20 +7,22 @@
 //! place that keeps runs answer for itself, including refusing, with a typed
 //! [`CatalogError::NotSupported`], what it cannot do.
 //!
-//! Listing, finding and reading are synchronous: the chat's screens ask for runs from
-//! code that is not async (a key press opens the `/resume` list). Opening a new
-//! session, forking, labelling and deleting are async.
+//! Every operation that reads or writes runs is async, on any runtime (a
+//! current-thread one too): a database is asked without blocking a thread, and run
+//! folders are read and written on the blocking pool. What the catalog was made
+//! with (its runs directory, where its conversations are, the store of a run) is
+//! given at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::{LoadWarning, Loaded, SessionStore, StoreError};
+use reprise_session::{Loaded, SessionStore, StoreError};
 use uuid::Uuid;
 
 use crate::{
-    Conversation, ConversationMessage, Labels, RunError, RunFolder, RunList, RunRecord, RunStore,
+    Conversation, ConversationStream, Labels, RunError, RunFolder, RunList, RunRecord, RunStore,
     RunSummary, SearchHit, SearchQuery, SearchRole,
 };
 
@@ -130,6 +132,9 @@ pub enum CatalogError {
     /// The task copying a fork ended before it was done.
     #[error("the fork was interrupted")]
     ForkInterrupted(#[source] tokio::task::JoinError),
+    /// The task reading or writing run folders ended before it was done.
+    #[error("the work on the runs was interrupted")]
+    Interrupted(#[source] tokio::task::JoinError),
     /// A run's folder could not be removed.
     #[error("cannot delete {}", .dir.display())]
     Delete {
@@ -177,56 +182,56 @@ pub trait RunCatalog: Send + Sync {
     fn listing_page(&self) -> Option<u32>;
 
     /// The runs with a conversation, newest first.
-    fn list(&self) -> Result<RunList, CatalogError>;
+    async fn list(&self) -> Result<RunList, CatalogError>;
 
     /// The newest `limit` runs with a conversation, and whether there are older ones.
-    fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError>;
+    async fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError>;
 
     /// The run `spec` names: `last`, a run's name, a unique prefix of one, or a run's
     /// title.
-    fn find(&self, spec: &str) -> Result<RunFolder, CatalogError>;
+    async fn find(&self, spec: &str) -> Result<RunFolder, CatalogError>;
 
     /// A run as it is now: with the session it holds, or `None` before the first
     /// message.
-    fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError>;
+    async fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError>;
 
     /// What a run's conversation shows: the person's messages and the replies.
-    fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError>;
+    async fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError>;
 
-    /// A run's conversation as [`RunCatalog::conversation`] reads it, each message
-    /// handed to `sink` as it is read; returns the warnings.
-    fn stream_conversation(
+    /// A run's conversation as [`RunCatalog::conversation`] reads it, its messages
+    /// handed over as they are read, then the warnings
+    /// ([`ConversationStream::finish`]).
+    async fn stream_conversation(
         &self,
         folder: &RunFolder,
-        sink: &mut dyn FnMut(ConversationMessage),
-    ) -> Result<Vec<LoadWarning>, CatalogError>;
+    ) -> Result<ConversationStream, CatalogError>;
 
     /// A run as it is kept, whole, for an export: its record (`session.json`, or the
     /// same fields where runs are kept elsewhere), its conversation's entries and
     /// each subagent's.
-    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError>;
+    async fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError>;
 
     /// The names of the subagents with a transcript in a run, in order; none for a
     /// run without subagents (which costs one directory read, or one query).
-    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError>;
+    async fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError>;
 
     /// The entries of a run's conversation (`subagent` `None`) or of one of its
     /// subagents' transcripts, as the agent loads them, with what was skipped or
     /// repaired; `None` where there is no such transcript.
-    fn entries(
+    async fn entries(
         &self,
         folder: &RunFolder,
         subagent: Option<&str>,
     ) -> Result<Option<Loaded>, CatalogError>;
 
     /// When a run's conversation was last added to, when known.
-    fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp>;
+    async fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp>;
 
     /// The session id a new run gets.
     async fn new_session_id(&self, folder: &RunFolder) -> Result<String, CatalogError>;
 
     /// The store that keeps a run's session, to write it (what it writes beside the
-    /// conversation passes `redactor`).
+    /// conversation passes `redactor`). Making it reads nothing.
     fn store_for(&self, folder: &RunFolder, redactor: &Redactor) -> Arc<dyn SessionStore>;
 
     /// Copies a run's conversation (up to entry `up_to`, or all) into `target`, a run
@@ -263,10 +268,10 @@ pub trait RunCatalog: Send + Sync {
 
     /// Creates a run's local folder (for `session.log` and `transcript.jsonl`) where
     /// it is missing.
-    fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError>;
+    async fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError>;
 
     /// The messages of `runs` that match `query`.
-    fn search(
+    async fn search(
         &self,
         runs: &[RunSummary],
         query: &SearchQuery,
@@ -275,11 +280,11 @@ pub trait RunCatalog: Send + Sync {
     /// The names of the runs whose person's messages contain `text` (ignoring
     /// case), newest first, for a picker's filter; none for a blank `text`. Every run
     /// with a conversation is searched, as [`RunCatalog::search`] does.
-    fn runs_with_user_text(&self, text: &str) -> Result<Vec<String>, CatalogError> {
+    async fn runs_with_user_text(&self, text: &str) -> Result<Vec<String>, CatalogError> {
         if text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let runs = self.list()?.runs;
+        let runs = self.list().await?.runs;
         let query = SearchQuery {
             ignore_case: true,
             role: Some(SearchRole::User),
@@ -287,14 +292,15 @@ pub trait RunCatalog: Send + Sync {
             ..SearchQuery::literal(text)
         };
         Ok(self
-            .search(&runs, &query)?
+            .search(&runs, &query)
+            .await?
             .into_iter()
             .filter_map(|hit| runs.get(hit.run).map(|run| run.name().to_owned()))
             .collect())
     }
 
     /// The space the runs take.
-    fn sizes(&self) -> Result<RunSizes, CatalogError>;
+    async fn sizes(&self) -> Result<RunSizes, CatalogError>;
 
     /// Where an import (`reprise-import`) writes the run folders it converts before
     /// [`RunCatalog::take_in`] takes each in: the runs directory itself for run

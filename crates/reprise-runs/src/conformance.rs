@@ -6,17 +6,19 @@
 //! ```text
 //! use reprise_runs::conformance::run_all;
 //!
-//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! #[tokio::test]
 //! async fn my_catalog_conforms() {
-//!     run_all(&|| Arc::new(MyCatalog::new(fresh_runs_dir(), fresh_db()))).await;
+//!     run_all(&|| Box::pin(async { Arc::new(MyCatalog::connect(fresh_db()).await) as _ })).await;
 //! }
 //! ```
 //!
-//! The catalogs that wait for a database from synchronous calls need a multi-threaded
-//! runtime. Each check takes a fresh catalog and panics (with the check's name) when
-//! the catalog does not behave as [`RunCatalog`] documents.
+//! A catalog passes on a current-thread runtime as on a multi-threaded one. Each
+//! check takes a fresh catalog and panics (with the check's name) when the catalog
+//! does not behave as [`RunCatalog`] documents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use reprise_redact::Redactor;
@@ -27,20 +29,23 @@ use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder, create_run_store
 mod search;
 mod sizes;
 
+/// A fresh, empty catalog, made.
+pub type Fresh<'a> = Pin<Box<dyn Future<Output = Arc<dyn RunCatalog>> + Send + 'a>>;
+
 /// Makes a fresh, empty catalog.
-pub type Factory<'a> = &'a (dyn Fn() -> Arc<dyn RunCatalog> + Send + Sync);
+pub type Factory<'a> = &'a (dyn Fn() -> Fresh<'a> + Send + Sync);
 
 /// Runs every check, each on a fresh catalog from `make`.
 pub async fn run_all(make: Factory<'_>) {
-    an_empty_catalog_lists_nothing_and_has_no_last_run(make()).await;
-    a_run_written_through_its_store_is_listed_found_and_read(make()).await;
-    titles_and_tags_are_kept_and_a_title_finds_its_run(make()).await;
-    a_fork_copies_the_conversation_into_a_new_run(make()).await;
-    a_deleted_run_is_gone(make()).await;
-    the_newest_runs_come_first_and_say_whether_there_are_more(make()).await;
-    a_run_is_read_whole_with_its_subagents(make()).await;
-    each_transcript_of_a_run_is_read_by_name(make()).await;
-    a_run_folder_an_import_wrote_is_taken_in(make()).await;
+    an_empty_catalog_lists_nothing_and_has_no_last_run(make().await).await;
+    a_run_written_through_its_store_is_listed_found_and_read(make().await).await;
+    titles_and_tags_are_kept_and_a_title_finds_its_run(make().await).await;
+    a_fork_copies_the_conversation_into_a_new_run(make().await).await;
+    a_deleted_run_is_gone(make().await).await;
+    the_newest_runs_come_first_and_say_whether_there_are_more(make().await).await;
+    a_run_is_read_whole_with_its_subagents(make().await).await;
+    each_transcript_of_a_run_is_read_by_name(make().await).await;
+    a_run_folder_an_import_wrote_is_taken_in(make().await).await;
     search::run_all(make).await;
     sizes::run_all(make).await;
 }
@@ -62,7 +67,7 @@ async fn start_run_with(
     subagents: &[(&str, Vec<Entry>)],
 ) -> RunFolder {
     let mut folder = create_run_folder(catalog.runs_dir()).unwrap();
-    catalog.ensure_local_folder(&folder).unwrap();
+    catalog.ensure_local_folder(&folder).await.unwrap();
     let id = catalog.new_session_id(&folder).await.unwrap();
     let store = catalog.store_for(&folder, &Redactor::new());
     let _lock = store.lock(&id).await.unwrap();
@@ -77,12 +82,13 @@ async fn start_run_with(
             .unwrap();
     }
     folder.session_id = Some(id);
-    catalog.reopen(&folder).unwrap()
+    catalog.reopen(&folder).await.unwrap()
 }
 
-fn texts(catalog: &dyn RunCatalog, folder: &RunFolder) -> Vec<String> {
+async fn texts(catalog: &dyn RunCatalog, folder: &RunFolder) -> Vec<String> {
     catalog
         .conversation(folder)
+        .await
         .unwrap()
         .messages
         .into_iter()
@@ -92,11 +98,11 @@ fn texts(catalog: &dyn RunCatalog, folder: &RunFolder) -> Vec<String> {
 
 async fn an_empty_catalog_lists_nothing_and_has_no_last_run(catalog: Arc<dyn RunCatalog>) {
     let check = "an empty catalog lists nothing and has no last run";
-    assert!(catalog.list().unwrap().runs.is_empty(), "{check}");
-    let (list, more) = catalog.list_newest(5).unwrap();
+    assert!(catalog.list().await.unwrap().runs.is_empty(), "{check}");
+    let (list, more) = catalog.list_newest(5).await.unwrap();
     assert!(list.runs.is_empty() && !more, "{check}");
-    assert!(catalog.find(LAST_RUN).is_err(), "{check}");
-    assert!(catalog.find("2026").is_err(), "{check}");
+    assert!(catalog.find(LAST_RUN).await.is_err(), "{check}");
+    assert!(catalog.find("2026").await.is_err(), "{check}");
     catalog.close().await;
 }
 
@@ -107,7 +113,7 @@ async fn a_run_written_through_its_store_is_listed_found_and_read(catalog: Arc<d
         run.session_id.is_some(),
         "{check}: reopened without a session"
     );
-    let list = catalog.list().unwrap();
+    let list = catalog.list().await.unwrap();
     assert_eq!(list.runs.len(), 1, "{check}");
     let listed = &list.runs[0];
     assert_eq!(listed.name(), run.name(), "{check}");
@@ -118,30 +124,36 @@ async fn a_run_written_through_its_store_is_listed_found_and_read(catalog: Arc<d
         "{check}"
     );
     assert_eq!(
-        catalog.find(LAST_RUN).unwrap().name(),
+        catalog.find(LAST_RUN).await.unwrap().name(),
         run.name(),
         "{check}"
     );
     assert_eq!(
-        catalog.find(run.name()).unwrap().name(),
+        catalog.find(run.name()).await.unwrap().name(),
         run.name(),
         "{check}"
     );
     let prefix = &run.name()[..run.name().len() - 3];
-    assert_eq!(catalog.find(prefix).unwrap().name(), run.name(), "{check}");
-    assert!(catalog.find("1999-01-01").is_err(), "{check}");
     assert_eq!(
-        texts(&*catalog, &run),
+        catalog.find(prefix).await.unwrap().name(),
+        run.name(),
+        "{check}"
+    );
+    assert!(catalog.find("1999-01-01").await.is_err(), "{check}");
+    assert_eq!(
+        texts(&*catalog, &run).await,
         ["first question", "second question"],
         "{check}"
     );
     let mut streamed = Vec::new();
-    let warnings = catalog
-        .stream_conversation(&run, &mut |message| streamed.push(message.text))
-        .unwrap();
+    let mut stream = catalog.stream_conversation(&run).await.unwrap();
+    while let Some(message) = stream.next().await {
+        streamed.push(message.text);
+    }
+    let warnings = stream.finish().await.unwrap();
     assert!(warnings.is_empty(), "{check}: {warnings:?}");
-    assert_eq!(streamed, texts(&*catalog, &run), "{check}");
-    assert!(catalog.updated_at(&run).is_some(), "{check}");
+    assert_eq!(streamed, texts(&*catalog, &run).await, "{check}");
+    assert!(catalog.updated_at(&run).await.is_some(), "{check}");
     catalog.close().await;
 }
 
@@ -155,7 +167,7 @@ async fn titles_and_tags_are_kept_and_a_title_finds_its_run(catalog: Arc<dyn Run
         "{check}"
     );
     assert_eq!(
-        catalog.find("the silver key").unwrap().name(),
+        catalog.find("the silver key").await.unwrap().name(),
         run.name(),
         "{check}"
     );
@@ -175,7 +187,7 @@ async fn titles_and_tags_are_kept_and_a_title_finds_its_run(catalog: Arc<dyn Run
     let read = catalog.labels(&run).await.unwrap().unwrap();
     assert_eq!(read.title.as_deref(), Some("The Silver Key"), "{check}");
     assert_eq!(read.tags, ["quest"], "{check}");
-    let listed = &catalog.list().unwrap().runs[0];
+    let listed = &catalog.list().await.unwrap().runs[0];
     assert_eq!(listed.title.as_deref(), Some("The Silver Key"), "{check}");
     assert_eq!(listed.tags, ["quest"], "{check}");
     let labels = catalog.set_title(&run, "").await.unwrap().unwrap();
@@ -191,9 +203,13 @@ async fn a_fork_copies_the_conversation_into_a_new_run(catalog: Arc<dyn RunCatal
     assert_ne!(forked.folder.name(), run.name(), "{check}");
     assert!(forked.folder.session_id.is_some(), "{check}");
     drop(forked.store);
-    assert_eq!(texts(&*catalog, &forked.folder), ["one", "two"], "{check}");
-    assert_eq!(texts(&*catalog, &run), ["one", "two"], "{check}");
-    assert_eq!(catalog.list().unwrap().runs.len(), 2, "{check}");
+    assert_eq!(
+        texts(&*catalog, &forked.folder).await,
+        ["one", "two"],
+        "{check}"
+    );
+    assert_eq!(texts(&*catalog, &run).await, ["one", "two"], "{check}");
+    assert_eq!(catalog.list().await.unwrap().runs.len(), 2, "{check}");
 
     let empty = create_run_folder(catalog.runs_dir()).unwrap();
     let target = create_run_folder(catalog.runs_dir()).unwrap();
@@ -217,6 +233,7 @@ async fn a_deleted_run_is_gone(catalog: Arc<dyn RunCatalog>) {
     drop(lock);
     let names: Vec<String> = catalog
         .list()
+        .await
         .unwrap()
         .runs
         .iter()
@@ -226,7 +243,7 @@ async fn a_deleted_run_is_gone(catalog: Arc<dyn RunCatalog>) {
     assert!(!run.dir.exists(), "{check}: its folder is left");
     assert!(
         matches!(
-            catalog.reopen(&run),
+            catalog.reopen(&run).await,
             Ok(RunFolder {
                 session_id: None,
                 ..
@@ -243,16 +260,16 @@ async fn the_newest_runs_come_first_and_say_whether_there_are_more(catalog: Arc<
     // Listings order by the time of the last message, in milliseconds at best.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let newer = start_run(&*catalog, &["newer"]).await;
-    let (list, more) = catalog.list_newest(1).unwrap();
+    let (list, more) = catalog.list_newest(1).await.unwrap();
     let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
     assert_eq!(names, [newer.name()], "{check}");
     assert!(more, "{check}");
-    let (list, more) = catalog.list_newest(2).unwrap();
+    let (list, more) = catalog.list_newest(2).await.unwrap();
     let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
     assert_eq!(names, [newer.name(), older.name()], "{check}");
     assert!(!more, "{check}");
     assert_eq!(
-        catalog.find(LAST_RUN).unwrap().name(),
+        catalog.find(LAST_RUN).await.unwrap().name(),
         newer.name(),
         "{check}"
     );
@@ -282,7 +299,7 @@ async fn a_run_is_read_whole_with_its_subagents(catalog: Arc<dyn RunCatalog>) {
         .await
         .unwrap();
     drop(lock);
-    let record = catalog.record(&run).unwrap();
+    let record = catalog.record(&run).await.unwrap();
     assert_eq!(record.name, run.name(), "{check}");
     assert_eq!(record.session["sessionId"], id.as_str(), "{check}");
     assert_eq!(entry_texts(&record.main), ["plan the trip"], "{check}");
@@ -298,26 +315,27 @@ async fn a_run_is_read_whole_with_its_subagents(catalog: Arc<dyn RunCatalog>) {
 
 async fn each_transcript_of_a_run_is_read_by_name(catalog: Arc<dyn RunCatalog>) {
     let check = "each transcript of a run is read by name";
-    let loaded_texts = |folder: &RunFolder, subagent: Option<&str>| {
+    let loaded_texts = async |folder: &RunFolder, subagent: Option<&str>| {
         catalog
             .entries(folder, subagent)
+            .await
             .unwrap()
             .map(|loaded| entry_texts(&loaded.entries))
     };
     // A run before its first message has no transcript.
     let fresh = create_run_folder(catalog.runs_dir()).unwrap();
-    catalog.ensure_local_folder(&fresh).unwrap();
+    catalog.ensure_local_folder(&fresh).await.unwrap();
     assert!(
-        catalog.subagent_names(&fresh).unwrap().is_empty(),
+        catalog.subagent_names(&fresh).await.unwrap().is_empty(),
         "{check}"
     );
-    assert_eq!(loaded_texts(&fresh, None), None, "{check}");
+    assert_eq!(loaded_texts(&fresh, None).await, None, "{check}");
     let alone = start_run(&*catalog, &["on my own"]).await;
     assert!(
-        catalog.subagent_names(&alone).unwrap().is_empty(),
+        catalog.subagent_names(&alone).await.unwrap().is_empty(),
         "{check}"
     );
-    assert_eq!(loaded_texts(&alone, Some("scout")), None, "{check}");
+    assert_eq!(loaded_texts(&alone, Some("scout")).await, None, "{check}");
     let helped = start_run_with(
         &*catalog,
         &[Entry::message(Message::user("plan the trip"))],
@@ -328,21 +346,21 @@ async fn each_transcript_of_a_run_is_read_by_name(catalog: Arc<dyn RunCatalog>) 
     )
     .await;
     assert_eq!(
-        catalog.subagent_names(&helped).unwrap(),
+        catalog.subagent_names(&helped).await.unwrap(),
         ["critic", "scout"],
         "{check}"
     );
     assert_eq!(
-        loaded_texts(&helped, None),
+        loaded_texts(&helped, None).await,
         Some(vec!["plan the trip".to_owned()]),
         "{check}"
     );
     assert_eq!(
-        loaded_texts(&helped, Some("scout")),
+        loaded_texts(&helped, Some("scout")).await,
         Some(vec!["look ahead".to_owned()]),
         "{check}"
     );
-    assert_eq!(loaded_texts(&helped, Some("nobody")), None, "{check}");
+    assert_eq!(loaded_texts(&helped, Some("nobody")).await, None, "{check}");
     catalog.close().await;
 }
 
@@ -376,16 +394,16 @@ async fn a_run_folder_an_import_wrote_is_taken_in(catalog: Arc<dyn RunCatalog>) 
     let written = RunFolder::open(&written.dir).unwrap();
     let run = catalog.take_in(written).await.unwrap();
     assert_eq!(run.name(), name, "{check}");
-    let list = catalog.list().unwrap();
+    let list = catalog.list().await.unwrap();
     let names: Vec<&str> = list.runs.iter().map(|run| run.name()).collect();
     assert_eq!(names, [name.as_str()], "{check}");
-    let found = catalog.find(&name).unwrap();
+    let found = catalog.find(&name).await.unwrap();
     assert_eq!(
-        texts(&*catalog, &found),
+        texts(&*catalog, &found).await,
         ["imported question", "imported answer"],
         "{check}"
     );
-    let record = catalog.record(&found).unwrap();
+    let record = catalog.record(&found).await.unwrap();
     assert_eq!(record.subagents.len(), 1, "{check}");
     assert_eq!(entry_texts(&record.subagents[0].1), ["sub task"], "{check}");
     catalog.close().await;

@@ -111,7 +111,7 @@ fn read_entries(
         .file_name()
         .and_then(|name| name.to_str())
         .unwrap_or("run");
-    Ok(reprise_session::parts::read_file_beneath(
+    Ok(reprise_session::parts::read_view_beneath(
         crate::fs::run_file_root(&path),
         &path,
         session_hint,

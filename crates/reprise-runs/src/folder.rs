@@ -303,7 +303,8 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     // Rewritten only when an entry was added, changed or dropped.
     if !fresh.is_empty() || hits.len() != cache.len() {
         let mut cache = cache;
-        let mut next = Cache::with_capacity(hits.len() + fresh.len());
+        let mut next =
+            Cache::with_capacity_and_hasher(hits.len() + fresh.len(), Default::default());
         for name in hits {
             if let Some(run) = cache.remove(&name) {
                 next.insert(name, run);
@@ -312,11 +313,13 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         next.extend(fresh);
         list_cache::store(runs_dir, next);
     }
-    // Names are compared only on equal times: taking a path's file name is not free.
+    // On equal times, by name: every run's path is the runs folder joined with its
+    // name, so the paths' bytes order as the names do, and comparing them costs no
+    // parsing of paths (which was most of listing 100,000 runs whose times tie).
     list.runs.sort_by(|a, b| {
         b.updated_at
             .cmp(&a.updated_at)
-            .then_with(|| b.name().cmp(a.name()))
+            .then_with(|| b.dir.as_os_str().cmp(a.dir.as_os_str()))
     });
     Ok(list)
 }
@@ -856,7 +859,10 @@ fn warning(path: PathBuf, message: String) -> RunWarning {
 
 /// Resolves what a person typed to name a run: `last` (the newest run with a
 /// conversation, as [`list_runs`] orders them), a folder name, or a prefix of
-/// exactly one folder name.
+/// exactly one folder name. A prefix of several names that only one of them with a
+/// conversation has names that one: folders without a conversation (made by a
+/// start that resumed another run, or left before the first message) do not count
+/// then.
 ///
 /// `spec` must be a valid id (no `/`, no `..`, not empty), so it can never reach
 /// outside `runs_dir`. An exact name wins over being a prefix of longer names
@@ -900,6 +906,21 @@ pub fn find_run(runs_dir: &Path, spec: &str) -> Result<RunFolder, RunError> {
         }
     }
     candidates.sort();
+    if candidates.len() > 1 {
+        // A folder a start made and left without a conversation (the one made by a
+        // `--resume PREFIX` that resumed elsewhere, a chat quit before its first
+        // message) is not a run anyone means: with a prefix it does not count.
+        let with_conversation: Vec<&String> = candidates
+            .iter()
+            .filter(|name| {
+                reprise_session::fs::exists(&runs_dir.join(name).join(SESSION_JSON))
+                    || reprise_session::fs::exists(&runs_dir.join(name).join(CONVERSATION_JSONL))
+            })
+            .collect();
+        if let [only] = with_conversation.as_slice() {
+            return RunFolder::open(runs_dir.join(only));
+        }
+    }
     match candidates.len() {
         0 => Err(no_such_run()),
         1 => RunFolder::open(runs_dir.join(&candidates[0])),

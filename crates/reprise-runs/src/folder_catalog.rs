@@ -1,18 +1,18 @@
 //! The [`RunCatalog`] of run folders: each run a folder of the runs directory,
-//! holding its conversation.
+//! holding its conversation. The files are read and written on the blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_session::{LoadWarning, Loaded, SessionStore};
+use reprise_session::{Loaded, SessionStore};
 use uuid::Uuid;
 
 use crate::catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 use crate::{
-    Conversation, ConversationMessage, Labels, RunFolder, RunList, RunRecord, RunSummary,
-    SearchHit, SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
+    Conversation, ConversationStream, Labels, RunFolder, RunList, RunRecord, RunSummary, SearchHit,
+    SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
     read_conversation_with_warnings, read_labels, read_run_entries, read_run_record, search_runs,
     set_title, stream_conversation, subagent_names, summarize_run,
 };
@@ -30,6 +30,33 @@ impl FolderCatalog {
             runs_dir: runs_dir.into(),
         }
     }
+
+    /// Runs `work` on the runs directory on the blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Path) -> Result<T, CatalogError> + Send + 'static,
+    ) -> Result<T, CatalogError> {
+        on_blocking_pool(self.runs_dir.clone(), work).await
+    }
+
+    /// Runs `work` on a run's folder on the blocking pool.
+    async fn in_folder<T: Send + 'static>(
+        &self,
+        folder: &RunFolder,
+        work: impl FnOnce(&Path) -> Result<T, CatalogError> + Send + 'static,
+    ) -> Result<T, CatalogError> {
+        on_blocking_pool(folder.dir.clone(), work).await
+    }
+}
+
+/// Runs `work` on `dir` on the blocking pool.
+async fn on_blocking_pool<T: Send + 'static>(
+    dir: PathBuf,
+    work: impl FnOnce(&Path) -> Result<T, CatalogError> + Send + 'static,
+) -> Result<T, CatalogError> {
+    tokio::task::spawn_blocking(move || work(&dir))
+        .await
+        .map_err(CatalogError::Interrupted)?
 }
 
 /// The bytes of the files under `dir`, walked without following links (an
@@ -67,52 +94,68 @@ impl RunCatalog for FolderCatalog {
         None
     }
 
-    fn list(&self) -> Result<RunList, CatalogError> {
-        Ok(list_runs(&self.runs_dir)?)
+    async fn list(&self) -> Result<RunList, CatalogError> {
+        self.blocking(|runs_dir| Ok(list_runs(runs_dir)?)).await
     }
 
-    fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError> {
-        Ok(newest(list_runs(&self.runs_dir)?, limit))
+    async fn list_newest(&self, limit: u32) -> Result<(RunList, bool), CatalogError> {
+        Ok(newest(self.list().await?, limit))
     }
 
-    fn find(&self, spec: &str) -> Result<RunFolder, CatalogError> {
-        Ok(find_run_or_title(&self.runs_dir, spec)?)
+    async fn find(&self, spec: &str) -> Result<RunFolder, CatalogError> {
+        let spec = spec.to_owned();
+        self.blocking(move |runs_dir| Ok(find_run_or_title(runs_dir, &spec)?))
+            .await
     }
 
-    fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError> {
-        Ok(RunFolder::open(&folder.dir)?)
+    async fn reopen(&self, folder: &RunFolder) -> Result<RunFolder, CatalogError> {
+        self.in_folder(folder, |dir| Ok(RunFolder::open(dir)?))
+            .await
     }
 
-    fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError> {
-        Ok(read_conversation_with_warnings(&folder.dir)?)
+    async fn conversation(&self, folder: &RunFolder) -> Result<Conversation, CatalogError> {
+        self.in_folder(folder, |dir| Ok(read_conversation_with_warnings(dir)?))
+            .await
     }
 
-    fn stream_conversation(
+    async fn stream_conversation(
         &self,
         folder: &RunFolder,
-        sink: &mut dyn FnMut(ConversationMessage),
-    ) -> Result<Vec<LoadWarning>, CatalogError> {
-        Ok(stream_conversation(&folder.dir, sink)?)
+    ) -> Result<ConversationStream, CatalogError> {
+        let dir = folder.dir.clone();
+        Ok(ConversationStream::read_blocking(move |sink| {
+            Ok(stream_conversation(&dir, sink)?)
+        }))
     }
 
-    fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
-        Ok(read_run_record(&folder.dir)?)
+    async fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
+        self.in_folder(folder, |dir| Ok(read_run_record(dir)?))
+            .await
     }
 
-    fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
-        Ok(subagent_names(&folder.dir))
+    async fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {
+        self.in_folder(folder, |dir| Ok(subagent_names(dir))).await
     }
 
-    fn entries(
+    async fn entries(
         &self,
         folder: &RunFolder,
         subagent: Option<&str>,
     ) -> Result<Option<Loaded>, CatalogError> {
-        Ok(read_run_entries(&folder.dir, subagent)?)
+        let subagent = subagent.map(str::to_owned);
+        self.in_folder(folder, move |dir| {
+            Ok(read_run_entries(dir, subagent.as_deref())?)
+        })
+        .await
     }
 
-    fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
-        summarize_run(&folder.dir).map(|run| run.updated_at)
+    async fn updated_at(&self, folder: &RunFolder) -> Option<Timestamp> {
+        self.in_folder(folder, |dir| {
+            Ok(summarize_run(dir).map(|run| run.updated_at))
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     async fn new_session_id(&self, _folder: &RunFolder) -> Result<String, CatalogError> {
@@ -139,20 +182,24 @@ impl RunCatalog for FolderCatalog {
                 source: Box::new(error.into()),
             })?;
         Ok(CatalogFork {
-            folder: RunFolder::open(&target.dir)?,
+            folder: self.reopen(&target).await?,
             store: Some(forked.store),
         })
     }
 
     async fn delete(&self, folder: &RunFolder) -> Result<(), CatalogError> {
-        std::fs::remove_dir_all(&folder.dir).map_err(|source| CatalogError::Delete {
-            dir: folder.dir.clone(),
-            source,
+        self.in_folder(folder, |dir| {
+            std::fs::remove_dir_all(dir).map_err(|source| CatalogError::Delete {
+                dir: dir.to_path_buf(),
+                source,
+            })
         })
+        .await
     }
 
     async fn labels(&self, folder: &RunFolder) -> Result<Option<Labels>, CatalogError> {
-        Ok(Some(read_labels(&folder.dir)?))
+        self.in_folder(folder, |dir| Ok(Some(read_labels(dir)?)))
+            .await
     }
 
     async fn set_title(
@@ -160,7 +207,9 @@ impl RunCatalog for FolderCatalog {
         folder: &RunFolder,
         title: &str,
     ) -> Result<Option<Labels>, CatalogError> {
-        Ok(Some(set_title(&folder.dir, title)?))
+        let title = title.to_owned();
+        self.in_folder(folder, move |dir| Ok(Some(set_title(dir, &title)?)))
+            .await
     }
 
     async fn change_tags(
@@ -169,30 +218,39 @@ impl RunCatalog for FolderCatalog {
         add: &[String],
         remove: &[String],
     ) -> Result<Option<Labels>, CatalogError> {
-        Ok(Some(change_tags(&folder.dir, add, remove)?))
+        let (add, remove) = (add.to_vec(), remove.to_vec());
+        self.in_folder(folder, move |dir| {
+            Ok(Some(change_tags(dir, &add, &remove)?))
+        })
+        .await
     }
 
-    fn ensure_local_folder(&self, _folder: &RunFolder) -> Result<(), CatalogError> {
+    async fn ensure_local_folder(&self, _folder: &RunFolder) -> Result<(), CatalogError> {
         // The run folder is where its conversation is: created with it.
         Ok(())
     }
 
-    fn search(
+    async fn search(
         &self,
         runs: &[RunSummary],
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, CatalogError> {
-        Ok(search_runs(runs, query)?)
+        let (runs, query) = (runs.to_vec(), query.clone());
+        self.blocking(move |_| Ok(search_runs(&runs, &query)?))
+            .await
     }
 
-    fn sizes(&self) -> Result<RunSizes, CatalogError> {
-        let list = list_runs(&self.runs_dir)?;
-        let total = folder_bytes(&self.runs_dir);
-        Ok(RunSizes::measured(
-            list,
-            |run| folder_bytes(&run.dir),
-            total,
-        ))
+    async fn sizes(&self) -> Result<RunSizes, CatalogError> {
+        self.blocking(|runs_dir| {
+            let list = list_runs(runs_dir)?;
+            let total = folder_bytes(runs_dir);
+            Ok(RunSizes::measured(
+                list,
+                |run| folder_bytes(&run.dir),
+                total,
+            ))
+        })
+        .await
     }
 
     fn import_dir(&self) -> PathBuf {

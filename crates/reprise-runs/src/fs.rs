@@ -76,14 +76,7 @@ pub(crate) fn append_line(
     line: &[u8],
     durable: bool,
 ) -> Result<(), IoError> {
-    let len = file.metadata().map_err(io_err("stat", path))?.len();
-    let mut torn = false;
-    if len > 0 {
-        let mut last = [0u8; 1];
-        file.read_exact_at(&mut last, len - 1)
-            .map_err(io_err("read", path))?;
-        torn = last[0] != b'\n';
-    }
+    let torn = ends_torn(file, path)?;
     let mut handle = file;
     let result = if torn {
         let mut buf = Vec::with_capacity(line.len() + 1);
@@ -98,6 +91,46 @@ pub(crate) fn append_line(
         file.sync_data().map_err(io_err("sync", path))?;
     }
     Ok(())
+}
+
+/// Appends `value` as one JSON line, encoded straight into the file: a value can
+/// hold a file the model wrote, and the line would be one more copy of it. Several
+/// writes, so only for a file that one process appends to (a torn file is handled
+/// as [`append_line`] does).
+pub(crate) fn append_json_line(
+    file: &File,
+    path: &Path,
+    value: &serde_json::Value,
+    durable: bool,
+) -> Result<(), IoError> {
+    let torn = ends_torn(file, path)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    let written = (|| -> std::io::Result<()> {
+        if torn {
+            out.write_all(b"\n")?;
+        }
+        // A value's only encoding errors are the writer's.
+        serde_json::to_writer(&mut out, value)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    })();
+    written.map_err(io_err("write", path))?;
+    if durable {
+        file.sync_data().map_err(io_err("sync", path))?;
+    }
+    Ok(())
+}
+
+/// Whether the file ends in a torn line: not empty and no `\n` last.
+fn ends_torn(file: &File, path: &Path) -> Result<bool, IoError> {
+    let len = file.metadata().map_err(io_err("stat", path))?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)
+        .map_err(io_err("read", path))?;
+    Ok(last[0] != b'\n')
 }
 
 /// Reads the complete lines of a file, calling `each(line_number, line)` for every

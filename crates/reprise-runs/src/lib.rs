@@ -27,18 +27,26 @@
 //! [`RunStore`] is the [`SessionStore`](reprise_session::SessionStore) of one run folder;
 //! [`list_runs`] and [`find_run`] find runs; [`fork_run`] copies one into a new folder.
 //!
+//! [`held::through_held`] names a run's files through a handle on its runs folder,
+//! so that a command changing the folders above it cannot cut the chat off its run.
+//!
 //! [`RunCatalog`] is every operation the chat does on runs, whether they are folders
 //! ([`FolderCatalog`]) or sessions in a database (`reprise-postgres`).
+//!
+//! [`read_usage`] and [`summarise`] are the usage ledger: the tokens, calls and cost
+//! every run recorded.
 
 mod catalog;
 mod command_expansion;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod conversation;
+mod conversation_stream;
 mod error;
 mod folder;
 mod folder_catalog;
 mod fs;
+pub mod held;
 mod history;
 mod labels;
 mod leftovers;
@@ -49,12 +57,14 @@ mod record;
 mod recover;
 mod run;
 mod search;
+mod search_folded;
 mod search_text;
 mod session_log;
 mod store;
 mod summary;
 mod transcript;
 mod unused;
+mod usage;
 mod workdir;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
@@ -63,6 +73,7 @@ pub use conversation::{
     Conversation, ConversationMessage, ConversationPicker, conversation_of, read_conversation,
     read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
 };
+pub use conversation_stream::ConversationStream;
 pub use error::RunError;
 pub use folder::{
     CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunList, SESSION_LOG, create_run_folder,
@@ -95,4 +106,8 @@ pub use transcript::{
     TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
 };
 pub use unused::{UNUSED_GRACE, remove_unused_run_folder, unused_run_folders};
+pub use usage::{
+    Grouping, Price, PriceError, PriceTable, ReplyUsage, ToolCallUse, Totals, UsageFilter,
+    UsageLedger, UsageReport, UsageRow, cached_tokens_of, ledger_of_record, read_usage, summarise,
+};
 pub use workdir::{WORKDIR_JSON, read_workdir, write_workdir};

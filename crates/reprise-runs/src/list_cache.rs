@@ -208,8 +208,9 @@ impl CachedRun {
     }
 }
 
-/// Run folder name → cached summary.
-pub(crate) type Cache = HashMap<String, CachedRun>;
+/// Run folder name → cached summary. With a fast hash: a listing of 100,000 runs
+/// looks up each once, and SipHash was a tenth of reading the cache.
+pub(crate) type Cache = HashMap<String, CachedRun, foldhash::fast::RandomState>;
 
 #[derive(Serialize, Deserialize)]
 struct CacheFile {
@@ -222,10 +223,10 @@ struct CacheFile {
 pub(crate) fn load(runs_dir: &Path) -> Cache {
     match try_load(runs_dir) {
         Ok(Some(cache)) => cache,
-        Ok(None) => Cache::new(),
+        Ok(None) => Cache::default(),
         Err(error) => {
             tracing::debug!(dir = %runs_dir.display(), %error, "run list cache not used");
-            Cache::new()
+            Cache::default()
         }
     }
 }
@@ -351,7 +352,9 @@ mod tests {
         let fingerprint = Fingerprint::stat_at(&dir, "f").unwrap();
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
         let cached = CachedRun::new(fingerprint, None, &summary(tmp.path()), None, later).unwrap();
-        let runs = Cache::from([("2026-01-01T00-00-00-000Z".to_owned(), cached)]);
+        let runs: Cache = [("2026-01-01T00-00-00-000Z".to_owned(), cached)]
+            .into_iter()
+            .collect();
         store(tmp.path(), runs.clone());
         assert_eq!(load(tmp.path()), runs);
 

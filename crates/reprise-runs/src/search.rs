@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::error::RunError;
 use crate::run::RunSummary;
+use crate::search_folded::FoldBuffers;
 use crate::search_text::{Algorithm, LinePrefilter, TextMatcher};
 use crate::store::{CONVERSATION_JSONL, SUBAGENTS_DIR};
 use reprise_session::parts::jsonl_stems;
@@ -242,39 +243,43 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
     let limit = query.max_per_run.unwrap_or(usize::MAX);
     // A file is read up to its `limit` hits, then on to one more only to know that
     // its run has more: that one gets no snippet, the costly part of a hit.
-    let search_file = |file: &SearchFile, searcher: &mut Searcher| -> FileHits {
-        let mut hits = Vec::new();
-        let mut more = false;
-        let mut on_line = |line: &[u8]| {
-            let full = hits.len() >= limit;
-            match matcher.decoded_hit(line, file.run, file.agent.as_deref(), !full) {
-                Some(_) if full => {
-                    more = true;
-                    false
+    let search_file =
+        |file: &SearchFile, searcher: &mut Searcher, buffers: &mut FoldBuffers| -> FileHits {
+            let mut hits = Vec::new();
+            let mut more = false;
+            let mut on_line = |line: &[u8]| {
+                let full = hits.len() >= limit;
+                match matcher.decoded_hit(line, file.run, file.agent.as_deref(), !full) {
+                    Some(_) if full => {
+                        more = true;
+                        false
+                    }
+                    Some(hit) => {
+                        hits.push(hit);
+                        true
+                    }
+                    None => true,
                 }
-                Some(hit) => {
-                    hits.push(hit);
-                    true
+            };
+            match &matcher.prefilter {
+                Some(LinePrefilter::Folded(folded)) => {
+                    let _ = folded.search_file(&file.path, buffers, &mut on_line);
                 }
-                None => true,
-            }
-        };
-        match &matcher.prefilter {
-            Some(matcher) => {
-                let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
-            }
-            None => {
-                if let Ok(bytes) = std::fs::read(&file.path) {
-                    for line in bytes.split(|byte| *byte == b'\n') {
-                        if !on_line(line) {
-                            break;
+                Some(matcher) => {
+                    let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
+                }
+                None => {
+                    if let Ok(bytes) = std::fs::read(&file.path) {
+                        for line in bytes.split(|byte| *byte == b'\n') {
+                            if !on_line(line) {
+                                break;
+                            }
                         }
                     }
                 }
             }
-        }
-        FileHits { hits, more }
-    };
+            FileHits { hits, more }
+        };
     let mut per_run: Vec<Vec<FileHits>> = Vec::new();
     per_run.resize_with(runs.len(), Vec::new);
     let results = std::thread::scope(|scope| {
@@ -286,6 +291,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                         .binary_detection(BinaryDetection::none())
                         .line_number(false)
                         .build();
+                    let mut buffers = FoldBuffers::default();
                     let mut found = Vec::new();
                     loop {
                         let run = next.fetch_add(1, Ordering::Relaxed);
@@ -294,7 +300,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                         }
                         let hits: Vec<FileHits> = files_of(run)
                             .iter()
-                            .map(|file| search_file(file, &mut searcher))
+                            .map(|file| search_file(file, &mut searcher, &mut buffers))
                             .filter(|hits| !hits.hits.is_empty() || hits.more)
                             .collect();
                         if !hits.is_empty() {

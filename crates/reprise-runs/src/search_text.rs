@@ -21,6 +21,7 @@ use regex::{Regex, RegexBuilder};
 use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
 
 use crate::error::RunError;
+use crate::search_folded::FoldedNeedles;
 
 /// The longest regular expression searched for, in bytes: its size bounds the work
 /// per byte of text.
@@ -103,6 +104,11 @@ impl TextMatcher {
             } => finder
                 .find(text.as_bytes())
                 .map(|at| (at, at + finder.needle().len())),
+            // ASCII folds byte for byte: no map of offsets to build (for every hit,
+            // that map was most of a search of many hits).
+            TextMatcher::Literal { finder, .. } if text.is_ascii() => finder
+                .find(text.to_ascii_uppercase().as_bytes())
+                .map(|at| (at, at + finder.needle().len())),
             TextMatcher::Literal { finder, .. } => {
                 let (folded, starts) = fold(text);
                 finder
@@ -123,6 +129,13 @@ impl TextMatcher {
                 let len = finder.needle().len();
                 finder
                     .find_iter(text.as_bytes())
+                    .map(|at| (at, at + len))
+                    .collect()
+            }
+            TextMatcher::Literal { finder, .. } if text.is_ascii() => {
+                let len = finder.needle().len();
+                finder
+                    .find_iter(text.to_ascii_uppercase().as_bytes())
                     .map(|at| (at, at + len))
                     .collect()
             }
@@ -204,10 +217,16 @@ fn ascii_fragments(spellings: &[String]) -> Option<Vec<String>> {
 }
 
 /// The filter of stored JSON lines for a literal query: a line that holds none of
-/// the query's spellings is no hit. Aho-Corasick finds them all in one pass.
+/// the query's spellings is no hit. Aho-Corasick finds them all in one pass; ignoring
+/// case, the same search over the text with its ASCII letters folded does
+/// ([`FoldedNeedles`]).
 #[derive(Clone, Debug)]
-pub(crate) struct LinePrefilter {
-    automaton: AhoCorasick,
+pub(crate) enum LinePrefilter {
+    /// The spellings as they are, or ignoring ASCII case where no SIMD search was
+    /// available.
+    Automaton(AhoCorasick),
+    /// The spellings' fragments, ignoring ASCII case.
+    Folded(FoldedNeedles),
 }
 
 impl LinePrefilter {
@@ -223,17 +242,23 @@ impl LinePrefilter {
         } else {
             spellings.to_vec()
         };
+        if ignore_case && let Some(folded) = FoldedNeedles::new(&needles) {
+            return Some(LinePrefilter::Folded(folded));
+        }
         AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostFirst)
             .ascii_case_insensitive(ignore_case)
             .build(needles)
             .ok()
-            .map(|automaton| LinePrefilter { automaton })
+            .map(LinePrefilter::Automaton)
     }
 
     /// Whether `line` holds one of the spellings.
     pub fn holds(&self, line: &[u8]) -> bool {
-        self.automaton.is_match(line)
+        match self {
+            LinePrefilter::Automaton(automaton) => automaton.is_match(line),
+            LinePrefilter::Folded(folded) => folded.holds(line),
+        }
     }
 }
 
@@ -242,11 +267,17 @@ impl Matcher for LinePrefilter {
     type Error = NoError;
 
     fn find_at(&self, haystack: &[u8], at: usize) -> Result<Option<Match>, NoError> {
-        let input = aho_corasick::Input::new(haystack).span(at..haystack.len());
-        Ok(self
-            .automaton
-            .find(input)
-            .map(|found| Match::new(found.start(), found.end())))
+        Ok(match self {
+            LinePrefilter::Automaton(automaton) => {
+                let input = aho_corasick::Input::new(haystack).span(at..haystack.len());
+                automaton
+                    .find(input)
+                    .map(|found| Match::new(found.start(), found.end()))
+            }
+            LinePrefilter::Folded(folded) => folded
+                .find_at(haystack, at)
+                .map(|(start, end)| Match::new(start, end)),
+        })
     }
 
     fn new_captures(&self) -> Result<NoCaptures, NoError> {
@@ -278,8 +309,11 @@ mod tests {
             "Café ÉCLAIR café éclair CAFÉ",
             "ǅ ǆ Ǆ dž",
             "Σσς θϑΘ",
+            "ascii only: Cafe CAFE cafe, k K s S, Strasse STRASSE",
         ];
-        let queries = ["k", "s", "é", "café", "ǆ", "σ", "ϑ", "straße", "Éclair"];
+        let queries = [
+            "k", "s", "é", "café", "ǆ", "σ", "ϑ", "straße", "Éclair", "cafe", "strasse", "K S",
+        ];
         for query in queries {
             let ours = TextMatcher::new(query, false, true).unwrap();
             let theirs = RegexBuilder::new(&regex::escape(query))

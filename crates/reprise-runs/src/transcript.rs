@@ -18,8 +18,8 @@ use reprise_redact::Redactor;
 use serde_json::{Map, Value};
 
 use crate::error::RunError;
-use crate::fs::{append_line, open_private_append};
-use reprise_session::now_millis;
+use crate::fs::{append_json_line, open_private_append};
+use reprise_session::{Arguments, now_millis};
 
 /// The transcript's file name inside a run folder.
 pub const TRANSCRIPT_JSONL: &str = "transcript.jsonl";
@@ -30,7 +30,7 @@ pub enum TranscriptEvent {
     /// The model asked for a tool call.
     ToolCall {
         /// The arguments as the model sent them (a JSON text).
-        arguments: String,
+        arguments: Arguments,
     },
     /// A tool returned (or failed, or was refused).
     ToolResult {
@@ -64,7 +64,7 @@ impl TranscriptRecord {
         agent: impl Into<String>,
         id: impl Into<String>,
         name: impl Into<String>,
-        arguments: impl Into<String>,
+        arguments: impl Into<Arguments>,
     ) -> Self {
         Self::with_event(
             agent.into(),
@@ -133,7 +133,7 @@ impl TranscriptRecord {
         match &self.event {
             TranscriptEvent::ToolCall { arguments } => {
                 let value = serde_json::from_str::<Value>(arguments)
-                    .unwrap_or_else(|_| Value::String(arguments.clone()));
+                    .unwrap_or_else(|_| Value::String(arguments.to_string()));
                 object.insert("arguments".into(), value);
             }
             TranscriptEvent::ToolResult { content, is_error } => {
@@ -186,16 +186,11 @@ impl Transcript {
         &self.path
     }
 
-    /// Redacts a record and appends it; returns the line as written (without `\n`).
-    pub fn record(&self, record: &TranscriptRecord) -> Result<String, RunError> {
+    /// Redacts a record and appends it as one line.
+    pub fn record(&self, record: &TranscriptRecord) -> Result<(), RunError> {
         let ts = format!("{:.3}", now_millis());
         let mut object = redact_value(&self.redactor, Value::Object(record.to_json(&ts)));
         keep_ids(&mut object, record);
-        let mut line = serde_json::to_string(&object).map_err(|source| RunError::Encode {
-            path: self.path.clone(),
-            source,
-        })?;
-        line.push('\n');
         let mut file = self
             .file
             .lock()
@@ -207,9 +202,8 @@ impl Transcript {
                 &self.path,
             )?),
         };
-        append_line(file, &self.path, line.as_bytes(), true)?;
-        line.pop();
-        Ok(line)
+        append_json_line(file, &self.path, &object, true)?;
+        Ok(())
     }
 }
 

@@ -30,7 +30,9 @@ pub mod parts {
     pub use crate::store::file_store::jsonl_stems;
     pub use crate::store::fork_copy::copy_lines;
     pub use crate::store::fork_sync::{ForkSyncs, without_stalling};
-    pub use crate::store::jsonl::{load_file_beneath, push_expected, read_file_beneath};
+    pub use crate::store::jsonl::{
+        load_file_beneath, push_expected, read_file_beneath, read_view_beneath,
+    };
     pub use crate::store::writer_lock::{HeldLock, LockRegistry, acquire};
 }
 
@@ -43,18 +45,18 @@ pub use store::FastEntryDecoder;
 pub use store::decode_with_serde_only;
 pub use store::{
     AFTER_CRASH, ANSWERS_ENTRY, APPROVAL_DECISION_KIND, APPROVAL_PENDING_KIND, AfterCrash,
-    AppendReport, AwaitingCall, COMPACTION_KIND, CallDecision, Compaction, Content, ContentPart,
-    DanglingCall, DecidedCall, Durability, Entry, EntryLineDecoder, Fields, FileSessionStore,
-    ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning, Loaded, MAX_ID_LEN,
-    MemoryStore, Message, ReleasableLock, RepairReport, Role, SessionInfo, SessionKey, SessionMeta,
-    SessionStore, StartedCall, StoreError, StoredUsage, TOOL_START_KIND, TURN_STOPPED_KIND,
-    TokenCounts, ToolCall, USAGE_FIELD, WriterLock, approval_decision_entry,
-    approval_pending_entry, arguments_are_an_object, arguments_hash, awaiting_calls,
-    compacted_tail, compaction_marker, cut_turn, decided_call, inspect, inspect_messages,
-    interrupted_result, load_file, model_view, model_view_messages, now_millis, repair_entries,
-    repair_entries_except, repair_messages, request_message, results_unanswered, short_tokens,
-    started_calls, tool_start_entry, turn_stopped_entry, validate_id, visit_model_view,
-    was_started,
+    AppendReport, Arguments, AwaitingCall, COMPACTION_KIND, CallDecision, Compaction, Content,
+    ContentPart, DanglingCall, DecidedCall, Durability, Entry, EntryLineDecoder, Fields,
+    FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning,
+    Loaded, MAX_ID_LEN, MODEL_FIELD, MemoryStore, Message, ReleasableLock, RepairReport, Role,
+    SessionInfo, SessionKey, SessionMeta, SessionStore, StartedCall, StoreError, StoredUsage,
+    TOOL_START_KIND, TURN_STOPPED_KIND, TokenCounts, ToolCall, USAGE_FIELD, WriterLock,
+    approval_decision_entry, approval_pending_entry, arguments_are_an_object, arguments_hash,
+    awaiting_calls, compacted_tail, compaction_marker, cut_turn, decided_call, inspect,
+    inspect_messages, interrupted_result, load_file, model_view, model_view_messages, now_millis,
+    repair_entries, repair_entries_except, repair_messages, request_message, results_unanswered,
+    short_tokens, started_calls, tool_start_entry, turn_stopped_entry, validate_id,
+    visit_model_view, was_started,
 };
 pub use store::{
     CHECKPOINT_FIELD, REWIND_KIND, Rewind, checkpoint_of, last_rewind, rewound, visible_entries,

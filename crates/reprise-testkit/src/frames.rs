@@ -98,12 +98,16 @@ fn chunk(model: &str, delta: Value, finish_reason: Option<&str>) -> String {
     .to_string()
 }
 
-fn usage_json(prompt: u64, completion: u64) -> Value {
-    json!({
+fn usage_json(prompt: u64, completion: u64, cached: Option<u64>) -> Value {
+    let mut usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-    })
+    });
+    if let Some(cached) = cached {
+        usage["prompt_tokens_details"] = json!({"cached_tokens": cached});
+    }
+    usage
 }
 
 /// The SSE `data:` payloads of a streamed completion, in OpenAI's shapes.
@@ -155,7 +159,7 @@ pub(crate) fn completion_chunks(
                 "created": CREATED,
                 "model": model,
                 "choices": [],
-                "usage": usage_json(prompt, generated),
+                "usage": usage_json(prompt, generated, completion.cached_tokens),
             })
             .to_string(),
         );
@@ -193,7 +197,7 @@ pub(crate) fn completion_json(completion: &ScriptedCompletion, model: &str) -> V
         "choices": [{"index": 0, "message": message, "finish_reason": completion.finish_reason}],
     });
     if let Some((prompt, generated)) = completion.usage {
-        body["usage"] = usage_json(prompt, generated);
+        body["usage"] = usage_json(prompt, generated, completion.cached_tokens);
     }
     body
 }

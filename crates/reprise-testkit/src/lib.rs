@@ -16,9 +16,13 @@
 //! [`chat_corpus`] sessions that the chat itself wrote.
 //! [`ends_within_a_minute`] turns a hang into a failure; [`process_group::group_dies`]
 //! waits for a killed process group to be gone.
+//! [`unprivileged::command`] runs a program as `nobody` when the suite runs as root,
+//! which ignores file modes.
 //! [`failing_sync::FailingSync`] makes a real binary's syncs fail as a failing disk's do.
 //! [`llama::LlamaServer`] runs a real model server instead: llama.cpp's own HTTP server
-//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`. The `postgres`
+//! with Gemma 3 270M, installed by `scripts/install-test-deps.sh`, and
+//! [`phoenix::Phoenix`] a real OpenTelemetry receiver (Arize Phoenix); the `otlp`
+//! feature adds `otlp::OtlpReceiver`, one in the test's process that keeps metrics too. The `postgres`
 //! feature adds `postgres::TestDb`, a schema of its own on a real PostgreSQL server.
 //!
 //! ```
@@ -48,7 +52,10 @@ pub mod failing_sync;
 mod frames;
 mod invariant;
 pub mod llama;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod paths;
+pub mod phoenix;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod process_group;
@@ -58,9 +65,10 @@ mod reply;
 mod request;
 pub mod secret_corpus;
 mod server;
+pub mod unprivileged;
 
 pub use deadline::{A_MINUTE, ends_within_a_minute};
-pub use entries::coding_agent_entry;
+pub use entries::{coding_agent_entry, short_turn_entry};
 pub use invariant::check_tool_call_pairing;
 pub use paths::{
     mcp_counting_server, mcp_crashy_proxy, mcp_everything_server, testdata, workspace_root,

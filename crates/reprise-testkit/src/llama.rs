@@ -1,9 +1,12 @@
-//! A real model server for tests: llama.cpp's own HTTP server running Gemma 3 270M.
+//! A real model server for tests: llama.cpp's own HTTP server running Gemma 3 270M
+//! (the wire format, tool calls included) or the model of `reprise --local`
+//! ([`LlamaModel::local`]).
 //!
-//! `scripts/install-test-deps.sh` puts both in a cache shared by every clone (see
+//! `scripts/install-test-deps.sh` puts them in a cache shared by every clone (see
 //! [`deps_dir`]); `scripts/llama-server.py` starts the server with settings that make
-//! replies repeatable (temperature 0, a fixed seed, 2 threads) and a chat template
-//! under which the model writes tool calls that the server parses into `tool_calls`.
+//! replies repeatable (temperature 0, a fixed seed, 2 threads). Gemma's chat
+//! template is one under which the model writes tool calls that the server parses
+//! into `tool_calls`.
 //!
 //! When the cache is missing, starting fails with a message that says to run the
 //! install script: a test that needs the server fails rather than being skipped.
@@ -17,8 +20,58 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-/// The model name the server reports and accepts.
+/// The model name the server reports and accepts for Gemma 3 270M.
 pub const MODEL: &str = "gemma3-270m";
+
+/// A model the server can run: its GGUF file in the cache, its chat template in
+/// `scripts/`, and the name it is served as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LlamaModel {
+    /// The GGUF file's name in `deps_dir()/llama`.
+    pub file: String,
+    /// The chat template's file name in `scripts/`.
+    pub chat_template: String,
+    /// The name the server reports and accepts.
+    pub alias: String,
+}
+
+impl LlamaModel {
+    /// Gemma 3 270M, a base model, under a template that makes it write tool calls.
+    pub fn gemma() -> LlamaModel {
+        LlamaModel {
+            file: "gemma3-270m-q4_k_m.gguf".to_owned(),
+            chat_template: "llama-chat-template.jinja".to_owned(),
+            alias: MODEL.to_owned(),
+        }
+    }
+
+    /// The model of `reprise --local`, as `scripts/llama-pins.env` names it, under
+    /// the ChatML template.
+    ///
+    /// # Panics
+    /// When the pins file cannot be read or lacks the model's keys.
+    pub fn local() -> LlamaModel {
+        let pins = std::fs::read_to_string(scripts_dir().join("llama-pins.env"))
+            .unwrap_or_else(|error| panic!("cannot read scripts/llama-pins.env: {error}"));
+        let pin = |key: &str| {
+            pins.lines()
+                .filter_map(|line| line.trim().split_once('='))
+                .find(|(name, _)| name.trim() == key)
+                .map(|(_, value)| value.trim().trim_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("scripts/llama-pins.env has no {key}"))
+        };
+        LlamaModel {
+            file: pin("LOCAL_MODEL_FILE"),
+            chat_template: "llama-chatml.jinja".to_owned(),
+            alias: pin("LOCAL_MODEL_NAME"),
+        }
+    }
+
+    /// Where the install script puts the file.
+    pub fn path(&self) -> PathBuf {
+        deps_dir().join("llama").join(&self.file)
+    }
+}
 
 /// The context size of the [`LlamaServer::shared`] instance.
 pub const SHARED_CTX_SIZE: u32 = 4096;
@@ -120,6 +173,7 @@ pub struct LlamaServer {
     // Held only so that the pipe closes when this value goes away.
     _stdin: ChildStdin,
     address: String,
+    alias: String,
     log: PathBuf,
 }
 
@@ -127,7 +181,17 @@ impl LlamaServer {
     /// Starts a server of its own with a context of `ctx_size` tokens and waits until
     /// it answers `/health`. Replies are as long as requests allow.
     pub fn start(ctx_size: u32) -> Result<LlamaServer, LlamaError> {
-        Self::launch(&deps_dir(), ctx_size, None)
+        Self::launch(&deps_dir(), &LlamaModel::gemma(), ctx_size, None)
+    }
+
+    /// A server of its own running `model`, with a context of `ctx_size` tokens and
+    /// replies cut at `max_reply_tokens` (none: as long as requests allow).
+    pub fn start_model(
+        model: &LlamaModel,
+        ctx_size: u32,
+        max_reply_tokens: Option<u32>,
+    ) -> Result<LlamaServer, LlamaError> {
+        Self::launch(&deps_dir(), model, ctx_size, max_reply_tokens)
     }
 
     /// [`LlamaServer::start`] with replies cut at `max_reply_tokens` tokens by the
@@ -137,17 +201,25 @@ impl LlamaServer {
         ctx_size: u32,
         max_reply_tokens: u32,
     ) -> Result<LlamaServer, LlamaError> {
-        Self::launch(&deps_dir(), ctx_size, Some(max_reply_tokens))
+        Self::launch(
+            &deps_dir(),
+            &LlamaModel::gemma(),
+            ctx_size,
+            Some(max_reply_tokens),
+        )
     }
 
     fn launch(
         deps: &Path,
+        model: &LlamaModel,
         ctx_size: u32,
         max_reply_tokens: Option<u32>,
     ) -> Result<LlamaServer, LlamaError> {
         let llama = deps.join("llama");
         let python = llama.join("venv/bin/python");
-        let model = llama.join("gemma3-270m-q4_k_m.gguf");
+        let alias = model.alias.clone();
+        let template = scripts_dir().join(&model.chat_template);
+        let model = llama.join(&model.file);
         for needed in [&python, &model] {
             if !needed.exists() {
                 return Err(LlamaError::NotInstalled {
@@ -171,6 +243,9 @@ impl LlamaServer {
             .args(["--port", "0", "--ctx-size", &ctx_size.to_string()])
             .arg("--model")
             .arg(&model)
+            .arg("--chat-template")
+            .arg(&template)
+            .args(["--alias", &alias])
             .arg("--exit-on-stdin-eof")
             .args([
                 "--n-predict",
@@ -207,6 +282,7 @@ impl LlamaServer {
             child: Mutex::new(child),
             _stdin: stdin,
             address,
+            alias,
             log,
         };
         server.check_health()?;
@@ -237,8 +313,8 @@ impl LlamaServer {
     }
 
     /// The model name to send.
-    pub fn model(&self) -> &'static str {
-        MODEL
+    pub fn model(&self) -> &str {
+        &self.alias
     }
 
     /// The server's log file (llama.cpp writes a line per request).
@@ -340,7 +416,7 @@ mod tests {
     #[test]
     fn missing_dependencies_are_an_error_that_names_the_install_script() {
         let deps = std::env::temp_dir().join(format!("reprise-no-deps-{}", std::process::id()));
-        let error = LlamaServer::launch(&deps, 512, None).unwrap_err();
+        let error = LlamaServer::launch(&deps, &LlamaModel::gemma(), 512, None).unwrap_err();
         assert!(
             matches!(&error, LlamaError::NotInstalled { missing } if *missing == deps.join("llama/venv/bin/python")),
             "{error:?}"
@@ -357,6 +433,12 @@ mod tests {
     fn the_launcher_and_its_chat_template_are_where_the_module_looks() {
         assert!(scripts_dir().join("llama-server.py").is_file());
         assert!(scripts_dir().join("llama-chat-template.jinja").is_file());
+        assert!(
+            scripts_dir()
+                .join(LlamaModel::local().chat_template)
+                .is_file()
+        );
+        assert!(LlamaModel::local().file.ends_with(".gguf"));
         assert!(scripts_dir().join("install-test-deps.sh").is_file());
     }
 }

@@ -39,6 +39,7 @@ pub(crate) struct ScriptedCompletion {
     pub(crate) reasoning: Option<String>,
     pub(crate) calls: Vec<ScriptedCall>,
     pub(crate) usage: Option<(u64, u64)>,
+    pub(crate) cached_tokens: Option<u64>,
     pub(crate) finish_reason: Option<String>,
 }
 
@@ -203,6 +204,15 @@ impl Reply {
     pub fn with_usage(mut self, prompt_tokens: u64, completion_tokens: u64) -> Self {
         if let Some(completion) = self.completion_mut() {
             completion.usage = Some((prompt_tokens, completion_tokens));
+        }
+        self
+    }
+
+    /// Adds `prompt_tokens_details.cached_tokens` to the usage (as OpenAI and
+    /// llama.cpp send it); with [`Reply::with_usage`].
+    pub fn with_cached_tokens(mut self, cached_tokens: u64) -> Self {
+        if let Some(completion) = self.completion_mut() {
+            completion.cached_tokens = Some(cached_tokens);
         }
         self
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -125,6 +125,8 @@ impl ScriptedServer {
             .route("/v1/chat/completions", post(chat_completions))
             .route("/chat/completions", post(chat_completions))
             .route("/v1/models", get(models))
+            // A history may hold a file the model wrote: no limit below the client's.
+            .layer(DefaultBodyLimit::disable())
             .with_state(Arc::clone(&shared));
         let task = tokio::spawn(async move {
             // The server runs until the test drops it; an accept error ends it.

@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CommandError, SandboxError};
 use crate::output::CappedOutput;
+use crate::privileges;
 use crate::protection::{self, Launch};
-use crate::sandbox::{self, SandboxSettings, SandboxSupport};
+use crate::sandbox::{self, Limits, SandboxSettings, SandboxSupport};
 use crate::trampoline;
 use crate::workspace::Workspace;
 
@@ -189,6 +190,7 @@ pub async fn run_command(
         command: command.to_owned(),
         workspace: workspace.clone(),
         hidden_env: settings.hidden_env.clone(),
+        limits: settings.sandbox.limits,
     };
     let Started {
         mut group,
@@ -223,6 +225,7 @@ struct Shell {
     command: String,
     workspace: Workspace,
     hidden_env: Vec<String>,
+    limits: Limits,
 }
 
 impl Shell {
@@ -248,21 +251,33 @@ impl Shell {
         match launch {
             Launch::Restricted(confinement) => {
                 let confined = sandbox::restrict(sandbox::rules(&confinement)?)?;
+                privileges::drop_privileges()?;
                 let mut shell = tokio::process::Command::new("sh");
                 shell.arg("-c").arg(&self.command);
                 let child = self
                     .prepare(shell)
                     .spawn()
                     .map_err(|source| CommandError::Spawn { source })?;
-                Ok(Started::new(child, confined))
+                let started = Started::new(child, confined);
+                // Without the trampoline the limits can only be set once the shell
+                // runs (setting them here would set the chat's).
+                if let Some(pid) = started.group.0 {
+                    self.limits.apply(Some(pid), false)?;
+                }
+                Ok(started)
             }
             Launch::Trampoline {
                 program,
                 mounts,
                 confinement,
             } => {
-                let started =
-                    trampoline::command_for(&program, &mounts, &confinement, &self.command);
+                let started = trampoline::command_for(
+                    &program,
+                    &mounts,
+                    &confinement,
+                    self.limits,
+                    &self.command,
+                );
                 let child =
                     self.prepare(started)
                         .spawn()

@@ -53,6 +53,19 @@ pub enum FileError {
         /// The largest file edited.
         limit: u64,
     },
+    /// The content to write is larger than the largest write allowed.
+    #[error(
+        "{path}: the content has {size} bytes, more than the largest write ({limit} bytes): \
+         nothing was written"
+    )]
+    TooLargeToWrite {
+        /// The path as given.
+        path: String,
+        /// The content's size.
+        size: u64,
+        /// The largest write.
+        limit: u64,
+    },
     /// The file to edit is not UTF-8 text.
     #[error("{path}: not UTF-8 text")]
     NotText {
@@ -166,6 +179,26 @@ pub enum SandboxError {
     TrampolineArguments {
         /// What is wrong with them.
         message: String,
+    },
+    /// The seccomp filter that keeps set-id bits off files could not be built.
+    #[error("seccomp filter: {0}")]
+    Seccomp(#[source] seccompiler::BackendError),
+    /// The kernel refused the seccomp filter.
+    #[error("seccomp: {0}")]
+    SeccompApply(#[source] seccompiler::Error),
+    /// The capability to set file capabilities could not be dropped.
+    #[error("cannot drop CAP_SETFCAP: {source}")]
+    Capabilities {
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The limits on processes and memory could not be set.
+    #[error("cannot set the limits on processes and memory: {source}")]
+    Limits {
+        /// The error.
+        #[source]
+        source: io::Error,
     },
     /// The thread that starts the command in the sandbox could not be started, or
     /// went away.

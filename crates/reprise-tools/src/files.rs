@@ -19,6 +19,7 @@ pub const MAX_READ: usize = 64 * 1024;
 pub const MAX_ENTRIES: usize = 500;
 /// The largest file `edit_file` edits.
 pub const MAX_EDIT: u64 = 4 << 20;
+pub use crate::workspace::DEFAULT_MAX_WRITE;
 
 /// The text of the file `given`, at most [`MAX_READ`] bytes (a longer file is cut,
 /// saying so).
@@ -80,8 +81,17 @@ pub fn list_dir(workspace: &Workspace, given: &str) -> Result<String, FileError>
 }
 
 /// Writes `content` to the file `given`, whole and atomically; missing parent
-/// folders are created. Says what it did.
+/// folders are created. Content larger than the workspace's
+/// [`write_limit`](Workspace::write_limit) is refused. Says what it did.
 pub fn write_file(workspace: &Workspace, given: &str, content: &str) -> Result<String, FileError> {
+    let size = content.len() as u64;
+    if size > workspace.write_limit() {
+        return Err(FileError::TooLargeToWrite {
+            path: given.to_owned(),
+            size,
+            limit: workspace.write_limit(),
+        });
+    }
     let relative = workspace.relative(given)?;
     let (dir, name) = open_parent(workspace, &relative, given, true)?;
     let created = replace_file(&dir, name, content.as_bytes(), given)?;
@@ -252,15 +262,7 @@ fn replace_file(
         Err(Errno::NOENT) => (None, true),
         Err(errno) => return Err(FileError::io(given, errno)),
     };
-    let temp = temp_name(name);
-    let fd = rustix::fs::openat(
-        dir,
-        &temp,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        // Narrowed by the umask, as any new file.
-        Mode::from_raw_mode(0o666),
-    )
-    .map_err(|errno| FileError::io(given, errno))?;
+    let (temp, fd) = create_temp(dir, given)?;
     let written = (|| {
         if let Some(mode) = existing {
             rustix::fs::fchmod(&fd, mode)?;
@@ -278,12 +280,44 @@ fn replace_file(
     Ok(created)
 }
 
-/// A name for the temporary file beside `name` that no other writer picks.
-fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+/// A new temporary file in `dir`, and its name.
+fn create_temp(dir: &OwnedFd, given: &str) -> Result<(std::ffi::OsString, OwnedFd), FileError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let temp = temp_name();
+        match rustix::fs::openat(
+            dir,
+            &temp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            // Narrowed by the umask, as any new file.
+            Mode::from_raw_mode(0o666),
+        ) {
+            Ok(fd) => return Ok((temp, fd)),
+            // Another writer's, or a leftover: another name.
+            Err(Errno::EXIST) if tries < 100 => continue,
+            Err(errno) => return Err(FileError::io(given, errno)),
+        }
+    }
+}
+
+/// A name for the temporary file beside the one it replaces, that no other writer
+/// picks: short (`.reprise-` and 8 letters), so that it fits wherever the name it
+/// replaces fits, the longest the file system takes included.
+fn temp_name() -> std::ffi::OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut temp = std::ffi::OsString::from(".");
-    temp.push(name);
-    temp.push(format!(".reprise-{}-{n}.tmp", std::process::id()));
-    temp
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::from(since.subsec_nanos()));
+    // A different value for every process, call and moment, spread over the
+    // letters by a multiplicative hash.
+    let mut mixed =
+        (u64::from(std::process::id()) << 32 ^ n << 20 ^ nanos).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut letters = String::with_capacity(8);
+    for _ in 0..8 {
+        letters.push(char::from(b'a' + (mixed % 26) as u8));
+        mixed /= 26;
+    }
+    format!(".reprise-{letters}.tmp").into()
 }

@@ -9,7 +9,9 @@
 //! - `edit_file {path, old, new}` replaces a piece of text that occurs exactly once;
 //! - `run_command {command, timeout?}` runs `sh -c COMMAND` in the working folder,
 //!   in its own process group, which is killed whole when the command ends, times
-//!   out or is cancelled; stdout and stderr are kept within a bound.
+//!   out or is cancelled (with the trampoline, in a PID namespace whose processes
+//!   all end with the call); stdout and stderr are kept within a bound, processes
+//!   and memory within [`Limits`].
 //!
 //! The file tools stay inside the [`Workspace`]: a path is relative (or an absolute
 //! path inside the folder), never goes up with `..`, is opened with
@@ -21,7 +23,8 @@
 //! [`SandboxSettings::writable`], never in a protected folder, and (Landlock ABI 4
 //! or later) opens no TCP connection unless [`SandboxSettings::network`] is set.
 //! [`SandboxSupport::detect`] tells what the running kernel confines. Reads are not
-//! confined.
+//! confined. No file a command makes carries a set-id bit or file capabilities (a
+//! seccomp filter and the bounding set).
 //!
 //! A protected folder inside the working folder (the runs folder `.run`) is kept
 //! out by a mount namespace where it is read-only, made for each command by a
@@ -42,6 +45,7 @@ pub mod command;
 mod error;
 pub mod files;
 mod output;
+mod privileges;
 mod protection;
 mod sandbox;
 mod tools;
@@ -52,7 +56,9 @@ pub use command::CommandSettings;
 pub use error::{CommandError, FileError, SandboxError};
 pub use output::CappedOutput;
 pub use protection::Protection;
-pub use sandbox::{SandboxSettings, SandboxSupport};
+pub use sandbox::{
+    DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, Limits, SandboxSettings, SandboxSupport,
+};
 pub use tools::{
     BUILTIN_TOOL_NAMES, builtin_tools, edit_file_tool, list_dir_tool, read_file_tool,
     run_command_tool, write_file_tool,

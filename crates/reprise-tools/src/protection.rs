@@ -41,7 +41,8 @@ impl Protection {
 pub(crate) enum Launch {
     /// From a thread restricted with this confinement, as `sh` itself.
     Restricted(Confinement),
-    /// Through the trampoline `program`, which makes `mounts` and restricts itself.
+    /// Through the trampoline `program`, which makes `mounts` and restricts itself,
+    /// in namespaces of the call's own.
     Trampoline {
         program: PathBuf,
         mounts: Mounts,
@@ -59,15 +60,25 @@ pub(crate) fn plan(workspace: &Workspace, settings: &SandboxSettings) -> (Protec
             .iter()
             .any(|tree| dir.starts_with(tree) && dir != tree)
     };
-    if !protected.iter().any(inside) {
-        let confinement = sandbox::confinement(&trees, &protected, settings);
-        return (Protection::Unneeded, Launch::Restricted(confinement));
-    }
-    let Some(program) = settings
+    // The trampoline also ends every process of a call with it (a PID namespace):
+    // wherever it works, every command starts through it.
+    let program = settings
         .trampoline
         .as_ref()
-        .filter(|program| trampoline::works(program))
-    else {
+        .filter(|program| trampoline::works(program));
+    if !protected.iter().any(inside) {
+        let confinement = sandbox::confinement(&trees, &protected, settings);
+        let launch = match program {
+            Some(program) => Launch::Trampoline {
+                program: program.clone(),
+                mounts: Mounts::default(),
+                confinement,
+            },
+            None => Launch::Restricted(confinement),
+        };
+        return (Protection::Unneeded, launch);
+    }
+    let Some(program) = program else {
         let confinement = sandbox::confinement(&trees, &protected, settings);
         return (Protection::EntryByEntry, Launch::Restricted(confinement));
     };

@@ -52,6 +52,72 @@ pub struct SandboxSettings {
     /// inside a writable one is kept out entry by entry
     /// ([`Protection::EntryByEntry`](crate::Protection::EntryByEntry)).
     pub trampoline: Option<PathBuf>,
+    /// What one call's processes may use.
+    pub limits: Limits,
+}
+
+/// The most processes and memory one call may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most processes and threads a call may have at once. Past it, a new one
+    /// fails to start (`RLIMIT_NPROC`, which the kernel does not apply to root),
+    /// and the call is ended with all its processes (which holds for root too,
+    /// where the trampoline runs the command in a PID namespace).
+    pub max_processes: u32,
+    /// The most memory one process of a call may allocate, in bytes
+    /// (`RLIMIT_DATA`: its heap and private writable mappings); past it an
+    /// allocation fails.
+    pub max_memory: u64,
+}
+
+/// [`Limits::max_processes`] by default.
+pub const DEFAULT_MAX_PROCESSES: u32 = 4096;
+/// [`Limits::max_memory`] by default: 4 GiB.
+pub const DEFAULT_MAX_MEMORY: u64 = 4 << 30;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory: DEFAULT_MAX_MEMORY,
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the resource limits of the calling process (and so of all it starts
+    /// afterwards), or of the process `pid`. `RLIMIT_NPROC` only `in_namespace`:
+    /// in a user namespace of the call's own it counts the call's processes, out of
+    /// one it would count all the user's.
+    pub(crate) fn apply(
+        &self,
+        pid: Option<rustix::process::Pid>,
+        in_namespace: bool,
+    ) -> Result<(), SandboxError> {
+        use rustix::process::{Resource, Rlimit};
+        let processes = (Resource::Nproc, u64::from(self.max_processes));
+        let memory = (Resource::Data, self.max_memory);
+        let limits = if in_namespace {
+            vec![processes, memory]
+        } else {
+            vec![memory]
+        };
+        for (resource, value) in limits {
+            // Never above the hard limit the chat was given itself.
+            let hard = rustix::process::getrlimit(resource).maximum;
+            let value = hard.map_or(value, |hard| hard.min(value));
+            let limit = Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            };
+            rustix::process::prlimit(pid, resource, limit).map_err(|errno| {
+                SandboxError::Limits {
+                    source: errno.into(),
+                }
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// What the running kernel lets the sandbox confine.

@@ -11,12 +11,17 @@ use rustix::io::Errno;
 
 use crate::error::FileError;
 
+/// The largest content `write_file` writes unless the workspace says otherwise
+/// ([`Workspace::max_write`]): 64 MiB.
+pub const DEFAULT_MAX_WRITE: u64 = 64 << 20;
+
 /// The folder the built-in tools work in, and the folders inside it they must not
 /// touch.
 #[derive(Clone, Debug)]
 pub struct Workspace {
     root: PathBuf,
     protected: Vec<PathBuf>,
+    max_write: u64,
 }
 
 impl Workspace {
@@ -28,7 +33,20 @@ impl Workspace {
         Workspace {
             root,
             protected: Vec::new(),
+            max_write: DEFAULT_MAX_WRITE,
         }
+    }
+
+    /// The largest content, in bytes, `write_file` writes; a larger one is refused
+    /// ([`DEFAULT_MAX_WRITE`] unless set).
+    pub fn max_write(mut self, bytes: u64) -> Workspace {
+        self.max_write = bytes;
+        self
+    }
+
+    /// The largest content `write_file` writes.
+    pub fn write_limit(&self) -> u64 {
+        self.max_write
     }
 
     /// A folder the tools must neither read nor write, nor a command change: the

@@ -20,6 +20,10 @@
 //! the message is stored under it once, so a client that retries after a dropped
 //! connection gets the answer without the message being sent twice. A client that
 //! goes away cancels its turn.
+//!
+//! With `--otlp-endpoint http://collector:4318`, each request is a span
+//! (`POST /sessions/{id}/messages`) with the agent's spans under it (`invoke_agent`,
+//! `chat`, `execute_tool`), sent over OTLP; nothing else needs configuring.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // an example: a panic is the error report
 
 use std::convert::Infallible;
@@ -37,7 +41,9 @@ use futures::Stream;
 use reprise::Uuid;
 use reprise::postgres::{PgSessionStore, PgStoreOptions};
 use reprise::prelude::*;
+use reprise::telemetry::TelemetryConfig;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 #[derive(Parser)]
 #[command(about = "An HTTP service that continues conversations stored in PostgreSQL")]
@@ -54,6 +60,9 @@ struct Args {
     /// The model name.
     #[arg(long, default_value = "llama3.1")]
     model: String,
+    /// An OpenTelemetry collector (OTLP over HTTP) to send traces and metrics to.
+    #[arg(long)]
+    otlp_endpoint: Option<String>,
 }
 
 /// What every request shares: the agent's definition (provider, prompt, tools, store).
@@ -77,6 +86,11 @@ struct Clock {}
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    let telemetry = reprise::telemetry::init(&TelemetryConfig {
+        endpoint: args.otlp_endpoint.clone(),
+        service_name: Some("reprise-service".to_owned()),
+        ..TelemetryConfig::default()
+    })?;
     let store = PgSessionStore::connect(&args.database_url, PgStoreOptions::default()).await?;
     let mut config = OpenAiConfig::new(args.model.clone()).base_url(args.base_url.clone());
     if let Ok(key) = std::env::var("OPENAI_API_KEY") {
@@ -106,6 +120,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     store.close().await?;
+    // What is still queued goes to the collector.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     Ok(())
 }
 
@@ -115,6 +133,15 @@ async fn ask(
     Path(session_id): Path<String>,
     Json(ask): Json<Ask>,
 ) -> Response {
+    // The request's span: the agent's spans of this turn are its children.
+    let request = tracing::info_span!(
+        "request",
+        otel.name = "POST /sessions/{id}/messages",
+        otel.kind = "server",
+        http.request.method = "POST",
+        http.route = "/sessions/{id}/messages",
+        gen_ai.conversation.id = %session_id,
+    );
     let mut agent = match service.agents.open(session_id).await {
         Ok(agent) => agent,
         Err(error) if error.is_locked() => {
@@ -136,22 +163,25 @@ async fn ask(
     let cancel = CancellationToken::new();
     // The response holds this guard: a client that goes away cancels the turn.
     let client_gone = cancel.clone().drop_guard();
-    tokio::spawn(async move {
-        let (events_tx, events_rx) = mpsc::channel(16);
-        let (answer, ()) = tokio::join!(
-            agent.run_streaming(prompt, events_tx, cancel),
-            forward(events_rx, &sse_tx),
-        );
-        // The session is let go of before the client hears the turn is over, so its
-        // next request, to this instance or another, finds it free.
-        let closed = agent.close().await;
-        let last = match (answer, closed) {
-            (Ok(answer), Ok(())) => Event::default().event("done").data(answer),
-            (Err(error), _) => Event::default().event("error").data(error.to_string()),
-            (Ok(_), Err(error)) => Event::default().event("error").data(error.to_string()),
-        };
-        let _ = sse_tx.send(last).await;
-    });
+    tokio::spawn(
+        async move {
+            let (events_tx, events_rx) = mpsc::channel(16);
+            let (answer, ()) = tokio::join!(
+                agent.run_streaming(prompt, events_tx, cancel),
+                forward(events_rx, &sse_tx),
+            );
+            // The session is let go of before the client hears the turn is over, so its
+            // next request, to this instance or another, finds it free.
+            let closed = agent.close().await;
+            let last = match (answer, closed) {
+                (Ok(answer), Ok(())) => Event::default().event("done").data(answer),
+                (Err(error), _) => Event::default().event("error").data(error.to_string()),
+                (Ok(_), Err(error)) => Event::default().event("error").data(error.to_string()),
+            };
+            let _ = sse_tx.send(last).await;
+        }
+        .instrument(request),
+    );
     let stream = events(sse_rx, client_gone);
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

@@ -24,6 +24,9 @@
 //! - `postgres` (with the `postgres` feature): [`PgSessionStore`] and its options,
 //!   sessions and runs in PostgreSQL, for many workers on many machines, one fenced
 //!   writer per session.
+//! - `chat` (with the `chat` feature): the terminal chat's logic below its screens
+//!   (the session of a run, slash commands, forks, rewinds, resume, settings), for a
+//!   program that draws its own chat.
 //! - [`mcp`]: MCP servers as tools, and the gate that decides which tool calls run.
 //! - [`tools`]: the chat's built-in tools (read, list, write and edit files under a
 //!   working folder; run shell commands in a Landlock sandbox) for any agent.
@@ -101,6 +104,9 @@ pub use reprise_provider as provider;
 #[doc(inline)]
 pub use reprise_tools as tools;
 
+/// OpenTelemetry traces and metrics of agents, over OTLP (`reprise-telemetry`).
+pub mod telemetry;
+
 /// Secret redaction for transcripts and logs (`reprise-redact`).
 #[doc(inline)]
 pub use reprise_redact as redact;
@@ -117,6 +123,13 @@ pub use reprise_runs as runs;
 #[cfg(feature = "postgres")]
 #[doc(inline)]
 pub use reprise_postgres as postgres;
+
+/// The `reprise` chat's logic below its screens, for a program that draws its own
+/// interface: the session driver, slash commands, forks, rewinds, resume and
+/// settings (`reprise-chat`, with the `chat` feature).
+#[cfg(feature = "chat")]
+#[doc(inline)]
+pub use reprise_chat as chat;
 
 /// The attribute that makes an `async fn` in a trait implementation object-safe:
 /// put `#[reprise::async_trait]` on an `impl Tool` or `impl ToolApprover`.

@@ -688,6 +688,50 @@ async fn a_compaction_records_its_summary_calls_counts_and_the_totals_include_th
 }
 
 #[tokio::test]
+async fn the_totals_keep_the_calls_of_what_a_rewind_took_out_of_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileSessionStore::new(dir.path()));
+    let server = ScriptedServer::start_with([
+        Reply::text("first answer").with_usage(50, 4),
+        Reply::text("second answer").with_usage(70, 3),
+    ])
+    .await;
+    let mut agent = scripted_agent(&server, &store, "rewound", 1).await;
+    agent.run("one").await.unwrap();
+    agent.run("two").await.unwrap();
+    let live = agent.usage_totals().await.unwrap();
+    let second = agent
+        .entries()
+        .iter()
+        .find(|entry| entry.as_message().is_some_and(|m| m.text() == "two"))
+        .unwrap()
+        .uuid;
+    drop(agent);
+    let rewind = reprise_session::Rewind {
+        to: Some(second),
+        files: None,
+        undo: None,
+        undoes: None,
+    }
+    .to_entry();
+    let key = SessionKey::session("rewound").unwrap();
+    store.append(&key, &[rewind]).await.unwrap();
+    let reopened = scripted_agent(&server, &store, "rewound", 1).await;
+    assert!(
+        reopened.entries().iter().all(|entry| entry
+            .as_message()
+            .is_none_or(|m| m.text() != "second answer")),
+        "the rewound reply is out of the model's view"
+    );
+    let totals = reopened.usage_totals().await.unwrap();
+    assert_eq!(
+        (totals.prompt_tokens, totals.completion_tokens),
+        (live.prompt_tokens, live.completion_tokens)
+    );
+    assert_eq!((totals.prompt_tokens, totals.completion_tokens), (120, 7));
+}
+
+#[tokio::test]
 async fn the_size_of_the_next_request_is_the_same_before_and_after_the_request_is_built() {
     use reprise_session::Entry;
     let dir = tempfile::tempdir().unwrap();

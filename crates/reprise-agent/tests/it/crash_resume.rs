@@ -83,7 +83,7 @@ impl ToolApprover for Counting {
         self.asked_again
             .lock()
             .unwrap()
-            .push(call.arguments.clone());
+            .push(call.arguments.to_string());
         self.again
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt;
 
 use reprise_checkpoint::{CaptureOptions, CheckpointError, CheckpointStore};
 
-use crate::support::{state, write};
+use crate::support::{all_objects, state, write};
 
 #[test]
 fn a_fork_shares_the_objects_and_outlives_its_source() {
@@ -42,21 +42,28 @@ fn a_fork_shares_the_objects_and_outlives_its_source() {
     let added = fork.share_objects_from(&source, &[first.id]).unwrap();
     assert_eq!(added, 6, "record, 2 trees, 3 contents");
     assert_eq!(fork.head().unwrap(), Some(first.id));
-    let object = |run: &str, id: &reprise_checkpoint::CheckpointId| {
-        let hex = id.to_string();
-        runs.path()
-            .join(run)
-            .join("checkpoints/objects")
-            .join(&hex[..2])
-            .join(&hex[2..])
+    let holder = |run: &str, id: &reprise_checkpoint::CheckpointId| {
+        all_objects(&runs.path().join(run).join("checkpoints"))
+            .into_iter()
+            .find(|object| object.id == id.to_string())
+            .map(|object| object.file)
     };
+    let (in_source, in_fork) = (
+        holder("r1", &first.id).unwrap(),
+        holder("r2", &first.id).unwrap(),
+    );
     assert_eq!(
-        std::fs::metadata(object("r1", &first.id)).unwrap().ino(),
-        std::fs::metadata(object("r2", &first.id)).unwrap().ino(),
+        in_source.file_name(),
+        in_fork.file_name(),
+        "the same pack, under its name"
+    );
+    assert_eq!(
+        std::fs::metadata(in_source).unwrap().ino(),
+        std::fs::metadata(in_fork).unwrap().ino(),
         "linked, not copied"
     );
     assert!(
-        !object("r2", &second.id).exists(),
+        holder("r2", &second.id).is_none(),
         "only the checkpoints asked for"
     );
     std::fs::remove_dir_all(runs.path().join("r1")).unwrap();

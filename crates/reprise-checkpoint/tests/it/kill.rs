@@ -15,7 +15,7 @@ use std::time::Duration;
 use rand::Rng;
 use reprise_checkpoint::{CaptureOptions, CheckpointId, CheckpointStore};
 
-use crate::support::{state, write};
+use crate::support::{all_objects, state, write};
 
 const CHILD_ENV: &str = "REPRISE_CHECKPOINT_KILL_CHILD";
 
@@ -82,23 +82,15 @@ fn state_b(root: &Path) {
 
 /// Every checkpoint record in the store, found by reading the objects.
 fn records(store_dir: &Path) -> Vec<CheckpointId> {
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(store_dir.join("objects")).min_depth(2) {
-        let entry = entry.unwrap();
-        if entry.metadata().unwrap().len() > 4096 {
-            continue;
-        }
-        let bytes = std::fs::read(entry.path()).unwrap();
-        if bytes.starts_with(b"{\"format\":1,\"kind\":\"checkpoint\"") {
-            let name = entry
-                .path()
-                .strip_prefix(store_dir.join("objects"))
-                .unwrap();
-            let hex = name.to_string_lossy().replace('/', "");
-            out.push(hex.parse().unwrap());
-        }
-    }
-    out
+    all_objects(store_dir)
+        .into_iter()
+        .filter(|object| {
+            object
+                .content
+                .starts_with(b"{\"format\":2,\"kind\":\"checkpoint\"")
+        })
+        .map(|object| object.id.parse().unwrap())
+        .collect()
 }
 
 #[test]
@@ -156,7 +148,7 @@ fn a_killed_restore_or_checkpoint_leaves_one_state_or_the_other() {
         }
         let journal = store_dir.join("restore.journal").exists();
         let mut store = CheckpointStore::open(&store_dir, root, options()).unwrap();
-        if store.recover().unwrap().is_some() {
+        if store.finish().unwrap().is_some() {
             rolled_forward += 1;
         }
         assert!(!journal || !store_dir.join("restore.journal").exists());
@@ -190,7 +182,7 @@ fn a_killed_restore_or_checkpoint_leaves_one_state_or_the_other() {
         }
     }
     println!(
-        "{kills} kills: {seen:?}, {rolled_forward} restores rolled forward, {} checkpoints verified",
+        "{kills} kills: {seen:?}, {rolled_forward} restores finished, {} checkpoints verified",
         verified.len()
     );
 }

@@ -98,3 +98,103 @@ pub fn run(dir: &Path, program: &str, args: &[&str]) {
         .unwrap();
     assert!(status.success(), "{program} {args:?} failed");
 }
+
+/// An object of a store, read as docs/format.md describes the store.
+#[derive(Debug)]
+pub struct StoredObject {
+    /// Its name, in hexadecimal.
+    pub id: String,
+    /// Its content.
+    pub content: Vec<u8>,
+    /// Whether it is stored as a zstd frame.
+    pub compressed: bool,
+    /// The file holding it: a pack or a loose object.
+    pub file: std::path::PathBuf,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The objects of every pack of `store`, in the order of the packs' names.
+pub fn packed_objects(store: &Path) -> Vec<StoredObject> {
+    let mut packs: Vec<_> = std::fs::read_dir(store.join("packs"))
+        .map(|entries| entries.map(|entry| entry.unwrap().path()).collect())
+        .unwrap_or_default();
+    packs.sort();
+    let mut out = Vec::new();
+    for path in packs {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(b"reprise-pack 1\n"), "{}", path.display());
+        let trailer = &bytes[bytes.len() - 48..];
+        let index_at = u64::from_le_bytes(trailer[..8].try_into().unwrap()) as usize;
+        let count = u64::from_le_bytes(trailer[8..16].try_into().unwrap()) as usize;
+        let index = &bytes[index_at..bytes.len() - 48];
+        assert_eq!(index.len(), count * 53);
+        assert_eq!(Sha256::digest(index).as_slice(), &trailer[16..]);
+        for entry in index.chunks_exact(53) {
+            let offset = u64::from_le_bytes(entry[32..40].try_into().unwrap()) as usize;
+            let len = u32::from_le_bytes(entry[40..44].try_into().unwrap()) as usize;
+            let compressed = entry[48] == 1;
+            let stored = &bytes[offset..offset + len];
+            let content = if compressed {
+                zstd::decode_all(stored).unwrap()
+            } else {
+                stored.to_vec()
+            };
+            assert_eq!(hex(&Sha256::digest(&content)), hex(&entry[..32]));
+            out.push(StoredObject {
+                id: hex(&entry[..32]),
+                content,
+                compressed,
+                file: path.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The loose objects of `store` (`objects/ab/cdef…`, `.zst` when compressed).
+pub fn loose_objects(store: &Path) -> Vec<StoredObject> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(store.join("objects")).min_depth(2) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(store.join("objects")).unwrap();
+        let name = rel.to_string_lossy().replace('/', "");
+        let compressed = name.ends_with(".zst");
+        let bytes = std::fs::read(entry.path()).unwrap();
+        let content = if compressed {
+            zstd::decode_all(bytes.as_slice()).unwrap()
+        } else {
+            bytes
+        };
+        out.push(StoredObject {
+            id: name.trim_end_matches(".zst").to_owned(),
+            content,
+            compressed,
+            file: entry.path().to_path_buf(),
+        });
+    }
+    out
+}
+
+/// Every object of `store`, packed or loose.
+pub fn all_objects(store: &Path) -> Vec<StoredObject> {
+    let mut all = packed_objects(store);
+    all.extend(loose_objects(store));
+    all
+}
+
+/// Turns `store` into one as written before packs and compression: every object
+/// a loose file of its content, no pack.
+pub fn unpack_to_loose(store: &Path) {
+    for object in all_objects(store) {
+        let dir = store.join("objects").join(&object.id[..2]);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(&object.id[2..]), &object.content).unwrap();
+        if object.file.starts_with(store.join("objects")) && object.compressed {
+            std::fs::remove_file(&object.file).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(store.join("packs")).unwrap();
+}

@@ -55,8 +55,8 @@ pub async fn render(
     format: ExportFormat,
     mask: &Masker,
 ) -> Result<String> {
-    let folder = runs.find(spec)?;
-    let run = runs.record(&folder)?;
+    let folder = runs.find(spec).await?;
+    let run = runs.record(&folder).await?;
     let title = runs.labels(&folder).await?.and_then(|labels| labels.title);
     for warning in &run.warnings {
         crate::display::terminal::eprint_line(&format!("warning: {warning}"));
@@ -80,20 +80,7 @@ pub async fn export(
 ) -> Result<()> {
     let text = render(runs, spec, format, &Masker::new(redact)).await?;
     match output {
-        Some(path) => {
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
-            }
-            let mut file = options
-                .open(path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            file.write_all(text.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        Some(path) => write_private(path, &text)?,
         None => {
             // The terminal would run escape sequences a message holds.
             let shown = if format == ExportFormat::Json {
@@ -105,4 +92,21 @@ pub async fn export(
         }
     }
     Ok(())
+}
+
+/// Writes `text` to `path`, created readable by its owner only: an export or a
+/// page of usage can hold what the conversations said.
+pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -13,7 +13,7 @@ use reprise_runs::{
 use serde_json::json;
 
 use crate::display::terminal::{eprint_line, visible, write_json};
-use crate::display::text::show_date_in;
+use reprise_chat::text::show_date_in;
 
 /// The history commands, flattened into the command line's subcommands.
 #[derive(Debug, Subcommand)]
@@ -41,16 +41,20 @@ pub enum HistoryCommand {
     /// the first 3 matching messages of each run, then a line saying there are more
     /// (--run RUN shows every hit of one run, --all of every run).
     Search {
-        /// The text to find (case-sensitive unless --ignore-case), or with --regex a
-        /// regular expression.
+        /// The text to find, or with --regex a regular expression. Smart case, as
+        /// `rg -S`: a query in lower case matches any case; one with an upper-case
+        /// letter matches its case only.
         query: String,
         /// QUERY is a regular expression (Rust regex syntax; slower: every line is
         /// decoded).
         #[arg(long)]
         regex: bool,
-        /// Ignore case.
-        #[arg(short = 'i', long)]
+        /// Ignore case, whatever the query's case.
+        #[arg(short = 'i', long, overrides_with = "case_sensitive")]
         ignore_case: bool,
+        /// Match case, also for a query in lower case.
+        #[arg(short = 's', long, overrides_with = "ignore_case")]
+        case_sensitive: bool,
         /// Only messages of this role.
         #[arg(long, value_enum)]
         role: Option<RoleArg>,
@@ -145,12 +149,14 @@ pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> 
             query,
             regex,
             ignore_case,
+            case_sensitive,
             role,
             run,
             max_per_run,
             all,
             json,
         } => {
+            let ignore_case = !case_sensitive && (ignore_case || !has_upper_case(&query, regex));
             let shown = match max_per_run {
                 Some(0) => bail!("--max-per-run must be 1 or more"),
                 Some(limit) => Some(limit),
@@ -169,10 +175,10 @@ pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> 
                 json,
                 color: io.color,
             };
-            let found = search(runs, &query, run.as_deref(), &view, io.out)?;
+            let found = search(runs, &query, run.as_deref(), &view, io.out).await?;
             Ok(if found { 0 } else { 1 })
         }
-        HistoryCommand::Du { json } => done(du(runs, json, io.out)),
+        HistoryCommand::Du { json } => done(du(runs, json, io.out).await),
         HistoryCommand::Prune {
             older_than,
             keep,
@@ -189,7 +195,7 @@ pub async fn rename(
     title: &str,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = runs.find(spec)?;
+    let run = runs.find(spec).await?;
     if run.session_id.is_none() {
         bail!("run {} has no conversation to name", run.name());
     }
@@ -223,7 +229,7 @@ pub async fn tag(
     untag: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = runs.find(spec)?;
+    let run = runs.find(spec).await?;
     if run.session_id.is_none() {
         bail!("run {} has no conversation to tag", run.name());
     }
@@ -274,31 +280,31 @@ const PLAIN_MARKS: Marks = Marks {
 
 /// `reprise search QUERY …`: the hits grouped by run, newest runs first. Returns
 /// whether anything matched.
-pub fn search(
+pub async fn search(
     catalog: &dyn RunCatalog,
     query: &SearchQuery,
     only: Option<&str>,
     view: &SearchView,
     out: &mut dyn Write,
 ) -> Result<bool> {
-    // The redactor's patterns compile while the runs are listed: the first hit
-    // needs them, and the listing leaves a core free.
-    std::thread::spawn(reprise_redact::prepare);
-    let list = catalog.list()?;
+    // The redactor's patterns are compiled by the first snippet, not beforehand: a
+    // search of few hits would spend a quarter of its time on them, and one of many
+    // finds its first hit at once, while the other search threads go on.
+    let list = catalog.list().await?;
     for warning in &list.warnings {
         eprint_line(&format!("warning: {warning}"));
     }
     let runs: Vec<RunSummary> = match only {
         None => list.runs,
         Some(spec) => {
-            let folder = catalog.find(spec)?;
+            let folder = catalog.find(spec).await?;
             list.runs
                 .into_iter()
                 .filter(|run| run.dir == folder.dir)
                 .collect()
         }
     };
-    let hits = catalog.search(&runs, query)?;
+    let hits = catalog.search(&runs, query).await?;
     if view.json {
         let rows: Vec<_> = hits
             .iter()
@@ -408,8 +414,8 @@ pub fn human_size(bytes: u64) -> String {
 
 /// `reprise du`: each run's size, largest first, then the total (where the runs
 /// are kept as a whole: runs, prompt history and anything else in it).
-pub fn du(catalog: &dyn RunCatalog, json: bool, out: &mut dyn Write) -> Result<()> {
-    let sizes = catalog.sizes()?;
+pub async fn du(catalog: &dyn RunCatalog, json: bool, out: &mut dyn Write) -> Result<()> {
+    let sizes = catalog.sizes().await?;
     let sized: Vec<(u64, &RunSummary)> =
         sizes.runs.iter().map(|(run, size)| (*size, run)).collect();
     let runs_total: u64 = sized.iter().map(|(size, _)| size).sum();
@@ -444,9 +450,9 @@ pub fn du(catalog: &dyn RunCatalog, json: bool, out: &mut dyn Write) -> Result<(
         ));
     }
     text.push_str(&format!(
-        "{:>10}  total: {} runs; {} in {} with the prompt history and runs without a conversation\n",
+        "{:>10}  total: {}; {} in {} with the prompt history and runs without a conversation\n",
         human_size(runs_total),
-        sized.len(),
+        reprise_chat::text::counted(sized.len(), "run", "runs"),
         human_size(total),
         catalog.place()
     ));
@@ -454,9 +460,12 @@ pub fn du(catalog: &dyn RunCatalog, json: bool, out: &mut dyn Write) -> Result<(
     Ok(())
 }
 
-/// `90d`, `12w`, `36h`, or a bare number of days (see [`crate::config::duration`]).
+/// `90d`, `12w`, `36h`, or a bare number of days (see [`reprise_chat::config::duration`]).
 pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
-    crate::config::duration::parse_duration(text, crate::config::duration::BareUnit::Days)
+    reprise_chat::config::duration::parse_duration(
+        text,
+        reprise_chat::config::duration::BareUnit::Days,
+    )
 }
 
 /// Which runs `prune` deletes.
@@ -505,7 +514,7 @@ pub async fn prune(
         );
     }
     let out = io.out;
-    let list = catalog.list()?;
+    let list = catalog.list().await?;
     let chosen = plan.select(&list.runs, Timestamp::now());
     // Folders with nothing written in them go whatever the plan: they hold nothing.
     let unused: Vec<RunFolder> =
@@ -518,7 +527,7 @@ pub async fn prune(
         return Ok(());
     }
     let tz = jiff::tz::TimeZone::system();
-    let sized = catalog.sizes()?;
+    let sized = catalog.sizes().await?;
     let size_of = |run: &RunSummary| {
         sized
             .runs
@@ -532,8 +541,8 @@ pub async fn prune(
     let verb = if dry_run { "would delete" } else { "to delete" };
     if !chosen.is_empty() {
         text.push_str(&format!(
-            "{verb} {} runs ({}):\n",
-            chosen.len(),
+            "{verb} {} ({}):\n",
+            reprise_chat::text::counted(chosen.len(), "run", "runs"),
             human_size(total)
         ));
     }
@@ -561,19 +570,23 @@ pub async fn prune(
     }
     if !yes {
         if unused.is_empty() {
-            write!(out, "delete these {} runs? [y/N] ", chosen.len())?;
+            write!(out, "delete {}? [y/N] ", these_runs(chosen.len()))?;
         } else {
             write!(
                 out,
-                "delete these {} runs and {} unused run folders? [y/N] ",
-                chosen.len(),
-                unused.len()
+                "delete {} and {}? [y/N] ",
+                these_runs(chosen.len()),
+                reprise_chat::text::counted(
+                    unused.len(),
+                    "unused run folder",
+                    "unused run folders"
+                )
             )?;
         }
         out.flush()?;
         let mut answer = String::new();
         io.input.read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES") {
+        if !reprise_chat::answers::is_yes(&answer) {
             writeln!(out, "nothing deleted")?;
             return Ok(());
         }
@@ -591,7 +604,11 @@ pub async fn prune(
             }
         }
     }
-    writeln!(out, "deleted {deleted} runs")?;
+    writeln!(
+        out,
+        "deleted {}",
+        reprise_chat::text::counted(deleted, "run", "runs")
+    )?;
     let mut removed = 0;
     for folder in &unused {
         match reprise_runs::remove_unused_run_folder(folder) {
@@ -626,6 +643,30 @@ async fn delete_unless_open(catalog: &dyn RunCatalog, run: &RunSummary) -> Resul
         Err(error) => return Err(anyhow::Error::from(error).context("cannot lock it")),
     };
     Ok(catalog.delete(&folder).await?)
+}
+
+/// `these 3 runs` / `this run`.
+fn these_runs(count: usize) -> String {
+    if count == 1 {
+        "this run".to_owned()
+    } else {
+        format!("these {count} runs")
+    }
+}
+
+/// Whether a search query has an upper-case letter (smart case: then it matches
+/// its case only). In a regular expression the letter after a `\` is an escape
+/// (`\S`, `\W`), not text.
+fn has_upper_case(query: &str, regex: bool) -> bool {
+    let mut chars = query.chars();
+    while let Some(c) = chars.next() {
+        if regex && c == '\\' {
+            chars.next();
+        } else if c.is_uppercase() {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -46,7 +46,10 @@ fn describe(file: &ImportedFile) -> String {
         file.session_id
     );
     if !file.subagents.is_empty() {
-        text.push_str(&format!(", {} subagents", file.subagents.len()));
+        text.push_str(&format!(
+            ", {}",
+            reprise_chat::text::counted(file.subagents.len(), "subagent", "subagents")
+        ));
     }
     text.push_str(")\n");
     if !matches!(file.outcome, Outcome::AlreadyImported { .. }) {
@@ -155,19 +158,21 @@ pub async fn import(
     }
     let mut summary = if dry_run {
         format!(
-            "dry run: would create {} runs ({} messages); nothing written",
-            totals.would_create, totals.messages
+            "dry run: would create {} ({}); nothing written",
+            reprise_chat::text::counted(totals.would_create, "run", "runs"),
+            reprise_chat::text::counted(totals.messages, "message", "messages")
         )
     } else {
         format!(
-            "imported {} sessions ({} messages)",
-            totals.created, totals.messages
+            "imported {} ({})",
+            reprise_chat::text::counted(totals.created, "session", "sessions"),
+            reprise_chat::text::counted(totals.messages, "message", "messages")
         )
     };
     if totals.appended > 0 {
         summary.push_str(&format!(
-            "; {} grown sessions {} to their runs",
-            totals.appended,
+            "; {} {} to their runs",
+            reprise_chat::text::counted(totals.appended, "grown session", "grown sessions"),
             if dry_run {
                 "would be appended"
             } else {
@@ -180,20 +185,32 @@ pub async fn import(
     }
     if totals.not_transcripts > 0 {
         summary.push_str(&format!(
-            "; {} files are not transcripts",
-            totals.not_transcripts
+            "; {}",
+            reprise_chat::text::counted(
+                totals.not_transcripts,
+                "file is not a transcript",
+                "files are not transcripts"
+            )
         ));
     }
     if totals.empty > 0 {
         summary.push_str(&format!(
-            "; {} transcripts hold no conversation",
-            totals.empty
+            "; {}",
+            reprise_chat::text::counted(
+                totals.empty,
+                "transcript holds no conversation",
+                "transcripts hold no conversation"
+            )
         ));
     }
     if totals.subagents > 0 {
         summary.push_str(&format!(
-            "; {} subagent transcripts imported with their sessions",
-            totals.subagents
+            "; {}",
+            reprise_chat::text::counted(
+                totals.subagents,
+                "subagent transcript imported with its session",
+                "subagent transcripts imported with their sessions"
+            )
         ));
     }
     if totals.failed > 0 {

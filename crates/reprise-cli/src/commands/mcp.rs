@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use crate::config::Settings;
+use reprise_chat::config::Settings;
 
 /// Shows the configured MCP servers: whether each starts, and its tools.
 pub async fn list(settings: &Settings) -> Result<()> {

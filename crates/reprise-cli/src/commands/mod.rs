@@ -8,3 +8,4 @@ pub mod mcp;
 pub mod rewind;
 pub mod rewound_marks;
 pub mod runs;
+pub mod usage;

@@ -1,19 +1,17 @@
 //! `reprise rewind RUN --to N|ENTRY [--files-only | --conversation-only] [--dry-run]
 //! [--yes]` and `reprise rewind RUN --undo`: a run's conversation and working folder
-//! taken back to just before one of the person's messages, from a script.
+//! taken back to just before one of the person's messages, from a script;
+//! `reprise rewind RUN --finish`: a restore a kill cut finished.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 
 use anyhow::{Result, bail};
+use reprise_chat::config::Settings;
+use reprise_chat::rewind::RewindPart;
+use reprise_chat::rewind_run::{RunRewindTarget, prepare_run_rewind};
 use reprise_runs::RunCatalog;
-use reprise_session::SessionKey;
 
-use crate::chat::checkpoints::{capture_options, open_store, run_workdir};
-use crate::chat::rewind::{
-    RewindPart, carry_out, plan_rewind, plan_undo, preview_with_folder, restore_preview,
-};
-use crate::config::Settings;
 use crate::display::terminal::{eprint_line, visible};
 
 /// What the command line asked for.
@@ -31,6 +29,10 @@ pub struct RewindRequest {
     pub yes: bool,
     /// Undo the latest rewind.
     pub undo: bool,
+    /// Finish the restore a crash cut.
+    pub finish: bool,
+    /// Restore the nearest earlier checkpoint where the one asked for is missing.
+    pub nearest_earlier: bool,
 }
 
 /// The person's terminal, for the question.
@@ -49,74 +51,37 @@ pub async fn rewind(
     ask: Ask<'_>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = runs.find(&request.run)?;
-    let Some(session_id) = run.session_id.as_deref() else {
-        bail!("run {} has no conversation to rewind", run.name());
+    let target = RunRewindTarget {
+        to: request.to.as_deref(),
+        part: request.part,
+        undo: request.undo,
+        finish: request.finish,
+        nearest_earlier: request.nearest_earlier,
     };
-    let store = runs.store_for(&run, &reprise_redact::Redactor::new().with_env_secrets());
-    // A run open in a chat is not rewound under it.
-    let lock = match store.lock(session_id).await {
-        Ok(lock) => lock,
-        Err(error @ reprise_session::StoreError::Locked { .. }) => {
-            return Err(anyhow::Error::from(error).context(format!(
-                "run {} is in use; leave that chat first (or use /rewind in it)",
-                run.name()
-            )));
-        }
-        Err(error) => return Err(error.into()),
-    };
-    let key = SessionKey::session(session_id)?;
-    let entries = store.load(&key).await?.unwrap_or_default().entries;
-    let plan = if request.undo {
-        plan_undo(&entries)?
-    } else {
-        let Some(to) = request.to.as_deref() else {
-            bail!("say where to rewind to (--to N or --to ENTRY) or --undo");
-        };
-        plan_rewind(&entries, to, request.part)?
-    };
-    runs.ensure_local_folder(&run)?;
-    let (workdir, not_taken) = run_workdir(&run.dir, &std::env::current_dir()?);
-    if let Some(warning) = not_taken {
+    let prepared = prepare_run_rewind(runs, settings, &request.run, target, &mut |warning| {
         eprint_line(&format!("warning: {warning}"));
-    }
-    let mut checkpoints = match &plan.files {
-        Some(_) => {
-            if !run.dir.join(reprise_checkpoint::STORE_DIR_NAME).is_dir() {
-                bail!(
-                    "run {} has no checkpoints of its working folder here (they are kept in \
-                     the run's local folder, {}, on the machine that took them)",
-                    run.name(),
-                    run.dir.display()
-                );
-            }
-            Some(open_store(&run.dir, &workdir, capture_options(settings))?)
-        }
-        None => None,
-    };
-    let preview = match (&plan.files, checkpoints.as_mut()) {
-        (Some(target), Some(store)) => Some(restore_preview(store, target, &workdir)?),
-        _ => None,
-    };
+    })
+    .await?;
     // File names and the recorded working folder come from outside: shown escaped.
-    let text = preview_with_folder(&plan, preview.as_ref(), &workdir);
-    write!(out, "{}", visible(&text))?;
+    write!(out, "{}", visible(&prepared.preview))?;
     if request.dry_run {
         writeln!(out, "(dry run: nothing changed)")?;
-        lock.release().await?;
+        prepared.let_go().await?;
         return Ok(());
     }
     if !request.yes && !confirm(ask, out)? {
         writeln!(out, "nothing changed")?;
-        lock.release().await?;
+        prepared.let_go().await?;
         return Ok(());
     }
-    let entry = carry_out(&plan, checkpoints.as_mut())?;
-    store.append(&key, std::slice::from_ref(&entry)).await?;
-    // Released now: in a database the lease would keep the run "in use" a while.
-    lock.release().await?;
-    store.close().await?;
-    report_done(out, run.name(), request.undo, &workdir)
+    let run = prepared.run_name().to_owned();
+    let workdir = prepared.workdir.clone();
+    let left = prepared.carry_out().await?;
+    report_done(out, &run, request, &workdir)?;
+    if let Some(left) = left {
+        writeln!(out, "{}", visible(&left))?;
+    }
+    Ok(())
 }
 
 fn confirm(ask: Ask<'_>, out: &mut dyn Write) -> Result<bool> {
@@ -129,15 +94,26 @@ fn confirm(ask: Ask<'_>, out: &mut dyn Write) -> Result<bool> {
     out.flush()?;
     let mut answer = String::new();
     ask.input.read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    Ok(reprise_chat::answers::is_yes(&answer))
 }
 
-fn report_done(out: &mut dyn Write, run: &str, undo: bool, workdir: &Path) -> Result<()> {
-    if undo {
+fn report_done(
+    out: &mut dyn Write,
+    run: &str,
+    request: &RewindRequest,
+    workdir: &Path,
+) -> Result<()> {
+    if request.finish {
+        writeln!(
+            out,
+            "finished the cut restore of {run} in {} (undo with: reprise rewind {run} --undo)",
+            visible(&workdir.display().to_string())
+        )?;
+    } else if request.undo {
         writeln!(
             out,
             "undid the last rewind of {run} ({})",
-            workdir.display()
+            visible(&workdir.display().to_string())
         )?;
     } else {
         writeln!(

@@ -7,17 +7,22 @@ use reprise_runs::{ConversationMessage, RunCatalog, RunFolder};
 use reprise_session::Role;
 use serde_json::json;
 
-use crate::display::terminal::{eprint_line, push_json_string, visible, visible_json, write_json};
-use crate::display::text::{one_line, shorten, show_date_in};
+use crate::display::terminal::{eprint_line, push_json_string, visible, visible_json};
+use reprise_chat::text::{arguments_preview, one_line, shorten, show_date_in};
 
 /// `reprise runs`: a table (date, messages, last message, run), or JSON. Unless
 /// `all`, the newest runs of the catalog's [listing page](RunCatalog::listing_page);
 /// a note on stderr says when older runs were left out.
-pub fn runs(source: &dyn RunCatalog, json: bool, all: bool, out: &mut dyn Write) -> Result<()> {
+pub async fn runs(
+    source: &dyn RunCatalog,
+    json: bool,
+    all: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let list = match source.listing_page().filter(|_| !all) {
-        None => source.list()?,
+        None => source.list().await?,
         Some(page) => {
-            let (list, more) = source.list_newest(page)?;
+            let (list, more) = source.list_newest(page).await?;
             if more {
                 eprint_line(&format!(
                     "note: the newest {page} runs; `reprise runs --all` lists every one"
@@ -33,26 +38,13 @@ pub fn runs(source: &dyn RunCatalog, json: bool, all: bool, out: &mut dyn Write)
             warning.message
         ));
     }
+    for run in &list.runs {
+        if reprise_chat::checkpoints::restore_cut(&run.dir) {
+            eprint_line(&reprise_chat::checkpoints::restore_cut_note(run.name()));
+        }
+    }
     if json {
-        let rows: Vec<_> = list
-            .runs
-            .iter()
-            .map(|run| {
-                json!({
-                    "run": run.name(),
-                    "dir": run.dir,
-                    "sessionId": run.session_id,
-                    "updatedAt": run.updated_at.to_string(),
-                    "messages": run.message_count,
-                    "title": run.title,
-                    "shownAs": run.display_title(80),
-                    "tags": run.tags,
-                    "firstMessage": run.first_message,
-                    "lastMessage": run.last_message,
-                })
-            })
-            .collect();
-        return write_json(out, &rows);
+        return write_runs_json(out, &list.runs);
     }
     if list.runs.is_empty() {
         let line = format!("no runs with a conversation in {}\n", source.place());
@@ -88,6 +80,74 @@ pub fn runs(source: &dyn RunCatalog, json: bool, all: bool, out: &mut dyn Write)
     Ok(())
 }
 
+/// `reprise runs --json`: the rows as [`write_json`](crate::display::terminal::write_json) lays out a JSON array of
+/// objects (`run`, `dir`, `sessionId`, `updatedAt`, `messages`, `title`, `shownAs`,
+/// `tags`, `firstMessage`, `lastMessage`), made safe for a terminal, written by hand
+/// a megabyte at a time: 100,000 runs built as JSON values and pretty-printed by
+/// serde took a fifth of the listing's time.
+fn write_runs_json(out: &mut dyn Write, runs: &[reprise_runs::RunSummary]) -> Result<()> {
+    if runs.is_empty() {
+        out.write_all(b"[]\n")?;
+        return Ok(());
+    }
+    let mut json = Vec::with_capacity(FLUSH_AT + FLUSH_AT / 4);
+    json.extend_from_slice(b"[\n");
+    let optional = |json: &mut Vec<u8>, text: Option<&str>| match text {
+        Some(text) => push_json_string(json, text),
+        None => json.extend_from_slice(b"null"),
+    };
+    for (index, run) in runs.iter().enumerate() {
+        if index > 0 {
+            json.extend_from_slice(b",\n");
+        }
+        json.extend_from_slice(b"  {\n    \"run\": ");
+        push_json_string(&mut json, run.name());
+        json.extend_from_slice(b",\n    \"dir\": ");
+        let dir = run
+            .dir
+            .to_str()
+            .ok_or_else(|| anyhow::anyhow!("path contains invalid UTF-8 characters"))?;
+        push_json_string(&mut json, dir);
+        json.extend_from_slice(b",\n    \"sessionId\": ");
+        push_json_string(&mut json, &run.session_id);
+        json.extend_from_slice(b",\n    \"updatedAt\": ");
+        push_json_string(&mut json, &run.updated_at.to_string());
+        json.extend_from_slice(b",\n    \"messages\": ");
+        json.extend_from_slice(run.message_count.to_string().as_bytes());
+        json.extend_from_slice(b",\n    \"title\": ");
+        optional(&mut json, run.title.as_deref());
+        json.extend_from_slice(b",\n    \"shownAs\": ");
+        push_json_string(&mut json, &run.display_title(80));
+        json.extend_from_slice(b",\n    \"tags\": ");
+        if run.tags.is_empty() {
+            json.extend_from_slice(b"[]");
+        } else {
+            json.push(b'[');
+            for (index, tag) in run.tags.iter().enumerate() {
+                json.extend_from_slice(if index == 0 {
+                    b"\n      "
+                } else {
+                    b",\n      "
+                });
+                push_json_string(&mut json, tag);
+            }
+            json.extend_from_slice(b"\n    ]");
+        }
+        json.extend_from_slice(b",\n    \"firstMessage\": ");
+        optional(&mut json, run.first_message.as_deref());
+        json.extend_from_slice(b",\n    \"lastMessage\": ");
+        optional(&mut json, run.last_message.as_deref());
+        json.extend_from_slice(b"\n  }");
+        if json.len() >= FLUSH_AT {
+            out.write_all(&json)?;
+            json.clear();
+        }
+    }
+    json.extend_from_slice(b"\n]\n");
+    out.write_all(&json)?;
+    Ok(())
+}
+
 /// How `reprise show` prints.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ShowOptions {
@@ -100,8 +160,8 @@ pub struct ShowOptions {
 }
 
 /// A subagent call as `show --json --subagents` prints it.
-fn past_call_json(call: &crate::runs::subagents::PastCall) -> serde_json::Value {
-    use crate::runs::subagents::{PastResult, PastStep};
+fn past_call_json(call: &reprise_chat::subagents::PastCall) -> serde_json::Value {
+    use reprise_chat::subagents::{PastResult, PastStep};
     let result = |result: &Option<PastResult>| {
         result
             .as_ref()
@@ -127,7 +187,7 @@ fn past_call_json(call: &crate::runs::subagents::PastCall) -> serde_json::Value 
         "role": "subagent",
         "agent": call.agent,
         "id": call.id,
-        "task": crate::runs::subagents::task_of(&call.arguments),
+        "task": reprise_chat::subagents::task_of(&call.arguments),
         "steps": steps,
         "result": result(&call.result),
     })
@@ -138,21 +198,24 @@ fn past_call_json(call: &crate::runs::subagents::PastCall) -> serde_json::Value 
 ///
 /// Each message is written as it is read: a long conversation goes through in a
 /// few megabytes. Warnings about the transcript come after it.
-pub fn show(
+pub async fn show(
     source: &dyn RunCatalog,
     spec: &str,
     options: ShowOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = source.find(spec)?;
+    let run = source.find(spec).await?;
     print_repairs(&run);
+    if reprise_chat::checkpoints::restore_cut(&run.dir) {
+        eprint_line(&reprise_chat::checkpoints::restore_cut_note(run.name()));
+    }
     // A rewind's marks need the whole conversation: the entry comes after what
     // it took out of the model's view.
     if options.tools || crate::commands::rewound_marks::may_hold_rewinds(&run) {
-        return show_entries(source, &run, options, out);
+        return show_entries(source, &run, options, out).await;
     }
     let calls = if options.subagents {
-        crate::runs::subagents::past_calls(source, &run)?
+        reprise_chat::subagents::past_calls(source, &run).await?
     } else {
         Vec::new()
     };
@@ -164,19 +227,15 @@ pub fn show(
             writer.push_row(&past_call_json(call))?;
         }
         let mut shown = 0;
-        let mut failed = None;
-        let warnings = source.stream_conversation(&run, &mut |message| {
+        let mut messages = source.stream_conversation(&run).await?;
+        while let Some(message) = messages.next().await {
             writer.push(&message);
             shown += 1;
             for call in calls_after(shown) {
-                if let Err(error) = writer.push_row(&past_call_json(call)) {
-                    failed.get_or_insert(error);
-                }
+                writer.push_row(&past_call_json(call))?;
             }
-        })?;
-        if let Some(error) = failed {
-            return Err(error);
         }
+        let warnings = messages.finish().await?;
         writer.finish()?;
         warnings
     } else {
@@ -185,13 +244,15 @@ pub fn show(
             writer.push_call(&call.full_text());
         }
         let mut shown = 0;
-        let warnings = source.stream_conversation(&run, &mut |message| {
+        let mut messages = source.stream_conversation(&run).await?;
+        while let Some(message) = messages.next().await {
             writer.push(&message);
             shown += 1;
             for call in calls_after(shown) {
                 writer.push_call(&call.full_text());
             }
-        })?;
+        }
+        let warnings = messages.finish().await?;
         writer.finish()?;
         warnings
     };
@@ -206,71 +267,77 @@ pub fn show(
 /// `✗` for a failure), as the chat draws them; with `subagents`, a call to a subagent
 /// with all its work instead. Arguments and results pass the redactor. What a
 /// rewind took out of the model's view is marked, and each rewind says what it did.
-fn show_entries(
+async fn show_entries(
     source: &dyn RunCatalog,
     run: &RunFolder,
     options: ShowOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
-    use crate::runs::subagents::is_error_text;
-    let loaded = source.entries(run, None)?.unwrap_or_default();
+    use reprise_chat::view::ItemKind;
+    let loaded = source.entries(run, None).await?.unwrap_or_default();
     let redactor = reprise_redact::Redactor::new().with_env_secrets();
     let calls = if options.subagents {
-        crate::runs::subagents::past_calls_of(source, run, &loaded.entries)?
+        reprise_chat::subagents::past_calls_of(source, run, &loaded.entries).await?
     } else {
         Vec::new()
     };
-    let delegated: std::collections::HashMap<&str, crate::runs::subagents::PastCall> = calls
+    let delegated: std::collections::HashMap<&str, reprise_chat::subagents::PastCall> = calls
         .iter()
         .map(|call| (call.id.as_str(), call.redacted(&redactor)))
         .collect();
-    let mut picker = reprise_runs::ConversationPicker::default();
     let mut rows: Vec<ShownRow> = Vec::new();
-    let marks = crate::commands::rewound_marks::RewoundMarks::of(&loaded.entries);
-    for (index, entry) in loaded.entries.into_iter().enumerate() {
-        if let Some(line) = marks.before.get(&index) {
-            rows.push(ShownRow::Mark(line.clone()));
-        }
-        let (made, answered) = match entry.as_message() {
-            Some(message) if message.role == Role::Assistant => (message.calls().to_vec(), None),
-            Some(message) if message.role == Role::Tool => {
-                let body = message.text();
-                let failed = is_error_text(&body)
-                    || entry.extra.get(reprise_session::INTERRUPTED)
-                        == Some(&serde_json::Value::Bool(true));
-                let id = message.tool_call_id.clone().unwrap_or_default();
-                let after_crash = reprise_session::AfterCrash::of_entry(&entry);
-                (Vec::new(), Some((id, body, failed, after_crash)))
-            }
-            _ => (Vec::new(), None),
+    for item in reprise_chat::view::items_of(&loaded.entries) {
+        let rewound = item.rewound;
+        let message = |role: Role, text: String| {
+            (!text.trim().is_empty()).then_some(ShownRow::Message(
+                ConversationMessage { role, text },
+                rewound,
+            ))
         };
-        if let Some(message) = picker.take(entry) {
-            rows.push(ShownRow::Message(message, marks.hidden[index]));
-        }
-        if let Some(line) = marks.at.get(&index) {
-            rows.push(ShownRow::Mark(line.clone()));
-        }
-        for call in made {
-            match delegated.get(call.id.as_str()) {
-                Some(past) => rows.push(ShownRow::Subagent(past.clone())),
-                None if !options.tools => {}
-                None => rows.push(ShownRow::Call {
-                    id: call.id,
-                    name: call.function.name,
-                    arguments: redactor.redact(&call.function.arguments).into_owned(),
-                }),
+        match item.kind {
+            ItemKind::Person {
+                message: person,
+                expansion: false,
+            } => rows.extend(message(Role::User, person.text())),
+            ItemKind::Reply {
+                message: reply,
+                calls,
+            } => {
+                rows.extend(message(Role::Assistant, reply.text()));
+                let mut results = Vec::new();
+                for call in calls {
+                    if let Some(past) = delegated.get(call.call.id.as_str()) {
+                        rows.push(ShownRow::Subagent(past.clone(), rewound));
+                        continue;
+                    }
+                    if !options.tools {
+                        continue;
+                    }
+                    rows.push(ShownRow::Call {
+                        id: call.call.id.clone(),
+                        name: call.call.function.name.clone(),
+                        arguments: redactor.redact(&call.call.function.arguments).into_owned(),
+                        rewound,
+                    });
+                    results.extend(
+                        call.result
+                            .map(|result| shown_result(&redactor, &result, rewound)),
+                    );
+                }
+                rows.extend(results);
             }
-        }
-        if let Some((id, body, failed, after_crash)) = answered
-            && options.tools
-            && !delegated.contains_key(id.as_str())
-        {
-            rows.push(ShownRow::Result {
-                id,
-                text: redactor.redact(&body).into_owned(),
-                failed,
-                after_crash,
-            });
+            ItemKind::Result(result) if options.tools => {
+                rows.push(shown_result(&redactor, &result, rewound))
+            }
+            ItemKind::Compaction {
+                marker: Some(marker),
+                ..
+            } => rows.extend(message(Role::System, marker)),
+            ItemKind::Rewound { messages } => {
+                rows.push(ShownRow::Mark(reprise_chat::view::rewound_line(messages)))
+            }
+            ItemKind::Rewind { line } => rows.push(ShownRow::Mark(line)),
+            _ => {}
         }
     }
     if options.json {
@@ -280,26 +347,31 @@ fn show_entries(
                 ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
                 // The JSON keeps its rows: a rewound message says so itself.
                 ShownRow::Mark(_) => {}
-                ShownRow::Subagent(call) => writer.push_row(&past_call_json(call))?,
+                ShownRow::Subagent(call, rewound) => {
+                    writer.push_row(&marked(past_call_json(call), *rewound))?
+                }
                 ShownRow::Call {
                     id,
                     name,
                     arguments,
-                } => writer.push_row(
-                    &json!({"role": "tool_call", "id": id, "name": name, "arguments": arguments}),
-                )?,
+                    rewound,
+                } => writer.push_row(&marked(
+                    json!({"role": "tool_call", "id": id, "name": name, "arguments": arguments}),
+                    *rewound,
+                ))?,
                 ShownRow::Result {
                     id,
                     text,
                     failed,
                     after_crash,
+                    rewound,
                 } => {
                     let mut row =
                         json!({"role": "tool", "id": id, "text": text, "isError": failed});
                     if let Some(mark) = after_crash {
                         row["afterCrash"] = json!(mark.as_str());
                     }
-                    writer.push_row(&row)?;
+                    writer.push_row(&marked(row, *rewound))?;
                 }
             }
         }
@@ -310,28 +382,36 @@ fn show_entries(
             match row {
                 ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
                 ShownRow::Mark(line) => writer.push_tool_line(&format!("{line}\n")),
-                ShownRow::Subagent(call) => writer.push_tool_line(&call.full_text()),
+                ShownRow::Subagent(call, rewound) => {
+                    writer.push_tool_lines(&call.full_text(), *rewound)
+                }
                 ShownRow::Call {
-                    name, arguments, ..
-                } => writer.push_tool_line(&format!("⚙ {name} {}\n", one_line(arguments))),
+                    name,
+                    arguments,
+                    rewound,
+                    ..
+                } => writer.push_tool_lines(
+                    &format!("⚙ {name} {}\n", arguments_preview(arguments, str::to_owned)),
+                    *rewound,
+                ),
                 ShownRow::Result {
                     text,
                     failed,
                     after_crash,
+                    rewound,
                     ..
                 } => {
                     let marker = if *failed { "✗" } else { "↳" };
                     if let Some(mark) = after_crash {
-                        writer.push_tool_line(&format!("  (after a crash: {})\n", mark.describe()));
+                        writer.push_tool_lines(
+                            &format!("  (after a crash: {})\n", mark.describe()),
+                            *rewound,
+                        );
                     }
                     let first = text.lines().next().unwrap_or("");
                     let more = text.lines().count().saturating_sub(1);
-                    let more = if more > 0 {
-                        format!(" (+{more} lines)")
-                    } else {
-                        String::new()
-                    };
-                    writer.push_tool_line(&format!("  {marker} {first}{more}\n"));
+                    let more = reprise_chat::text::more_lines(more);
+                    writer.push_tool_lines(&format!("  {marker} {first}{more}\n"), *rewound);
                 }
             }
         }
@@ -350,13 +430,15 @@ enum ShownRow {
     Message(ConversationMessage, bool),
     /// A line about a rewind.
     Mark(String),
-    /// A call to a subagent, with its work.
-    Subagent(crate::runs::subagents::PastCall),
+    /// A call to a subagent, with its work, and whether a rewind took it out of
+    /// the model's view.
+    Subagent(reprise_chat::subagents::PastCall, bool),
     /// A tool call.
     Call {
         id: String,
         name: String,
         arguments: String,
+        rewound: bool,
     },
     /// A call's result.
     Result {
@@ -365,7 +447,31 @@ enum ShownRow {
         failed: bool,
         /// What the resume of a turn a crash cut did with the call.
         after_crash: Option<reprise_session::AfterCrash>,
+        rewound: bool,
     },
+}
+
+/// A call's result as `show` prints it, redacted.
+fn shown_result(
+    redactor: &reprise_redact::Redactor,
+    result: &reprise_chat::view::CallResult<'_>,
+    rewound: bool,
+) -> ShownRow {
+    ShownRow::Result {
+        id: result.message.tool_call_id.clone().unwrap_or_default(),
+        text: redactor.redact(&result.message.text()).into_owned(),
+        failed: result.is_error,
+        after_crash: result.after_crash,
+        rewound,
+    }
+}
+
+/// A JSON row with `"rewound": true` when a rewind took it out of the model's view.
+fn marked(mut row: serde_json::Value, rewound: bool) -> serde_json::Value {
+    if rewound {
+        row["rewound"] = json!(true);
+    }
+    row
 }
 
 /// What each line of a message a rewind took out of the model's view starts with.
@@ -426,6 +532,21 @@ impl<'o> ConversationText<'o> {
         self.text.push_str(lines);
         self.after_tools = true;
         self.flush_full();
+    }
+
+    /// Lines of a tool call or its result; a rewind's mark before each when it
+    /// took them out of the model's view.
+    fn push_tool_lines(&mut self, lines: &str, rewound: bool) {
+        if !rewound {
+            return self.push_tool_line(lines);
+        }
+        let mut marked = String::with_capacity(lines.len() + 8);
+        for line in lines.lines() {
+            marked.push_str(REWOUND_MARK);
+            marked.push_str(line);
+            marked.push('\n');
+        }
+        self.push_tool_line(&marked);
     }
 
     /// A message; one a rewind took out of the model's view has each line marked.
@@ -571,52 +692,38 @@ impl<'o> ConversationJson<'o> {
     }
 }
 
-/// `reprise fork RUN [--at N] [--workdir DIR]`: a new run folder holding a copy of
-/// the conversation (its first N messages) and, with `workdir`, the working folder
+/// `reprise fork RUN [--at N|ENTRY] [--workdir DIR]`: a new run folder holding a
+/// copy of the conversation (up to the answer to the person's message N, or to an
+/// entry) and, with `workdir`, the working folder
 /// as it was at that point written into DIR, where the new run then works. Prints
 /// the new run's name.
 pub async fn fork(
     runs: &dyn RunCatalog,
-    settings: &crate::config::Settings,
+    settings: &reprise_chat::config::Settings,
     spec: &str,
-    at: Option<usize>,
+    at: Option<reprise_chat::fork::ForkAt>,
     workdir: Option<&std::path::Path>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let source = runs.find(spec)?;
+    let source = runs.find(spec).await?;
     print_repairs(&source);
     if source.session_id.is_none() {
         bail!("run {} has no conversation to fork", source.name());
     }
-    let entries = run_entries(runs, &source).await?;
-    let up_to = match at {
-        None => None,
-        Some(count) => Some(nth_message_uuid(&source, &entries, count)?),
+    // The working folder of a run that recorded none, for its files.
+    let here = match workdir {
+        Some(_) => std::env::current_dir()?,
+        None => std::path::PathBuf::new(),
     };
-    let workdir = match workdir {
-        Some(dir) => Some(crate::chat::fork_files::empty_destination(dir)?),
-        None => None,
-    };
-    let copied = match up_to {
-        Some(uuid) => entries
-            .iter()
-            .position(|entry| entry.uuid == uuid)
-            .map_or(entries.len(), |at| at + 1),
-        None => entries.len(),
-    };
-    let at = workdir
-        .is_some()
-        .then(|| crate::chat::fork_files::fork_point(&entries, copied))
-        .flatten();
-    // Built under a hidden name and renamed into place: a fork cut short leaves no
-    // run folder behind.
-    let fresh = reprise_runs::new_run_folder(runs.runs_dir())?;
-    let forked = crate::chat::fork_checkpoints::fork_with_checkpoints(
+    let forked = reprise_chat::fork::fork_run(
         runs,
-        &source,
-        fresh,
-        up_to,
-        at.as_slice(),
+        reprise_chat::fork::ForkRequest {
+            source: &source,
+            at,
+            files: workdir,
+            fallback_workdir: &here,
+            options: reprise_chat::checkpoints::capture_options(settings),
+        },
     )
     .await?;
     let target = forked.fork;
@@ -625,33 +732,17 @@ pub async fn fork(
         reprise_session::SessionStore::close(&store).await?;
     }
     if let Some(warning) = &forked.warning {
-        if workdir.is_some() && at.is_some() {
-            bail!(
-                "run {} was forked into {}, but its files cannot be written: {warning}",
-                source.name(),
-                target.folder.name()
-            );
-        }
         crate::display::terminal::eprint_line(&format!("warning: {warning}"));
     }
-    if let Some(dir) = &workdir {
-        runs.ensure_local_folder(&source)?;
-        runs.ensure_local_folder(&target.folder)?;
-        let written = crate::chat::fork_files::fork_files(
-            crate::chat::fork_files::ForkFiles {
-                source: &source.dir,
-                target: &target.folder.dir,
-                at,
-                dir,
-                options: crate::chat::checkpoints::capture_options(settings),
-            },
-            &std::env::current_dir()?,
-        )?;
+    if let Some(inside) = &forked.inside_workdir {
+        crate::display::terminal::eprint_line(&format!("warning: {inside}"));
+    }
+    if let Some((dir, written)) = &forked.written {
         writeln!(
             out,
-            "wrote {} files ({} bytes) into {}",
-            written.files,
-            written.bytes,
+            "wrote {} ({}) into {}",
+            reprise_chat::text::counted(written.files, "file", "files"),
+            reprise_chat::text::counted(written.bytes, "byte", "bytes"),
             dir.display()
         )?;
     }
@@ -665,44 +756,6 @@ pub async fn fork(
     Ok(())
 }
 
-/// The entries of a run's main conversation.
-async fn run_entries(
-    runs: &dyn RunCatalog,
-    run: &RunFolder,
-) -> Result<Vec<reprise_session::Entry>> {
-    use reprise_session::SessionKey;
-    let Some(session_id) = run.session_id.as_deref() else {
-        bail!("run {} has no conversation", run.name());
-    };
-    let store = runs.store_for(run, &reprise_redact::Redactor::new());
-    Ok(store
-        .load(&SessionKey::session(session_id)?)
-        .await?
-        .unwrap_or_default()
-        .entries)
-}
-
-/// The uuid of the `count`-th message entry of a run's conversation (1-based).
-fn nth_message_uuid(
-    run: &RunFolder,
-    entries: &[reprise_session::Entry],
-    count: usize,
-) -> Result<uuid::Uuid> {
-    let messages: Vec<_> = entries
-        .iter()
-        .filter(|entry| entry.as_message().is_some())
-        .collect();
-    if count == 0 || count > messages.len() {
-        bail!(
-            "--at {count}: run {} has {} messages (choose 1 to {})",
-            run.name(),
-            messages.len(),
-            messages.len()
-        );
-    }
-    Ok(messages[count - 1].uuid)
-}
-
 /// `reprise rm RUN [--yes]`: deletes a run, after asking unless `yes`.
 pub async fn rm(
     runs: &dyn RunCatalog,
@@ -711,7 +764,7 @@ pub async fn rm(
     input: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let run = runs.find(spec)?;
+    let run = runs.find(spec).await?;
     print_repairs(&run);
     // A run open in a chat is not deleted under it: holding its writer lock while
     // deleting also keeps a chat from opening it meanwhile.
@@ -739,17 +792,19 @@ pub async fn rm(
     if !yes {
         let messages = runs
             .conversation(&run)
+            .await
             .map(|c| c.messages.len())
             .unwrap_or(0);
         write!(
             out,
-            "delete run {} ({messages} messages shown in it)? [y/N] ",
-            run.name()
+            "delete run {} ({} shown in it)? [y/N] ",
+            run.name(),
+            reprise_chat::text::counted(messages, "message", "messages")
         )?;
         out.flush()?;
         let mut answer = String::new();
         input.read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES") {
+        if !reprise_chat::answers::is_yes(&answer) {
             writeln!(out, "kept {}", run.name())?;
             return Ok(());
         }
@@ -769,6 +824,7 @@ fn print_repairs(run: &RunFolder) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::display::terminal::write_json;
 
     #[test]
     fn the_conversation_json_is_serdes_pretty_rows_made_visible() {
@@ -861,5 +917,74 @@ mod tests {
         }
         assert!(text.finish().is_err());
         assert_eq!(out.calls_after_failing, 1);
+    }
+}
+
+#[cfg(test)]
+mod runs_json_tests {
+    use super::*;
+    use crate::display::terminal::write_json;
+
+    #[test]
+    fn runs_json_is_what_serde_pretty_prints_made_safe() {
+        let run = |name: &str, title: Option<&str>, tags: &[&str], first: Option<&str>| {
+            reprise_runs::RunSummary {
+                dir: std::path::Path::new("/tmp/runs").join(name),
+                session_id: format!("s-{name}"),
+                updated_at: jiff::Timestamp::from_millisecond(1_780_000_000_123).unwrap(),
+                last_message: Some("last \"quoted\"\nline\u{1b}[2J \u{202e}rtl \u{9b}".to_owned()),
+                first_message: first.map(str::to_owned),
+                message_count: 42,
+                title: title.map(str::to_owned),
+                tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+            }
+        };
+        let runs = [
+            run(
+                "2026-01-01T00-00-00-000Z",
+                None,
+                &[],
+                Some("first\tone é 日本"),
+            ),
+            run(
+                "2026-01-02T00-00-00-000Z",
+                Some("A title"),
+                &["x", "y\u{7f}"],
+                None,
+            ),
+            run(
+                "2026-01-03T00-00-00-000Z",
+                Some("t"),
+                &["only"],
+                Some(&"long ".repeat(40)),
+            ),
+        ];
+        let rows: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                json!({
+                    "run": run.name(),
+                    "dir": run.dir,
+                    "sessionId": run.session_id,
+                    "updatedAt": run.updated_at.to_string(),
+                    "messages": run.message_count,
+                    "title": run.title,
+                    "shownAs": run.display_title(80),
+                    "tags": run.tags,
+                    "firstMessage": run.first_message,
+                    "lastMessage": run.last_message,
+                })
+            })
+            .collect();
+        for count in [0, 1, 3] {
+            let mut expected = Vec::new();
+            write_json(&mut expected, &rows[..count].to_vec()).unwrap();
+            let mut ours = Vec::new();
+            write_runs_json(&mut ours, &runs[..count]).unwrap();
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+        }
     }
 }

@@ -57,9 +57,14 @@ fn first_unsafe(text: &str, refused: fn(char) -> bool, c0: bool) -> Option<usize
     const CHUNK: usize = 64;
     let bytes = text.as_bytes();
     let mut base = 0;
+    // Without an early exit and of a known length, so that the compiler tests a
+    // chunk with a few vector instructions (the last, shorter one byte by byte).
+    let has_candidate = |chunk: &[u8]| match <&[u8; CHUNK]>::try_from(chunk) {
+        Ok(full) => full.iter().fold(false, |any, &byte| any | candidate(byte)),
+        Err(_) => chunk.iter().any(|&byte| candidate(byte)),
+    };
     for chunk in bytes.chunks(CHUNK) {
-        // Without an early exit, so that the compiler can test a chunk at once.
-        if chunk.iter().fold(false, |any, &byte| any | candidate(byte)) {
+        if has_candidate(chunk) {
             for (offset, &byte) in chunk.iter().enumerate() {
                 let at = base + offset;
                 if candidate(byte) && text[at..].chars().next().is_some_and(refused) {
@@ -144,9 +149,14 @@ pub fn push_json_string(out: &mut Vec<u8>, text: &str) {
     // The bytes from `written` on are not in `out` yet.
     let mut written = 0;
     let mut base = 0;
+    // Without an early exit and of a known length, so that the compiler tests a
+    // chunk with a few vector instructions (the last, shorter one byte by byte).
+    let has_candidate = |chunk: &[u8]| match <&[u8; CHUNK]>::try_from(chunk) {
+        Ok(full) => full.iter().fold(false, |any, &byte| any | candidate(byte)),
+        Err(_) => chunk.iter().any(|&byte| candidate(byte)),
+    };
     for chunk in bytes.chunks(CHUNK) {
-        // Without an early exit, so that the compiler can test a chunk at once.
-        if chunk.iter().fold(false, |any, &byte| any | candidate(byte)) {
+        if has_candidate(chunk) {
             for (offset, &byte) in chunk.iter().enumerate() {
                 let at = base + offset;
                 if at < written || !candidate(byte) {

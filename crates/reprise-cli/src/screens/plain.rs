@@ -11,16 +11,18 @@ use reprise_agent::AgentEvent;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, fork, open_resumed};
-use crate::chat::events::Answer;
-use crate::chat::events::UiEvent;
-use crate::chat::rewind_steps::{RewindChoice, RewindDone, RewindMenu};
-use crate::chat::session::AGAIN_QUESTION;
-use crate::chat::session::{ChatSession, Opener, TurnEnd};
-use crate::chat::start::{StartOptions, StartWith};
 use crate::display::terminal::{eprint_line, visible};
-use crate::display::text::{one_line, subagent_prefix};
 use crate::screens::tui::view::Item;
+use reprise_chat::commands::{
+    ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, fork, open_resumed,
+};
+use reprise_chat::events::Answer;
+use reprise_chat::events::UiEvent;
+use reprise_chat::rewind_steps::{RewindChoice, RewindDone, RewindMenu};
+use reprise_chat::session::AGAIN_QUESTION;
+use reprise_chat::session::{ChatSession, Opener, TurnEnd};
+use reprise_chat::start::{StartOptions, StartWith};
+use reprise_chat::text::{arguments_preview, one_line, subagent_prefix};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -80,6 +82,23 @@ struct Printer {
     /// A streamed chunk ended in `\r`: held back, since with the next chunk's `\n`
     /// it is a line end (shown as one), and alone it is shown as `\r`.
     carriage: bool,
+    /// The main agent's calls whose result is not printed yet, in call order. The
+    /// agent decides every call of a reply before any runs, so their events come
+    /// as ⚙ a, ⚙ b, ↳ a, ↳ b: printed call by call instead (⚙ a, ↳ a, ⚙ b, ↳ b).
+    calls: std::collections::VecDeque<ShownCall>,
+    /// Whether the chat said that calls needing approval are not run here.
+    said_unattended: bool,
+}
+
+/// A call of the main agent on its way to the screen.
+struct ShownCall {
+    id: String,
+    /// Its `⚙` line.
+    line: String,
+    /// Whether that line is printed.
+    shown: bool,
+    /// Its result's line, once it has one.
+    result: Option<String>,
 }
 
 impl Printer {
@@ -109,6 +128,38 @@ impl Printer {
         let _ = out.flush();
         if !text.is_empty() {
             self.at_line_start = text.ends_with('\n');
+        }
+    }
+
+    /// Prints the calls' lines and results that are due: each call's line once the
+    /// calls before it have their results, then its own result when it has one.
+    fn flush_calls(&mut self) {
+        while let Some(front) = self.calls.front_mut() {
+            if !std::mem::replace(&mut front.shown, true) {
+                let line = front.line.clone();
+                self.line(&line);
+            }
+            let Some(front) = self.calls.front_mut() else {
+                break;
+            };
+            let Some(result) = front.result.take() else {
+                break;
+            };
+            self.calls.pop_front();
+            self.line(&result);
+        }
+    }
+
+    /// Prints every call still held (the turn ended: a call without a result
+    /// gets none).
+    fn end_calls(&mut self) {
+        while let Some(call) = self.calls.pop_front() {
+            if !call.shown {
+                self.line(&call.line);
+            }
+            if let Some(result) = call.result {
+                self.line(&result);
+            }
         }
     }
 
@@ -180,7 +231,7 @@ impl Printer {
         if done.trim().is_empty() {
             return;
         }
-        let mark = crate::display::text::subagent_indent(agent);
+        let mark = reprise_chat::text::subagent_indent(agent);
         let text: String = redactor
             .redact(done.trim_end())
             .lines()
@@ -229,46 +280,80 @@ impl Printer {
                 action,
                 ..
             } => {
-                self.line(&crate::chat::session::resumed_call_line(
+                self.line(&reprise_chat::session::resumed_call_line(
                     agent, name, *action,
                 ));
             }
             AgentEvent::ToolCallStarted {
                 agent,
+                id,
                 name,
                 arguments,
-                ..
             } => {
-                let line = one_line(arguments);
-                let args = redactor.redact(&line);
+                let args = arguments_preview(arguments, |text| redactor.redact(text).into_owned());
                 if main {
-                    self.line(&format!("⚙ {name} {args}"));
+                    self.calls.push_back(ShownCall {
+                        id: id.clone(),
+                        line: format!("⚙ {name} {args}"),
+                        shown: false,
+                        result: None,
+                    });
+                    self.flush_calls();
                 } else {
                     self.subagent_text(redactor, agent, true);
                     self.line(&format!(
                         "{}⚙ {name} {args}",
-                        crate::display::text::subagent_indent(agent)
+                        reprise_chat::text::subagent_indent(agent)
                     ));
                 }
             }
-            AgentEvent::ToolCallFinished { output, agent, .. } => {
+            AgentEvent::ToolCallFinished {
+                output,
+                agent,
+                id,
+                name,
+                denied,
+            } => {
                 let indent = if main {
                     String::new()
                 } else {
-                    crate::display::text::subagent_indent(agent)
+                    reprise_chat::text::subagent_indent(agent)
                 };
                 let marker = if output.is_error { "✗" } else { "↳" };
                 let first = output.content.lines().next().unwrap_or("");
                 let more = output.content.lines().count().saturating_sub(1);
-                let more = if more > 0 {
-                    format!(" (+{more} lines)")
-                } else {
-                    String::new()
-                };
-                self.line(&format!(
-                    "{indent}  {marker} {}{more}",
-                    redactor.redact(first)
-                ));
+                let result = format!(
+                    "{indent}  {marker} {}{}",
+                    redactor.redact(first),
+                    reprise_chat::text::more_lines(more)
+                );
+                let waiting = main
+                    .then(|| {
+                        self.calls
+                            .iter_mut()
+                            .find(|call| call.id == *id && call.result.is_none())
+                    })
+                    .flatten();
+                match waiting {
+                    Some(call) => {
+                        call.result = Some(result);
+                        self.flush_calls();
+                    }
+                    None => self.line(&result),
+                }
+                if *denied
+                    && output
+                        .content
+                        .contains(reprise_chat::approval::NOT_A_TERMINAL)
+                    && !std::mem::replace(&mut self.said_unattended, true)
+                {
+                    eprint_line(&format!(
+                        "! {who}{name} was not run, nor will any call that needs approval \
+                         be: no one can approve it, stdin is not a terminal. Allow tools with \
+                         --yes, or with [gate] allow = [\"{name}\"] in the config.",
+                        who = subagent_prefix(agent),
+                    ));
+                }
             }
             AgentEvent::Retrying {
                 attempt, reason, ..
@@ -298,7 +383,7 @@ impl Printer {
                 }
                 eprint_line(&format!(
                     "! {}",
-                    crate::display::text::cut_off_line(agent, *max_tokens)
+                    reprise_chat::text::cut_off_line(agent, *max_tokens)
                 ));
             }
             AgentEvent::SummaryCutOff { agent, max_tokens } => {
@@ -307,11 +392,11 @@ impl Printer {
                 }
                 eprint_line(&format!(
                     "! {}",
-                    crate::display::text::summary_cut_off_line(agent, *max_tokens)
+                    reprise_chat::text::summary_cut_off_line(agent, *max_tokens)
                 ));
             }
             AgentEvent::Compacted { .. } => {
-                if let Some(line) = crate::display::text::compaction_line(event) {
+                if let Some(line) = reprise_chat::text::compaction_line(event) {
                     self.line(&line);
                 }
             }
@@ -336,40 +421,44 @@ pub async fn run(
         hold_text: !stdout_is_terminal,
         held: String::new(),
         carriage: false,
+        calls: std::collections::VecDeque::new(),
+        said_unattended: false,
         replies_only: !stdout_is_terminal,
         streamed: false,
         last_retry: None,
     };
     let mut lines = Lines::spawn();
     let mut interrupts = Interrupts::listen()?;
+    let start = args.start.clone();
+    // Resolved before this start's own run folder exists: a prefix such as
+    // `--resume 2026-12-06T00` must not match the folder made for it.
+    let target = match &start {
+        StartWith::Pick => pick_run(&opener, None, &mut lines, &mut printer).await?,
+        other => {
+            let target = reprise_chat::start::start_target(&*opener.runs, other).await?;
+            if target.is_none() && *other == StartWith::Latest {
+                printer.line("(no earlier conversation: starting a new one)");
+            }
+            target
+        }
+    };
     let fresh = opener.new_folder()?;
     let fresh_name = fresh.name().to_owned();
-    let start = args.start.clone();
-    let started = async {
-        let target = match &start {
-            StartWith::Pick => pick_run(&opener, None, &mut lines, &mut printer).await?,
-            other => {
-                let target = crate::chat::start::start_target(&*opener.runs, other)?;
-                if target.is_none() && *other == StartWith::Latest {
-                    printer.line("(no earlier conversation: starting a new one)");
-                }
-                target
-            }
-        };
-        crate::chat::start::open_start(&opener, fresh.clone(), target, args.fork).await
-    }
-    .await;
-    let (mut session, resumed) = crate::chat::start::unless_started(started, &fresh)?;
+    let started = reprise_chat::start::open_start(&opener, fresh.clone(), target, args.fork).await;
+    let (mut session, resumed) = reprise_chat::start::unless_started(started, &fresh)?;
     if resumed {
-        show_resumed(&opener, &mut session, &mut printer)?;
+        show_resumed(&opener, &mut session, &mut printer).await?;
         if session.run_name() != fresh_name {
-            crate::chat::start::note_in_fresh_folder(&opener, &fresh_name, session.run_name());
+            reprise_chat::start::note_in_fresh_folder(&opener, &fresh_name, session.run_name());
         }
     }
     warn_load(&session, &mut printer);
     while let Ok(event) = ui.try_recv() {
         if let Some(text) = event.notice_text() {
             eprint_line(&text);
+            if matches!(event, UiEvent::Warning(_)) {
+                session.log_line(&text);
+            }
         }
     }
     let mut code = 0;
@@ -406,6 +495,9 @@ pub async fn run(
                             if let Some(text) = event.notice_text() {
                                 printer.leave_prompt();
                                 eprint_line(&text);
+                                if matches!(event, UiEvent::Warning(_)) {
+                                    session.log_line(&text);
+                                }
                                 printer.prompt();
                             }
                         }
@@ -448,7 +540,7 @@ pub async fn run(
                         Ok(None) => printer.line(ALREADY_IN_THAT_RUN),
                         Ok(Some(next)) => {
                             std::mem::replace(&mut session, next).close().await;
-                            show_resumed(&opener, &mut session, &mut printer)?;
+                            show_resumed(&opener, &mut session, &mut printer).await?;
                             warn_load(&session, &mut printer);
                             finish_cut_turn(
                                 &mut session,
@@ -459,7 +551,10 @@ pub async fn run(
                             )
                             .await;
                         }
-                        Err(error) => printer.line(&format!("✗ {error:#}")),
+                        Err(error) => printer.line(&format!(
+                            "✗ {}",
+                            reprise_chat::error_text::with_causes(&error)
+                        )),
                     }
                 }
             }
@@ -522,10 +617,8 @@ async fn finish_cut_turn(
     printer: &mut Printer,
     interrupts: &mut Interrupts,
 ) -> Option<bool> {
-    if !session.has_cut_turn() {
-        return None;
-    }
-    printer.line(crate::chat::session::RESUMING_CUT_TURN);
+    let line = session.cut_turn_line()?;
+    printer.line(line);
     let end = run_printed(
         session,
         |session, cancel| session.resume_cut_turn(cancel),
@@ -604,6 +697,7 @@ async fn print_while(
             .handle(event, lines, printer, interrupts, cancel)
             .await;
     }
+    printer.end_calls();
     printer.held.clear();
     // The next turn's retries are said anew.
     printer.last_retry = None;
@@ -615,12 +709,15 @@ async fn print_while(
 /// turn holds the session.
 struct ShownSession {
     redactor: reprise_redact::Redactor,
+    /// The run's folder, whose `session.log` keeps the warnings shown.
+    run_dir: std::path::PathBuf,
 }
 
 impl ShownSession {
     fn of(session: &ChatSession) -> ShownSession {
         ShownSession {
             redactor: session.redactor(),
+            run_dir: session.folder.dir.clone(),
         }
     }
 
@@ -634,32 +731,37 @@ impl ShownSession {
     ) {
         match event {
             UiEvent::Agent(event) => printer.event(&self.redactor, &event),
-            UiEvent::Mcp(_) | UiEvent::Warning(_) => {
+            UiEvent::Mcp(_) => {
                 if let Some(text) = event.notice_text() {
                     eprint_line(&text);
                 }
             }
-            // Without a terminal, a call that may have run is not run again: the
-            // resume says so on its line.
-            UiEvent::Ask(ask) if ask.again && !printer.interactive => {
-                let _ = ask.reply.send(Answer::No);
+            // The session is busy with the turn: the line goes to its log by a
+            // handle of its own.
+            UiEvent::Warning(_) => {
+                if let Some(text) = event.notice_text() {
+                    eprint_line(&text);
+                    // Not reported when it fails: the line may say that
+                    // session.log cannot be written.
+                    if let Ok(log) = reprise_runs::SessionLog::open(&self.run_dir) {
+                        let _ = log.with_redactor(self.redactor.clone()).write_line(&text);
+                    }
+                }
             }
+            // Without a terminal the gate asks nothing (entry.rs makes it
+            // unattended): were it to ask, the lines on stdin are prompts, not
+            // answers, so none is taken as a yes. A call that may have run is not
+            // run again: the resume says so on its line.
             UiEvent::Ask(ask) if !printer.interactive => {
-                // The lines on stdin are prompts, not answers: never take one as
-                // a yes or a no.
-                let who = subagent_prefix(&ask.agent);
-                printer.line(&format!("✗ {who}{} not run", ask.tool));
-                eprint_line(&format!(
-                    "! {who}{tool} was not run: stdin is not a terminal, so the gate cannot \
-                     ask. Allow tools with --yes, or with [gate] allow = [\"{tool}\"] in the \
-                     config.",
-                    tool = ask.tool
-                ));
                 let _ = ask.reply.send(Answer::No);
             }
             UiEvent::Ask(ask) => {
                 let who = subagent_prefix(&ask.agent);
-                let call = format!("{who}{} {}", ask.tool, one_line(&ask.arguments));
+                let call = format!(
+                    "{who}{} {}",
+                    ask.tool,
+                    arguments_preview(&ask.arguments, str::to_owned)
+                );
                 let (question, answers, hint) = if ask.again {
                     (
                         format!("{call} {AGAIN_QUESTION} [a]gain / [i]nterrupted"),
@@ -730,7 +832,11 @@ const DEFAULT_ROWS: usize = 24;
 
 /// Redraws the end of the resumed conversation: the last items that fit a screen,
 /// after a line that says how many earlier messages `reprise show` prints.
-fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printer) -> Result<()> {
+async fn show_resumed(
+    opener: &Opener,
+    session: &mut ChatSession,
+    printer: &mut Printer,
+) -> Result<()> {
     // Piped output has no screen: a terminal's default size stands in for one.
     let size = std::io::stdout()
         .is_terminal()
@@ -741,12 +847,13 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     });
     let redactor = session.redactor();
     // Calls to subagents are drawn folded, with a line for their work.
-    let calls: std::collections::HashMap<String, crate::runs::subagents::PastCall> =
-        crate::runs::subagents::past_calls_of(
+    let calls: std::collections::HashMap<String, reprise_chat::subagents::PastCall> =
+        reprise_chat::subagents::past_calls_of(
             &*opener.runs,
             &session.folder,
             session.agent.entries(),
-        )?
+        )
+        .await?
         .iter()
         .map(|call| (call.id.clone(), call.redacted(&redactor)))
         .collect();
@@ -784,7 +891,8 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
     let mut text = String::new();
     if earlier > 0 {
         text.push_str(&format!(
-            "({earlier} earlier messages; reprise show {} prints them all)\n",
+            "({}; reprise show {} prints them all)\n",
+            reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
             session.run_name()
         ));
     }
@@ -792,7 +900,7 @@ fn show_resumed(opener: &Opener, session: &mut ChatSession, printer: &mut Printe
         text.push_str(block);
     }
     printer.lines(&text);
-    let line = crate::chat::start::resumed_line(&*opener.runs, &session.folder);
+    let line = reprise_chat::start::resumed_line(&*opener.runs, &session.folder).await;
     session.log_line(&line);
     printer.line(&line);
     Ok(())
@@ -810,17 +918,14 @@ fn redraw_text(item: &Item, redactor: &reprise_redact::Redactor) -> String {
             }
         }
         Item::Tool(tool) => {
-            let args = redactor.redact(&one_line(&tool.arguments)).into_owned();
+            let args =
+                arguments_preview(&tool.arguments, |text| redactor.redact(text).into_owned());
             text.push_str(&format!("⚙ {} {args}\n", tool.name));
             if let Some(result) = &tool.result {
                 let marker = if result.is_error { "✗" } else { "↳" };
                 let first = result.content.lines().next().unwrap_or("");
                 let more = result.content.lines().count().saturating_sub(1) + result.folded_lines;
-                let more = if more > 0 {
-                    format!(" (+{more} lines)")
-                } else {
-                    String::new()
-                };
+                let more = reprise_chat::text::more_lines(more);
                 text.push_str(&format!("  {marker} {}{more}\n", redactor.redact(first)));
             }
         }
@@ -847,7 +952,7 @@ async fn pick_run(
     lines: &mut Lines,
     printer: &mut Printer,
 ) -> Result<Option<reprise_runs::RunFolder>> {
-    let rows = crate::chat::start::picker_rows(&*opener.runs, open)?;
+    let rows = reprise_chat::start::picker_rows(&*opener.runs, open).await?;
     if rows.is_empty() {
         printer.line("(no other run has a conversation yet)");
         return Ok(None);
@@ -879,7 +984,7 @@ async fn pick_run(
         match answer.parse::<usize>() {
             Ok(n) if (1..=rows.len()).contains(&n) => {
                 let name = &rows[n - 1].name;
-                return Ok(Some(opener.runs.find(name)?));
+                return Ok(Some(opener.runs.find(name).await?));
             }
             _ => printer.line(&format!("type a number from 1 to {}", rows.len())),
         }
@@ -929,7 +1034,7 @@ async fn rewind_steps(
         text.push_str(&format!(
             "{:>3}. {}\n",
             item.message.number,
-            crate::display::text::shorten(&one_line(&item.message.text), 70)
+            reprise_chat::text::shorten(&one_line(&item.message.text), 70)
         ));
     }
     printer.line(text.trim_end());
@@ -984,11 +1089,11 @@ async fn rewind_steps(
     printer.line(prepared.preview.trim_end());
     printer.ask("go ahead? [y/N] ");
     let answer = lines.next().await.unwrap_or_default();
-    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+    if !reprise_chat::answers::is_yes(&answer) {
         printer.line("(nothing changed)");
         return Ok(None);
     }
-    session.rewind(prepared).await.map(Some)
+    Ok(Some(session.rewind(prepared).await?))
 }
 
 /// `/fork` in a run with checkpoints: with a copy of the files (into the folder
@@ -1024,7 +1129,7 @@ async fn fork_steps(
     Some(
         fork(opener, session, dir.as_deref())
             .await
-            .unwrap_or_else(|error| Outcome::Failed(format!("{error:#}"))),
+            .unwrap_or_else(|error| Outcome::Failed(reprise_chat::error_text::with_causes(&error))),
     )
 }
 

@@ -1,12 +1,13 @@
 //! What a resumed conversation shows, from the entries the agent loaded: the
+//! conversation's items ([`reprise_chat::view`]) as the screens draw them, the
 //! person's messages, the replies, and the tool calls with their results folded as
 //! the live view folds them. The conversation file is read once, by the agent.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
+use reprise_chat::view::{ItemKind, items_of};
 use reprise_runs::is_command_expansion;
-use reprise_session::{Compaction, Content, Entry, Message, Role, compaction_marker, short_tokens};
+use reprise_session::{Content, Entry, Message, Role, short_tokens};
 
 use crate::screens::tui::render::RESULT_LINES_SHOWN;
 use crate::screens::tui::view::{Item, ToolResultView, ToolView};
@@ -15,81 +16,50 @@ use crate::screens::tui::view::{Item, ToolResultView, ToolView};
 /// far less than a file written through a tool.
 const ARGUMENTS_KEPT: usize = 400;
 
-/// The items that redraw a conversation of `entries` (system messages, entries of
-/// other kinds and slash-command expansions left out).
+/// The items that redraw a conversation of `entries` (system messages, notes,
+/// records and slash-command expansions left out).
 pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
     let mut items = Vec::new();
-    // Calls waiting for their result, by id: the item that shows each.
-    let mut open: HashMap<&str, usize> = HashMap::new();
-    // For compaction markers: how many messages came up to each entry, and up to
-    // where the last compaction reached.
-    let mut seen = 0;
-    let mut counted: HashMap<uuid::Uuid, usize> = HashMap::new();
-    let mut compacted_up_to = 0;
-    for entry in entries {
-        if let Some(compaction) = Compaction::from_entry(entry) {
-            // Where the model's view was summarised; every message stays shown.
-            let marker = match counted.get(&compaction.through) {
-                Some(&through) => {
-                    let marker = compaction_marker(
-                        through.saturating_sub(compacted_up_to),
-                        compaction.tokens_before,
-                        compaction.tokens_after,
-                    );
-                    compacted_up_to = compacted_up_to.max(through);
-                    marker
-                }
-                // What it summarised is before what is redrawn.
-                None => format!(
-                    "(compacted earlier messages: {} → {} tokens)",
-                    short_tokens(compaction.tokens_before),
-                    short_tokens(compaction.tokens_after)
-                ),
-            };
-            items.push(Item::Notice(marker));
-            continue;
-        }
-        let Some(message) = entry.as_message() else {
-            continue;
-        };
-        seen += 1;
-        counted.insert(entry.uuid, seen);
-        if is_command_expansion(entry) {
-            continue;
-        }
-        match message.role {
-            Role::User | Role::Assistant => {
-                let text = text_of(message);
-                if !text.trim().is_empty() {
-                    let text = text.into_owned();
-                    items.push(if message.role == Role::User {
-                        Item::User(text)
-                    } else {
-                        Item::Assistant(text)
-                    });
-                }
-                for call in message.calls() {
-                    open.insert(&call.id, items.len());
-                    items.push(Item::Tool(ToolView {
-                        id: call.id.clone(),
+    let text_item = |message: &Message, item: fn(String) -> Item| {
+        let text = text_of(message);
+        (!text.trim().is_empty()).then(|| item(text.into_owned()))
+    };
+    for shown in items_of(entries) {
+        match shown.kind {
+            ItemKind::Person {
+                message,
+                expansion: false,
+            } => items.extend(text_item(message, Item::User)),
+            ItemKind::Reply { message, calls } => {
+                items.extend(text_item(message, Item::Assistant));
+                items.extend(calls.into_iter().map(|call| {
+                    Item::Tool(ToolView {
+                        id: call.call.id.clone(),
                         agent: String::new(),
-                        name: call.function.name.clone(),
-                        arguments: prefix(&call.function.arguments, ARGUMENTS_KEPT),
-                        result: None,
-                    }));
-                }
+                        name: call.call.function.name.clone(),
+                        arguments: prefix(&call.call.function.arguments, ARGUMENTS_KEPT),
+                        result: call
+                            .result
+                            .map(|result| folded(&text_of(result.message), result.is_error)),
+                    })
+                }));
             }
-            Role::Tool => {
-                let index = message
-                    .tool_call_id
-                    .as_deref()
-                    .and_then(|id| open.remove(id));
-                if let Some(Item::Tool(tool)) = index.and_then(|i| items.get_mut(i)) {
-                    let text = text_of(message);
-                    let is_error = crate::runs::subagents::result_is_error(entry, &text);
-                    tool.result = Some(folded(&text, is_error));
-                }
-            }
+            // Where the model's view was summarised; every message stays shown.
+            ItemKind::Compaction {
+                marker: Some(marker),
+                ..
+            } => items.push(Item::Notice(marker)),
+            // What it summarised is before what is redrawn.
+            ItemKind::Compaction {
+                marker: None,
+                tokens_before: Some(before),
+                tokens_after: Some(after),
+                ..
+            } => items.push(Item::Notice(format!(
+                "(compacted earlier messages: {} → {} tokens)",
+                short_tokens(before),
+                short_tokens(after)
+            ))),
             _ => {}
         }
     }

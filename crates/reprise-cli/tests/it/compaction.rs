@@ -4,7 +4,7 @@
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::chat::start::resumed_text;
+use reprise_chat::start::resumed_text;
 use reprise_cli::screens::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item};

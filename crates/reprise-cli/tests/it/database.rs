@@ -107,8 +107,8 @@ async fn a_conversation_started_on_one_machine_is_continued_on_another() {
     assert_eq!(rows[0]["messages"], 4);
     assert_eq!(rows[0]["lastMessage"], "and the starter?");
 
-    // A fork of its first two messages, then the original deleted.
-    let out = one.run(&["fork", &name, "--at", "2"], "").await;
+    // A fork of its first turn, then the original deleted.
+    let out = one.run(&["fork", &name, "--at", "1"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let rows = two.runs().await;
     assert_eq!(rows.len(), 2);
@@ -560,8 +560,8 @@ async fn a_session_imported_into_the_database_is_exported_on_another_machine() {
     let out = one.run(&["import", file], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "created run 2026-04-18T13-10-51");
-    assert_contains!(out.stdout, "1 subagents");
-    assert_contains!(out.stdout, "imported 1 sessions");
+    assert_contains!(out.stdout, "1 subagent)");
+    assert_contains!(out.stdout, "imported 1 session (");
     // In the database, not in a folder of this machine.
     assert!(one.sandbox.conversations().is_empty());
     assert!(one.sandbox.runs().is_empty(), "{:?}", one.sandbox.runs());
@@ -703,4 +703,83 @@ async fn a_fork_in_the_database_rewinds_files_on_the_machine_that_keeps_the_chec
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "no checkpoints of its working folder here");
     assert_contains!(out.stderr, "on the machine that took them");
+}
+
+/// Every entry of every run of the database, as `reprise export --format json`
+/// gives them (main conversation and subagents), each uuid once.
+async fn exported_entries(machine: &Machine) -> Vec<Value> {
+    let mut seen = std::collections::HashSet::new();
+    let mut entries = Vec::new();
+    let mut runs: Vec<String> = machine
+        .runs()
+        .await
+        .iter()
+        .map(|row| row["run"].as_str().unwrap().to_owned())
+        .collect();
+    runs.sort();
+    for run in runs {
+        let out = machine
+            .run(&["export", &run, "--format", "json", "--no-redact"], "")
+            .await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        let export: Value = serde_json::from_str(&out.stdout).unwrap();
+        let subagents = export["subagents"].as_object().unwrap();
+        let all = export["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(subagents.values().flat_map(|list| list.as_array().unwrap()));
+        for entry in all {
+            if seen.insert(entry["uuid"].as_str().unwrap().to_owned()) {
+                entries.push(entry.clone());
+            }
+        }
+    }
+    entries
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_in_the_database_sums_every_reply_of_every_machine() {
+    use crate::usage::{SCRIPTED_INPUT, Sums, recorded_calls, scripted_replies, tool_calls};
+    let db = TestDb::fresh().await;
+    let (one, two) = (Machine::new(&db), Machine::new(&db));
+    write_config(&one.sandbox, SCOUT);
+    std::fs::write(one.sandbox.path().join("notes.txt"), "buy milk\n").unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all(scripted_replies());
+    let out = one.chat(&server, &["--yes"], SCRIPTED_INPUT).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(server.remaining(), 0);
+    let file = claude_session(one.sandbox.path());
+    let out = one.run(&["import", file.to_str().unwrap()], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // Nothing of it is in the run folders of either machine.
+    assert!(one.sandbox.conversations().is_empty());
+
+    let entries = exported_entries(&two).await;
+    let calls = recorded_calls(&entries);
+    assert_eq!(
+        calls.iter().filter(|c| c.model == "test-model").count(),
+        7,
+        "{calls:?}"
+    );
+    let out = two.run(&["usage", "--json", "--by", "model"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let mut expected = Sums::default();
+    calls.iter().for_each(|c| expected.add(c));
+    assert_eq!(Sums::of_json(&report["total"]), expected);
+    assert_eq!(report["total"]["toolCalls"], tool_calls(&entries));
+    for row in report["rows"].as_array().unwrap() {
+        let model = row["key"].as_str().unwrap();
+        let mut sums = Sums::default();
+        calls
+            .iter()
+            .filter(|c| c.model == model)
+            .for_each(|c| sums.add(c));
+        assert_eq!(Sums::of_json(row), sums, "{model}");
+    }
+    let out = two.run(&["usage", "--by", "run"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.lines().count(), 4, "{}", out.stdout);
 }

@@ -37,7 +37,10 @@ fn the_config_guide_names_every_run_command() {
 #[test]
 fn the_readme_names_the_default_model_and_links_the_local_model_guide() {
     let readme = read("README.md");
-    assert_contains!(readme, &format!("`{}`", reprise_cli::config::DEFAULT_MODEL));
+    assert_contains!(
+        readme,
+        &format!("`{}`", reprise_chat::config::DEFAULT_MODEL)
+    );
     assert_contains!(readme, "(docs/local-model.md)");
     assert_contains!(readme, "--idle-timeout");
 }

@@ -11,9 +11,17 @@ use crate::rewind::tree;
 use crate::support::Sandbox;
 use reprise_testkit::{Reply, ScriptedServer};
 
-/// Every object of a run's checkpoint store, by name, with its inode.
+/// Every file holding objects of a run's checkpoint store (loose objects and
+/// packs), by name, with its inode.
 fn objects(run: &Path) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
+    if let Ok(packs) = std::fs::read_dir(run.join("checkpoints/packs")) {
+        for pack in packs {
+            let pack = pack.unwrap();
+            let name = format!("packs/{}", pack.file_name().to_string_lossy());
+            out.insert(name, pack.metadata().unwrap().ino());
+        }
+    }
     let Ok(fanouts) = std::fs::read_dir(run.join("checkpoints/objects")) else {
         return out;
     };

@@ -5,7 +5,7 @@ use reprise_testkit::assert_contains;
 use std::time::Duration;
 
 use crate::support::{Sandbox, roles_and_texts};
-use reprise_testkit::pty::Pty;
+use reprise_testkit::pty::{CursorAnswers, Pty};
 use reprise_testkit::{Reply, ScriptedCall, ScriptedServer};
 
 const UP: &str = "\x1b[A";
@@ -297,6 +297,42 @@ async fn inline_mode_keeps_the_shell_text_and_prints_the_conversation_below_it()
     assert!(pty.wait_exit().await);
 }
 
+/// An inline chat in a terminal answering cursor-position queries as `answers`
+/// says: one turn, then Ctrl-D.
+async fn inline_turn(answers: CursorAnswers) {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push(Reply::text("Inline answer."));
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty_answering(
+        &["--inline", "--base-url", &base_url, "--model", "test-model"],
+        &[],
+        answers,
+    );
+    pty.wait_text("/help · /resume").await;
+    pty.line("hello");
+    pty.wait_text("Inline answer.").await;
+    pty.wait_for("the turn to end", |s| !s.contains("working"))
+        .await;
+    pty.send(CTRL_D);
+    assert!(pty.wait_exit().await, "{}", pty.contents());
+    // The last bytes may reach the screen a moment after the exit.
+    pty.wait_text("continue it with: reprise --resume").await;
+    let screen = pty.contents();
+    assert!(!screen.contains("could not be read"), "{screen}");
+    assert_eq!(sandbox.conversations().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_mode_works_in_a_terminal_that_never_says_where_the_cursor_is() {
+    inline_turn(CursorAnswers::Never).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_mode_works_in_a_terminal_that_says_where_the_cursor_is_late() {
+    inline_turn(CursorAnswers::After(Duration::from_secs(3))).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_without_a_run_opens_the_picker_at_start() {
     let sandbox = Sandbox::new();
@@ -485,10 +521,14 @@ async fn a_very_long_run_is_redrawn_from_its_end_with_a_count_of_the_rest() {
         if pty.contents().contains(&notice) {
             break;
         }
+        let before = pty.contents();
         for _ in 0..25 {
             pty.send("\x1b[5~");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // More keys only once the screen moved: keys queued behind slow redraws would
+        // hold back the Ctrl-D below.
+        pty.wait_for("the screen to scroll", |screen| screen != before)
+            .await;
     }
     pty.wait_text(&notice).await;
     pty.wait_text(&format!("question {}", earlier / 2)).await;

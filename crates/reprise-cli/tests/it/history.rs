@@ -176,13 +176,16 @@ async fn a_title_names_one_run_and_an_ambiguous_title_is_refused_with_its_runs()
     assert_contains!(out.stderr, "no run matches");
 
     // `--resume TITLE` starts with the run it names.
-    let start = reprise_cli::chat::start::StartWith::Named("Only one".into());
-    let target = reprise_cli::chat::start::start_target(&folders(&runs), &start)
+    let start = reprise_chat::start::StartWith::Named("Only one".into());
+    let target = reprise_chat::start::start_target(&folders(&runs), &start)
+        .await
         .unwrap()
         .unwrap();
     assert_eq!(target.dir, unique);
-    let start = reprise_cli::chat::start::StartWith::Named("same name".into());
-    let error = reprise_cli::chat::start::start_target(&folders(&runs), &start).unwrap_err();
+    let start = reprise_chat::start::StartWith::Named("same name".into());
+    let error = reprise_chat::start::start_target(&folders(&runs), &start)
+        .await
+        .unwrap_err();
     assert_contains!(format!("{error:#}"), "is the title of 2 runs");
 }
 
@@ -287,14 +290,18 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     set_title(&bike, "Workshop").unwrap();
 
     // The first message, not the last one, holds the word.
-    let found = reprise_cli::chat::start::picker_message_matches(&folders(&runs), "sourdough");
+    let found = reprise_chat::start::picker_message_matches(&folders(&runs), "sourdough").await;
     assert_eq!(found.into_iter().collect::<Vec<_>>(), [name(&bread)]);
     // The model's answers are not the person's messages.
     assert!(
-        reprise_cli::chat::start::picker_message_matches(&folders(&runs), "answer to").is_empty()
+        reprise_chat::start::picker_message_matches(&folders(&runs), "answer to")
+            .await
+            .is_empty()
     );
 
-    let rows = reprise_cli::chat::start::picker_rows(&folders(&runs), None).unwrap();
+    let rows = reprise_chat::start::picker_rows(&folders(&runs), None)
+        .await
+        .unwrap();
     assert_eq!(rows[0].title, "Workshop");
     assert_eq!(rows[1].title, "a Sourdough starter");
     let mut picker = reprise_cli::screens::tui::view::Picker {
@@ -312,7 +319,7 @@ async fn the_picker_filter_matches_titles_and_every_message_of_the_person() {
     assert!(picker.visible().is_empty());
     picker.message_matches = Some((
         "SOURDOUGH".into(),
-        reprise_cli::chat::start::picker_message_matches(&folders(&runs), "SOURDOUGH"),
+        reprise_chat::start::picker_message_matches(&folders(&runs), "SOURDOUGH").await,
     ));
     let shown: Vec<_> = picker.visible().iter().map(|r| r.name.clone()).collect();
     assert_eq!(shown, [name(&bread)]);
@@ -441,6 +448,67 @@ async fn search_finds_what_the_person_typed_in_every_run_and_subagent_newest_fir
     let out = sandbox.run(&["search", "--regex", "(unclosed"], "").await;
     assert_ne!(out.status, 0);
     assert_contains!(out.stderr, "not a valid search pattern");
+}
+
+/// The roles of the messages `reprise search --json ARGS` finds.
+async fn search_roles(sandbox: &Sandbox, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["search", "--json"];
+    all.extend_from_slice(args);
+    let out = sandbox.run(&all, "").await;
+    let hits: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    hits.iter()
+        .map(|hit| hit["role"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn search_is_smart_case_unless_told_otherwise() {
+    let sandbox = Sandbox::new();
+    run_with(
+        &sandbox.runs_dir(),
+        vec![
+            Entry::message(Message::user("PINEAPPLE on pizza?")),
+            Entry::message(Message::assistant("pineapple juice, rather")),
+        ],
+    )
+    .await;
+    // All in lower case: any case.
+    assert_eq!(
+        search_roles(&sandbox, &["pineapple"]).await,
+        ["user", "assistant"]
+    );
+    // An upper-case letter: that case only.
+    assert_eq!(search_roles(&sandbox, &["PINEAPPLE"]).await, ["user"]);
+    assert_eq!(
+        search_roles(&sandbox, &["Pineapple"]).await,
+        Vec::<String>::new()
+    );
+    // Forced either way; the last of the two flags wins, as with rg.
+    assert_eq!(
+        search_roles(&sandbox, &["-s", "pineapple"]).await,
+        ["assistant"]
+    );
+    assert_eq!(
+        search_roles(&sandbox, &["-i", "Pineapple"]).await,
+        ["user", "assistant"]
+    );
+    assert_eq!(
+        search_roles(&sandbox, &["-i", "-s", "PINEAPPLE"]).await,
+        ["user"]
+    );
+    assert_eq!(
+        search_roles(
+            &sandbox,
+            &["--case-sensitive", "--ignore-case", "pineapple"]
+        )
+        .await,
+        ["user", "assistant"]
+    );
+    // In a regular expression an escape's letter is not an upper-case letter.
+    assert_eq!(
+        search_roles(&sandbox, &["--regex", r"pineapple\s"]).await,
+        ["user", "assistant"]
+    );
 }
 
 #[tokio::test]
@@ -636,15 +704,15 @@ async fn prune_asks_in_a_terminal_and_a_no_keeps_everything() {
         "old",
     );
     let mut pty = sandbox.pty(&["prune", "--older-than", "30d"]);
-    pty.wait_text("delete these 1 runs? [y/N]").await;
+    pty.wait_text("delete this run? [y/N]").await;
     pty.line("n");
     pty.wait_text("nothing deleted").await;
     assert!(pty.wait_exit().await);
     assert!(old.exists());
     let mut pty = sandbox.pty(&["prune", "--older-than", "30d"]);
-    pty.wait_text("delete these 1 runs? [y/N]").await;
+    pty.wait_text("delete this run? [y/N]").await;
     pty.line("y");
-    pty.wait_text("deleted 1 runs").await;
+    pty.wait_text("deleted 1 run").await;
     assert!(pty.wait_exit().await);
     assert!(!old.exists());
 }

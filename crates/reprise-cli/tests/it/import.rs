@@ -75,7 +75,7 @@ async fn a_folder_is_walked_once_and_a_second_import_creates_nothing() {
         "{}",
         first.stdout
     );
-    assert!(first.stdout.contains("1 subagents"), "{}", first.stdout);
+    assert!(first.stdout.contains("1 subagent)"), "{}", first.stdout);
     let runs = sandbox.runs();
     assert_eq!(runs.len(), 2);
     let with_subagent = runs
@@ -156,7 +156,7 @@ async fn claude_code_2_0_subagents_beside_their_session_come_with_it_and_skipped
         .run(&["import", project.to_str().unwrap()], "")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("1 subagents"), "{}", out.stdout);
+    assert!(out.stdout.contains("1 subagent)"), "{}", out.stdout);
     assert!(
         out.stdout.contains(
             "agent-a52886dc180afb356.jsonl: a subagent's transcript, imported with its session \
@@ -172,7 +172,7 @@ async fn claude_code_2_0_subagents_beside_their_session_come_with_it_and_skipped
     );
     assert!(
         out.stdout
-            .contains("1 subagent transcripts imported with their sessions"),
+            .contains("1 subagent transcript imported with its session"),
         "{}",
         out.stdout
     );

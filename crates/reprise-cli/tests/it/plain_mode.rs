@@ -3,7 +3,7 @@
 
 use crate::support::{Sandbox, jsonl, roles_and_texts};
 use reprise_testkit::assert_contains;
-use reprise_testkit::{Reply, ScriptedServer, unreachable_base_url};
+use reprise_testkit::{Reply, ScriptedCall, ScriptedServer, unreachable_base_url};
 
 /// Secrets from the test corpus (`secret_detection_cases.jsonl`, cases 21 and 226).
 const AWS_KEY: &str = "AKIADEADBEEFDEADBEEF";
@@ -311,7 +311,7 @@ y
         "{unknown}"
     );
     assert_eq!(
-        out.stderr.matches("so the gate cannot ask").count(),
+        out.stderr.matches("no one can approve it").count(),
         1,
         "{}",
         out.stderr
@@ -324,7 +324,76 @@ y
         .iter()
         .filter_map(|r| r["decision"].as_str())
         .collect();
-    assert_eq!(decisions, ["ask-no"]);
+    assert_eq!(decisions, ["no-one-to-ask"]);
+}
+
+#[tokio::test]
+async fn without_a_terminal_each_call_is_shown_with_its_result_and_the_model_told_why() {
+    let sandbox = Sandbox::new();
+    write_notes(&sandbox);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        // Two calls in one reply: the first needs approval, the second reads.
+        Reply::tool_calls([
+            ScriptedCall::new("call_1", "write_file", r#"{"path":"a.txt","content":"A"}"#),
+            ScriptedCall::new("call_2", "read_file", r#"{"path":"notes.txt"}"#),
+        ]),
+        Reply::tool_call("call_3", "write_file", r#"{"path":"b.txt","content":"B"}"#),
+        Reply::text("Could not write."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &[], "write two files\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(!sandbox.path().join("a.txt").exists());
+    assert!(!sandbox.path().join("b.txt").exists());
+
+    // Call by call: each call's line, then its result, in the order of the calls.
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with('⚙') || line.starts_with("  "))
+        .collect();
+    let why = "no one could approve: not a terminal; --yes allows";
+    let expected = [
+        r#"⚙ write_file {"path":"a.txt","content":"A"}"#.to_owned(),
+        format!("  ✗ error: the call to write_file was not allowed: {why}"),
+        r#"⚙ read_file {"path":"notes.txt"}"#.to_owned(),
+        "  ↳ buy milk (+2 lines)".to_owned(),
+        r#"⚙ write_file {"path":"b.txt","content":"B"}"#.to_owned(),
+        format!("  ✗ error: the call to write_file was not allowed: {why}"),
+    ];
+    assert_eq!(lines, expected, "{}", out.stderr);
+    // Said once, after the first call it held back.
+    assert_eq!(
+        out.stderr.matches("no one can approve it").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    let said = out.stderr.find("no one can approve it").unwrap();
+    assert!(
+        out.stderr.find(&expected[1]).unwrap() < said,
+        "{}",
+        out.stderr
+    );
+    assert_contains!(out.stderr, "--yes");
+
+    // The model is told what happened, not that someone declined.
+    let bodies = server.request_bodies();
+    let tool_texts: Vec<String> = roles_and_texts(&bodies[1])
+        .into_iter()
+        .filter(|(role, _)| role == "tool")
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(tool_texts.len(), 2, "{tool_texts:?}");
+    assert_eq!(
+        tool_texts[0],
+        format!("error: the call to write_file was not allowed: {why}")
+    );
+    assert!(!tool_texts[0].contains("declined"));
+    assert_contains!(tool_texts[1], "buy milk");
+    server.assert_tool_call_pairing();
 }
 
 #[tokio::test]
@@ -353,6 +422,20 @@ async fn fork_continues_in_a_copy_and_keeps_the_original() {
         titles.contains(&serde_json::Value::String(format!("fork of {original}"))),
         "{listed:#}"
     );
+    // A titled run's fork is titled after it, as `reprise fork` titles it.
+    let out = sandbox.run(&["rename", &original, "Letters"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    server.push(Reply::text("C."));
+    let out = sandbox
+        .chat(
+            &server.base_url(),
+            &["--resume", &original],
+            "/fork\nthird\n",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let listed = sandbox.run(&["runs", "--json"], "").await;
+    assert_contains!(listed.stdout, "\"title\": \"fork of Letters\"");
     let original = jsonl(&runs[0].join("conversation.jsonl"));
     let fork = jsonl(&runs[1].join("conversation.jsonl"));
     assert_eq!(original.len(), 2);
@@ -674,4 +757,33 @@ async fn resume_does_not_offer_the_run_already_open() {
     assert!(!out.stderr.contains("  2. "), "{}", out.stderr);
     let list = &out.stderr[out.stderr.find("  1. ").unwrap()..];
     assert!(list.starts_with("  1. ") && list.lines().next().unwrap().contains("bake bread"));
+}
+
+#[tokio::test]
+async fn a_server_error_page_is_printed_once_as_text_cut_to_a_few_lines() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    let rows: String = (1..=40)
+        .map(|i| format!("<p>detail line {i} of the error page</p>\n"))
+        .collect();
+    let page = format!(
+        "<!DOCTYPE html>\n<html><head><title>501 Not Implemented</title>\
+         <style>body {{ color: red; }}</style></head>\n<body>\n<h1>Not Implemented</h1>\n\
+         <p>POST to /v1/chat/completions is not supported.</p>\n{rows}</body></html>\n"
+    );
+    for _ in 0..5 {
+        server.push(Reply::status(501, page.clone()));
+    }
+    let out = sandbox.chat(&server.base_url(), &[], "hello\n").await;
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("Not Implemented").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains('<'), "{}", out.stderr);
+    assert!(!out.stderr.contains("color: red"), "{}", out.stderr);
+    assert_contains!(out.stderr, "POST to /v1/chat/completions is not supported.");
+    assert!(!out.stderr.contains("detail line 40"), "{}", out.stderr);
 }

@@ -208,8 +208,8 @@ async fn a_session_rewinds_to_each_point_undoes_and_forks_with_its_files() {
     assert_contains!(out.stderr, "choose 1 to 2");
     assert_eq!(git_bytes(dir), git_before);
 
-    // A fork of the first three messages (the first turn: its call's result is the
-    // third) gets the folder as it was before the edit.
+    // A fork up to the answer to message 1 ("write"; the rewound messages after it
+    // are out of view) gets the folder as it is: nothing changed it since.
     let elsewhere = tempfile::tempdir().unwrap();
     let forked_dir = elsewhere.path().join("fork-files");
     let out = sandbox
@@ -218,7 +218,7 @@ async fn a_session_rewinds_to_each_point_undoes_and_forks_with_its_files() {
                 "fork",
                 "last",
                 "--at",
-                "3",
+                "1",
                 "--workdir",
                 forked_dir.to_str().unwrap(),
             ],
@@ -312,4 +312,43 @@ async fn a_working_folder_reprise_did_not_record_is_not_taken() {
         assert!(sent.contains("here.txt"), "{sent}");
         assert!(!sent.contains("private.txt"), "{sent}");
     }
+}
+
+#[tokio::test]
+async fn the_files_only_preview_names_its_message_and_one_more_line_is_singular() {
+    let sandbox = Sandbox::new();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call(
+            "call_1",
+            "write_file",
+            r#"{"path":"note.txt","content":"one\ntwo\n"}"#,
+        ),
+        Reply::text("written"),
+        Reply::tool_call("call_2", "read_file", r#"{"path":"note.txt"}"#),
+        Reply::text("it says one"),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "write a note\nread it\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stderr, "↳ one (+1 line)\n");
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_contains!(out.stdout, "(+1 line)");
+    assert!(!out.stdout.contains("(+1 lines)"), "{}", out.stdout);
+
+    let out = rewind(&sandbox, &["--to", "1", "--files-only", "--dry-run"]).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(
+        out.stdout,
+        "rewind the files to just before message 1: write a note\n"
+    );
+    assert_contains!(out.stdout, "the conversation stays as it is");
+    let out = rewind(&sandbox, &["--to", "2", "--conversation-only", "--yes"]).await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_contains!(
+        out.stdout,
+        "── rewound: what is marked │ below left the model's view (4 messages) ──"
+    );
 }

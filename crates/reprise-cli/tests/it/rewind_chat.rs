@@ -241,7 +241,7 @@ async fn rewind_in_plain_mode_asks_each_step_and_undo_brings_it_back() {
         .chat(
             &server.base_url(),
             &["--yes", "--continue"],
-            "/rewind\n\n/rewind\nu\ny\n",
+            "/rewind\n\n/rewind\nu\nYES\n",
         )
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -3,9 +3,10 @@
 //! A working folder of many files (some of them large) has a state A, checkpointed
 //! by the chat before its first call, and a state B written over it by hand.
 //! `reprise rewind RUN --to 1 --files-only --yes` (B back to A) is SIGKILLed at a
-//! random moment, again and again; after each kill the next command (a `--dry-run`
-//! of the same rewind) runs, and then the folder must be exactly A or exactly B
-//! (every file's bytes and mode), its restore journal gone, and every checkpoint the
+//! random moment, again and again; after each kill a `--dry-run` of the same rewind
+//! must change nothing (refused while the restore is unfinished), `--finish` finishes
+//! a cut restore, and then the folder must be exactly A or exactly B (every file's
+//! bytes and mode), its restore journal gone, and every checkpoint the
 //! conversation names must name only objects that are in the store (its record,
 //! its trees and every content they list). Then the chat is SIGKILLed while a turn
 //! checkpoints the folder (changed by hand before each one) and `--continue` opens
@@ -28,7 +29,7 @@ use serde_json::Value;
 /// just after it.
 pub const REWIND_MOMENTS: [&str; 5] = [
     "before the restore (start-up, the undo checkpoint, the comparison)",
-    "during the restore, the folder half restored (rolled forward next)",
+    "during the restore, the folder half restored (finished by --finish)",
     "during the restore, journal written, the folder whole (as before or after)",
     "after the restore, before or after the rewind entry",
     "none: the rewind finished first",
@@ -175,10 +176,52 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Where packed objects lie: their pack, offset, stored length, and whether that is a
+/// zstd frame.
+type Packed = BTreeMap<String, (PathBuf, usize, usize, bool)>;
+
+/// Every packed object of `store` (docs/format.md: `packs/*.pack`, an index of
+/// 53-byte entries before a 48-byte trailer): its pack's bytes and where it lies,
+/// for the objects stored as they are (trees and records are).
+fn packed(store: &Path) -> Result<Packed, String> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(store.join("packs")) else {
+        return Ok(out);
+    };
+    for entry in entries {
+        let path = entry.map_err(|error| error.to_string())?.path();
+        let bytes = std::fs::read(&path).map_err(|error| error.to_string())?;
+        let bad = || format!("{} is not a whole pack", path.display());
+        let trailer = bytes.len().checked_sub(48).ok_or_else(bad)?;
+        let index_at = u64::from_le_bytes(bytes[trailer..trailer + 8].try_into().unwrap()) as usize;
+        let index = bytes.get(index_at..trailer).ok_or_else(bad)?;
+        for entry in index.chunks_exact(53) {
+            let offset = u64::from_le_bytes(entry[32..40].try_into().unwrap()) as usize;
+            let len = u32::from_le_bytes(entry[40..44].try_into().unwrap()) as usize;
+            out.insert(
+                hex(&entry[..32]),
+                (path.clone(), offset, len, entry[48] == 1),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// The bytes of the object `id` of `store` stored as it is, packed or loose.
+fn read_raw(store: &Path, packs: &Packed, id: &str) -> std::io::Result<Vec<u8>> {
+    match packs.get(id) {
+        Some((pack, offset, len, false)) => {
+            Ok(std::fs::read(pack)?[*offset..*offset + *len].to_vec())
+        }
+        _ => std::fs::read(object_path(store, id)),
+    }
+}
+
 /// Walks checkpoint `id` of `store`: its record, its trees (`reprise-tree 1`) and
 /// every content they list must be there. Returns the objects walked.
 fn walk_checkpoint(store: &Path, id: &str, seen: &mut HashSet<String>) -> Result<(), String> {
-    let record = std::fs::read(object_path(store, id))
+    let packs = packed(store)?;
+    let record = read_raw(store, &packs, id)
         .map_err(|error| format!("checkpoint {id}: its record: {error}"))?;
     let record: Value = serde_json::from_slice(&record)
         .map_err(|error| format!("checkpoint {id}: its record: {error}"))?;
@@ -187,7 +230,7 @@ fn walk_checkpoint(store: &Path, id: &str, seen: &mut HashSet<String>) -> Result
         if !seen.insert(tree_id.clone()) {
             continue;
         }
-        let bytes = std::fs::read(object_path(store, &tree_id))
+        let bytes = read_raw(store, &packs, &tree_id)
             .map_err(|error| format!("checkpoint {id}: tree {tree_id}: {error}"))?;
         let mut rest = bytes
             .strip_prefix(b"reprise-tree 1\n".as_slice())
@@ -198,7 +241,12 @@ fn walk_checkpoint(store: &Path, id: &str, seen: &mut HashSet<String>) -> Result
             rest = &after[32 + end + 1..];
             if kind == b'd' {
                 pending.push(object);
-            } else if seen.insert(object.clone()) && !object_path(store, &object).exists() {
+            } else if kind != b'u'
+                && seen.insert(object.clone())
+                && !packs.contains_key(&object)
+                && !object_path(store, &object).exists()
+                && !object_path(store, &format!("{object}.zst")).exists()
+            {
                 return Err(format!("checkpoint {id} names a missing object {object}"));
             }
         }
@@ -360,6 +408,15 @@ impl RewindSoak {
         child
     }
 
+    /// `reprise rewind RUN --finish --yes`: a cut restore finished.
+    fn finish(&self) -> tokio::process::Child {
+        let run = self.run.file_name().unwrap().to_str().unwrap();
+        let args = ["rewind", run, "--finish", "--yes"];
+        let mut child = self.command(&args).stdout(Stdio::null()).spawn().unwrap();
+        drop(child.stdin.take());
+        child
+    }
+
     fn store(&self) -> PathBuf {
         self.run.join("checkpoints")
     }
@@ -445,17 +502,27 @@ impl RewindSoak {
             panic!("a kill without a journal left the folder neither as before nor as after");
         };
         self.rewind_moments[moment] += 1;
-        // The next command rolls an interrupted restore forward.
+        // A dry run changes nothing: refused while the restore is unfinished.
         let out = self
             .rewind(&["--dry-run"])
             .wait_with_output()
             .await
             .unwrap();
-        assert!(
+        assert_eq!(
             out.status.success(),
-            "the command after a kill failed: {}",
+            !journal,
+            "a dry run after a kill: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        assert_eq!(tree(&self.dir), now, "a dry run changed the folder");
+        if journal {
+            let out = self.finish().wait_with_output().await.unwrap();
+            assert!(
+                out.status.success(),
+                "--finish after a kill failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         assert!(!self.store().join("restore.journal").exists());
         let after = tree(&self.dir);
         assert!(
@@ -464,7 +531,7 @@ impl RewindSoak {
             REWIND_MOMENTS[moment]
         );
         if moment == 1 {
-            assert_eq!(after, self.a, "a half restore is rolled forward");
+            assert_eq!(after, self.a, "a half restore is finished");
         }
         self.check_checkpoints();
         if after == self.a {
@@ -527,14 +594,15 @@ impl RewindSoak {
 }
 
 fn count_objects(store: &Path) -> usize {
-    std::fs::read_dir(store.join("objects"))
+    let loose: usize = std::fs::read_dir(store.join("objects"))
         .map(|fanouts| {
             fanouts
                 .filter_map(Result::ok)
                 .map(|fanout| std::fs::read_dir(fanout.path()).map_or(0, Iterator::count))
                 .sum()
         })
-        .unwrap_or(0)
+        .unwrap_or(0);
+    loose + std::fs::read_dir(store.join("packs")).map_or(0, Iterator::count)
 }
 
 fn has_temp_files(store: &Path) -> bool {

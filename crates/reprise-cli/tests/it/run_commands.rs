@@ -78,37 +78,94 @@ async fn show_prints_the_conversation_by_prefix_or_last() {
     );
 }
 
+/// The texts of a run's conversation entries.
+fn texts(run: &Path) -> Vec<String> {
+    jsonl(&run.join("conversation.jsonl"))
+        .iter()
+        .map(|e| e["message"]["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 #[tokio::test]
-async fn fork_at_copies_the_first_messages_into_a_new_run() {
+async fn fork_at_counts_the_persons_messages_as_rewind_to_does_or_takes_an_entry() {
     let sandbox = Sandbox::new();
-    let source = make_run(&sandbox.runs_dir(), "bread", 2).await;
+    let source = make_run(&sandbox.runs_dir(), "bread", 3).await;
     let before = std::fs::read(source.join("conversation.jsonl")).unwrap();
 
-    let out = sandbox.run(&["fork", "last", "--at", "3"], "").await;
+    // --at 2: up to the answer to the second of the person's messages.
+    let out = sandbox.run(&["fork", "last", "--at", "2"], "").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     let runs = sandbox.conversations();
     assert_eq!(runs.len(), 2);
-    let target = runs.iter().find(|r| **r != source).unwrap();
-    assert!(out.stdout.contains(&name(target)), "{}", out.stdout);
-    let copied = jsonl(&target.join("conversation.jsonl"));
-    let texts: Vec<&str> = copied
-        .iter()
-        .map(|e| e["message"]["content"].as_str().unwrap())
-        .collect();
+    let target = runs.iter().find(|r| **r != source).unwrap().clone();
+    assert!(out.stdout.contains(&name(&target)), "{}", out.stdout);
     assert_eq!(
-        texts,
-        ["bread question 1", "bread answer 1", "bread question 2"]
+        texts(&target),
+        [
+            "bread question 1",
+            "bread answer 1",
+            "bread question 2",
+            "bread answer 2"
+        ]
     );
     assert_eq!(
         std::fs::read(source.join("conversation.jsonl")).unwrap(),
         before
     );
+    // What `rewind --to 3` leaves in view is what `fork --at 2` copied.
+    let out = sandbox
+        .run(
+            &[
+                "rewind",
+                &name(&source),
+                "--to",
+                "3",
+                "--conversation-only",
+                "--dry-run",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "bread question 3");
+    assert_contains!(out.stdout, "2 messages leave the model's view");
+
+    // An exact entry: up to and including the first question.
+    let first = jsonl(&source.join("conversation.jsonl"))[0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = sandbox
+        .run(&["fork", &name(&source), "--at", &first], "")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let newest = sandbox.conversations().pop().unwrap();
+    assert_eq!(texts(&newest), ["bread question 1"]);
 
     let out = sandbox
-        .run(&["fork", &name(&source), "--at", "9"], "")
+        .run(&["fork", &name(&source), "--at", "4"], "")
         .await;
     assert_ne!(out.status, 0);
-    assert_contains!(out.stderr, "has 4 messages");
+    assert_contains!(out.stderr, "has 3 messages of yours (choose 1 to 3)");
+
+    // A fork's title says what it is a fork of, as /fork's does.
+    let title_of = |run: &Path| -> Value {
+        serde_json::from_slice::<Value>(&std::fs::read(run.join("labels.json")).unwrap())
+            .unwrap()["title"]
+            .clone()
+    };
+    assert_eq!(title_of(&target), format!("fork of {}", name(&source)));
+    let out = sandbox.run(&["rename", &name(&source), "Bread"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = sandbox.run(&["fork", &name(&source)], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let newest = sandbox.conversations().pop().unwrap();
+    assert_eq!(title_of(&newest), "fork of Bread");
+    let out = sandbox
+        .run(&["fork", &name(&source), "--at", "one"], "")
+        .await;
+    assert_ne!(out.status, 0);
+    assert_contains!(out.stderr, "not a message number nor an entry's uuid");
 }
 
 #[tokio::test]
@@ -119,7 +176,7 @@ async fn rm_asks_unless_yes() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "delete run");
     assert!(run.exists());
-    let out = sandbox.run(&["rm", &name(&run)], "y\n").await;
+    let out = sandbox.run(&["rm", &name(&run)], "Yes\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(!run.exists());
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::chat::start::{PickerRow, resumed_text};
+use reprise_chat::start::{PickerRow, resumed_text};
 use reprise_cli::screens::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item, Picker, Question, ToolResultView, ToolView};
@@ -44,6 +44,7 @@ fn the_chat_screen_while_a_reply_streams_in() {
         prompt_tokens: 812,
         completion_tokens: 64,
         total_tokens: 876,
+        cached_tokens: None,
     });
     view.input.text = "thanks, and in".into();
     view.input.cursor = 14;
@@ -333,6 +334,7 @@ fn the_status_line_is_as_the_chat_guide_shows_it() {
         prompt_tokens: 812,
         completion_tokens: 64,
         total_tokens: 876,
+        cached_tokens: None,
     });
     let terminal = screen(&view, 100, 6);
     let status = row_text(&terminal, 2);

@@ -580,7 +580,9 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .entries;
     let catalog = reprise_runs::FolderCatalog::new(sandbox.runs_dir());
     let folder = reprise_runs::RunFolder::open(&run).unwrap();
-    let calls = reprise_cli::runs::subagents::past_calls(&catalog, &folder).unwrap();
+    let calls = reprise_chat::subagents::past_calls(&catalog, &folder)
+        .await
+        .unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].after_shown, 1, "after the person's message");
     let (items, work) = reprise_cli::screens::tui::app::redraw_with_subagents(&entries, &calls);

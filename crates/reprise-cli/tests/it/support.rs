@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use reprise_testkit::pty::{CommandBuilder, Pty};
+use reprise_testkit::pty::{CommandBuilder, CursorAnswers, Pty};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -73,6 +73,12 @@ impl Sandbox {
             }
             None => tokio::process::Command::new(binary),
         };
+        // Telemetry of the person running the tests is not the tests' to send.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_") {
+                command.env_remove(name);
+            }
+        }
         command
             .args(args)
             .current_dir(self.path())
@@ -94,6 +100,22 @@ impl Sandbox {
     /// The binary in an 80×24 pseudo-terminal, with the same environment as
     /// [`Sandbox::command`] and `TERM=xterm-256color`.
     pub fn pty(&self, args: &[&str]) -> Pty {
+        self.pty_with_env(args, &[])
+    }
+
+    /// [`Sandbox::pty`] with the variables `env` set too.
+    pub fn pty_with_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Pty {
+        self.pty_answering(args, env, CursorAnswers::AtOnce)
+    }
+
+    /// [`Sandbox::pty_with_env`] in a terminal answering cursor-position queries as
+    /// `answers` says.
+    pub fn pty_answering(
+        &self,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        answers: CursorAnswers,
+    ) -> Pty {
         let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_reprise"));
         command.args(args);
         command.cwd(self.path());
@@ -110,7 +132,10 @@ impl Sandbox {
         ] {
             command.env_remove(name);
         }
-        Pty::spawn(command)
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        Pty::spawn_answering(command, answers)
     }
 
     /// Runs the binary with `args`, feeding `input` on stdin (then closing it).
@@ -158,6 +183,26 @@ pub fn roles_and_texts(body: &Value) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// The run that `reprise fork` told the person to resume (`… reprise --resume ID)`).
+pub fn resume_id(stdout: &str) -> String {
+    stdout
+        .split("reprise --resume ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `reprise --resume` in {stdout}"))
+        .trim_end()
+        .trim_end_matches(')')
+        .to_owned()
+}
+
+/// The `uuid` of the entry of `run`'s conversation whose first tool call is `call_id`.
+pub fn uuid_of_call(run: &Path, call_id: &str) -> String {
+    jsonl(&run.join("conversation.jsonl"))
+        .into_iter()
+        .find(|entry| entry["message"]["tool_calls"][0]["id"] == call_id)
+        .and_then(|entry| entry["uuid"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no entry calls {call_id} in {}", run.display()))
 }
 
 /// The lines of a JSONL file, parsed.

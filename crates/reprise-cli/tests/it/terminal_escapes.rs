@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use reprise_cli::chat::start::PickerRow;
+use reprise_chat::start::PickerRow;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item, Picker, ToolResultView, ToolView};
 use reprise_runs::{create_run_folder, create_run_store};

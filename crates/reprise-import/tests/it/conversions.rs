@@ -207,7 +207,7 @@ fn a_codex_rollout_keeps_calls_custom_calls_and_reasoning_and_counts_the_rest() 
         .iter()
         .filter_map(|e| e.as_message())
         .flat_map(|m| m.calls().to_vec())
-        .map(|c| (c.function.name, c.function.arguments))
+        .map(|c| (c.function.name, c.function.arguments.to_string()))
         .collect();
     assert_eq!(
         calls[0],
@@ -751,4 +751,49 @@ fn codex_output_parts_are_joined_as_written_and_images_are_described_and_counted
     );
     assert_eq!(converted.report.images, 1);
     assert!(converted.report.to_string().contains("1 images"));
+}
+
+#[test]
+fn codex_token_counts_go_on_the_replies_and_add_up_to_codex_own_total() {
+    let path = testdata("codex/codex-0.58.0_rollout-2025-11-17_019a93b9_function-calls.jsonl");
+    let bytes = std::fs::read(&path).unwrap();
+    let converted = convert(&path, &bytes).unwrap();
+    // Codex's running total at the end of the rollout, as it recorded it.
+    let last_total = bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter(|line| line["payload"]["type"] == "token_count")
+        .filter_map(|line| {
+            line["payload"]["info"]["total_token_usage"]
+                .as_object()
+                .cloned()
+        })
+        .next_back()
+        .unwrap();
+    let mut sums = (0, 0, 0, 0);
+    for entry in &converted.main {
+        let Some(usage) = entry.usage.as_ref().map(|u| u.to_value()) else {
+            continue;
+        };
+        assert_eq!(entry.as_message().unwrap().role, Role::Assistant);
+        assert_eq!(entry.extra["model"], "gpt-5.1-codex");
+        sums.0 += usage["prompt_tokens"].as_u64().unwrap();
+        sums.1 += usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap();
+        sums.2 += usage["completion_tokens"].as_u64().unwrap();
+        sums.3 += 1;
+    }
+    let count = |key: &str| last_total[key].as_u64().unwrap();
+    assert_eq!(
+        (sums.0, sums.1, sums.2),
+        (
+            count("input_tokens"),
+            count("cached_input_tokens"),
+            count("output_tokens")
+        )
+    );
+    assert_eq!(sums.0 + sums.2, count("total_tokens"));
+    // One per model call: the totals changed 39 times.
+    assert_eq!(sums.3, 39);
 }

@@ -65,6 +65,9 @@ pub enum Decision {
     AskNo,
     /// The person answered always-for-this-run.
     Always,
+    /// Not run: it needed a question and no one could answer one
+    /// ([`GateMode::Unattended`]).
+    NoOneToAsk,
 }
 
 impl Decision {
@@ -76,6 +79,7 @@ impl Decision {
             Decision::AskYes => "ask-yes",
             Decision::AskNo => "ask-no",
             Decision::Always => "always",
+            Decision::NoOneToAsk => "no-one-to-ask",
         }
     }
 
@@ -108,6 +112,10 @@ pub enum GateMode {
     /// `--yes`: calls that no pattern decides run without asking (for scripts).
     /// `deny` patterns still deny.
     Yes,
+    /// No one can answer a question (the input is not a terminal): calls that no
+    /// pattern decides are not run. The text says why, after "no one could
+    /// approve: " in what the model is told (e.g. `not a terminal; --yes allows`).
+    Unattended(String),
 }
 
 type Reporter = Arc<dyn Fn(&GateDecision) + Send + Sync>;
@@ -203,6 +211,9 @@ impl StepGate {
         }
         let asker = match &self.mode {
             GateMode::Yes => return (Decision::Allow, "--yes".to_string()),
+            GateMode::Unattended(why) => {
+                return (Decision::NoOneToAsk, format!("no one could approve: {why}"));
+            }
             GateMode::Ask(asker) => asker,
         };
         if self.remembered().contains(tool) {
@@ -217,7 +228,7 @@ impl StepGate {
             agent: agent.to_string(),
             call_id: invocation.context.call_id.clone(),
             tool: tool.to_string(),
-            arguments: invocation.arguments.clone(),
+            arguments: invocation.arguments.to_string(),
         };
         match asker.ask(&request).await {
             GateAnswer::Yes => (Decision::AskYes, "the person answered yes".to_string()),
@@ -246,7 +257,7 @@ impl StepGate {
                 agent: invocation.context.agent.clone(),
                 call_id: invocation.context.call_id.clone(),
                 tool: invocation.name.clone(),
-                arguments: invocation.arguments.clone(),
+                arguments: invocation.arguments.to_string(),
             })
             .await
     }
@@ -274,6 +285,7 @@ impl ToolApprover for StepGate {
                 "denied: the person declined to run the tool {:?}; it was not run",
                 decision.tool
             )),
+            Decision::NoOneToAsk => Approval::Deny(decision.reason.clone()),
         };
         (approval, decision.reason)
     }

@@ -290,6 +290,32 @@ async fn yes_mode_runs_unlisted_tools_but_deny_still_denies() {
 }
 
 #[tokio::test]
+async fn unattended_mode_runs_what_patterns_allow_and_says_why_the_rest_did_not_run() {
+    let (log, report) = recorder();
+    let gate = StepGate::new(
+        policy(&["list_*"], &[]),
+        GateMode::Unattended("not a terminal; --yes allows".into()),
+    )
+    .with_reporter(report);
+    assert_eq!(
+        gate.approve(&invocation("c1", "list_dir", "{}")).await,
+        Approval::Allow
+    );
+    assert_eq!(
+        gate.approve(&invocation("c2", "bash", "{}")).await,
+        Approval::Deny("no one could approve: not a terminal; --yes allows".into())
+    );
+    assert!(!gate.ask_again(&invocation("c3", "bash", "{}")).await);
+    let log = log.lock().unwrap();
+    assert_eq!(log[1].decision, Decision::NoOneToAsk);
+    assert!(!log[1].decision.runs());
+    assert_eq!(
+        serde_json::to_value(&log[1]).unwrap()["decision"],
+        "no-one-to-ask"
+    );
+}
+
+#[tokio::test]
 async fn the_line_asker_asks_on_a_line_and_reads_the_answer() {
     // Bad answer first (asked again), then "a".
     let asker = LineAsker::new(&b"maybe\nalways\n"[..], Vec::new());

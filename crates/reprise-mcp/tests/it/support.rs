@@ -45,7 +45,7 @@ pub fn ctx_with(extra: &[(&str, &str)]) -> ResolveContext {
 pub fn invocation(id: &str, name: &str, arguments: &str) -> ToolInvocation {
     ToolInvocation {
         name: name.to_string(),
-        arguments: arguments.to_string(),
+        arguments: arguments.into(),
         context: ToolContext {
             session_id: "mcp-tests".to_string(),
             agent: "main".to_string(),

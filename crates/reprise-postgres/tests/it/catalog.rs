@@ -1,4 +1,5 @@
-//! The catalog conformance suite (`reprise_runs::conformance`) on PostgreSQL.
+//! The catalog conformance suite (`reprise_runs::conformance`) on PostgreSQL, on a
+//! multi-threaded runtime and on a current-thread one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,11 +10,6 @@ use reprise_runs::conformance::run_all;
 
 use crate::support::{StoreOn, TestDb};
 
-/// Runs an async setup step from the suite's synchronous factory.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
-}
-
 /// A catalog on a fresh schema, with the schema and the runs directory it needs.
 async fn fresh() -> (PgRunCatalog, TestDb, tempfile::TempDir) {
     let db = TestDb::fresh().await;
@@ -22,13 +18,25 @@ async fn fresh() -> (PgRunCatalog, TestDb, tempfile::TempDir) {
     (PgRunCatalog::new(dir.path().join("runs"), store), db, dir)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pg_catalog_conforms() {
+/// The suite over fresh schemas, kept until it ends.
+async fn conforms() {
     let kept = Mutex::new(Vec::new());
-    run_all(&|| -> Arc<dyn RunCatalog> {
-        let (catalog, db, dir) = block_on(fresh());
-        kept.lock().unwrap().push((db, dir));
-        Arc::new(catalog)
+    run_all(&|| {
+        Box::pin(async {
+            let (catalog, db, dir) = fresh().await;
+            kept.lock().unwrap().push((db, dir));
+            Arc::new(catalog) as Arc<dyn RunCatalog>
+        })
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_catalog_conforms() {
+    conforms().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pg_catalog_conforms_on_a_current_thread_runtime() {
+    conforms().await;
 }

@@ -199,11 +199,12 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
     store.set_title("s", "kept").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let catalog = reprise_postgres::PgRunCatalog::new(dir.path().join("runs"), store.clone());
-    let runs = catalog.list().unwrap().runs;
+    let runs = catalog.list().await.unwrap().runs;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].message_count, 2);
     let hits = catalog
         .search(&runs, &SearchQuery::literal("written"))
+        .await
         .unwrap();
     assert_eq!(hits.len(), 2);
     store.close().await.unwrap();
@@ -218,12 +219,16 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
     .await;
     let store = db.store(Duration::from_secs(30)).await;
     let catalog = reprise_postgres::PgRunCatalog::new(dir.path().join("runs"), store.clone());
-    let runs = catalog.list().unwrap().runs;
+    let runs = catalog.list().await.unwrap().runs;
     assert_eq!(runs[0].title.as_deref(), Some("kept"));
-    let folder = catalog.find("s").unwrap();
-    assert_eq!(catalog.conversation(&folder).unwrap().messages.len(), 2);
+    let folder = catalog.find("s").await.unwrap();
+    assert_eq!(
+        catalog.conversation(&folder).await.unwrap().messages.len(),
+        2
+    );
     let hits = catalog
         .search(&runs, &SearchQuery::literal("after"))
+        .await
         .unwrap();
     assert_eq!(hits.len(), 1);
     let refusals = [

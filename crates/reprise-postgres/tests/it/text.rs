@@ -106,32 +106,33 @@ async fn a_message_and_a_title_with_nul_are_listed_found_and_exported() {
 
     let dir = tempfile::tempdir().unwrap();
     let catalog = PgRunCatalog::new(dir.path().join("runs"), store.clone());
-    let runs = catalog.list().unwrap().runs;
+    let runs = catalog.list().await.unwrap().runs;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].first_message.as_deref(), Some(text));
     assert_eq!(runs[0].last_message.as_deref(), Some(text));
     assert_eq!(runs[0].title.as_deref(), Some("a\0title"));
 
     // Found by its title and by a search for text around the NUL.
-    let found = catalog.find("a\0title").unwrap();
+    let found = catalog.find("a\0title").await.unwrap();
     assert_eq!(found.name(), "nul");
     for pattern in ["\0after", "after \u{FDD0}0", "E\0A"] {
         let query = SearchQuery {
             ignore_case: pattern == "E\0A",
             ..SearchQuery::literal(pattern)
         };
-        let hits = catalog.search(&runs, &query).unwrap();
+        let hits = catalog.search(&runs, &query).await.unwrap();
         assert_eq!(hits.len(), 1, "{pattern:?}");
     }
     assert!(
         catalog
             .search(&runs, &SearchQuery::literal("before\0\0"))
+            .await
             .unwrap()
             .is_empty()
     );
 
     // An export reads the same title and message.
-    let record = catalog.record(&found).unwrap();
+    let record = catalog.record(&found).await.unwrap();
     assert_eq!(record.session["title"], "a\0title");
     assert_eq!(record.main, vec![message]);
 }

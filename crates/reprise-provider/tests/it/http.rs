@@ -125,7 +125,8 @@ async fn streams_text_and_sends_a_well_formed_request() {
         Some(Usage {
             prompt_tokens: 11,
             completion_tokens: 6,
-            total_tokens: 17
+            total_tokens: 17,
+            cached_tokens: None,
         })
     );
     assert_eq!(text_of(&events), "Hello there, traveller.");
@@ -338,7 +339,8 @@ async fn non_streaming_answer_is_read_whole() {
         Some(Usage {
             prompt_tokens: 20,
             completion_tokens: 4,
-            total_tokens: 24
+            total_tokens: 24,
+            cached_tokens: None,
         })
     );
     assert_eq!(text_of(&events), "Buying rope.");

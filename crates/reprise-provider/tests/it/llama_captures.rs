@@ -39,6 +39,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 16,
                 completion_tokens: 12,
                 total_tokens: 28,
+                cached_tokens: Some(1),
             },
         },
         // A whole call, then tokens after `</tool_call>` that the server's parser
@@ -54,6 +55,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 172,
                 completion_tokens: 40,
                 total_tokens: 212,
+                cached_tokens: Some(167),
             },
         },
         // max_tokens 13: the server has seen the name and sends the call with the
@@ -65,6 +67,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 172,
                 completion_tokens: 13,
                 total_tokens: 185,
+                cached_tokens: Some(167),
             },
         },
         // max_tokens 19: cut after the first key.
@@ -79,6 +82,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 172,
                 completion_tokens: 19,
                 total_tokens: 191,
+                cached_tokens: Some(167),
             },
         },
         other => panic!("no expectation written for {other}"),

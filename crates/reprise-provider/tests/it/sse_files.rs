@@ -52,6 +52,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 149,
                 completion_tokens: 60,
                 total_tokens: 209,
+                cached_tokens: None,
             }),
         },
         VLLM => Expected {
@@ -65,6 +66,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 226,
                 completion_tokens: 20,
                 total_tokens: 246,
+                cached_tokens: None,
             }),
         },
         WHOLE_CALLS => Expected {
@@ -88,6 +90,7 @@ fn expected(name: &str) -> Expected {
                 prompt_tokens: 139,
                 completion_tokens: 41,
                 total_tokens: 180,
+                cached_tokens: None,
             }),
         },
         other => panic!("no expectation written for {other}"),

@@ -11,9 +11,9 @@ use super::{Factory, start_run_with};
 use crate::{RunCatalog, RunFolder, RunSummary, SearchQuery, SearchRole};
 
 pub(super) async fn run_all(make: Factory<'_>) {
-    searches_find_the_same_messages_in_the_same_order(make()).await;
-    notes_summaries_and_long_literals_are_searched_alike(make()).await;
-    the_runs_with_a_text_of_the_person_are_found_newest_first(make()).await;
+    searches_find_the_same_messages_in_the_same_order(make().await).await;
+    notes_summaries_and_long_literals_are_searched_alike(make().await).await;
+    the_runs_with_a_text_of_the_person_are_found_newest_first(make().await).await;
 }
 
 /// A hit as the checks compare it: the run's name, the subagent, the entry, the role,
@@ -31,9 +31,10 @@ fn query(pattern: &str) -> SearchQuery {
     }
 }
 
-fn seen(catalog: &dyn RunCatalog, runs: &[RunSummary], query: &SearchQuery) -> Vec<Seen> {
+async fn seen(catalog: &dyn RunCatalog, runs: &[RunSummary], query: &SearchQuery) -> Vec<Seen> {
     catalog
         .search(runs, query)
+        .await
         .unwrap_or_else(|error| panic!("searching {query:?}: {error}"))
         .into_iter()
         .map(|hit| {
@@ -82,7 +83,7 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
     let idle = Entry::message(Message::user("nothing here"));
     let quoted = Entry::message(Message::assistant("Say \"hi\"\nto the key-maker"));
     let newer = start_run_with(&*catalog, &[idle, quoted.clone()], &[]).await;
-    let runs = catalog.list().unwrap().runs;
+    let runs = catalog.list().await.unwrap().runs;
     let names: Vec<&str> = runs.iter().map(|run| run.name()).collect();
     assert_eq!(names, [newer.name(), older.name()], "{check}");
 
@@ -113,7 +114,7 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
 
     // A literal, case and all; system messages are never searched.
     assert_eq!(
-        seen(&*catalog, &runs, &query("key")),
+        seen(&*catalog, &runs, &query("key")).await,
         [
             key_maker.clone(),
             under_the_mat.clone(),
@@ -128,7 +129,7 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         ..query(pattern)
     };
     assert_eq!(
-        seen(&*catalog, &runs, &ignoring_case("KEY")),
+        seen(&*catalog, &runs, &ignoring_case("KEY")).await,
         [
             key_maker.clone(),
             silver_key.clone(),
@@ -140,17 +141,17 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         "{check}: ignoring case"
     );
     assert_eq!(
-        seen(&*catalog, &runs, &ignoring_case("éclair")),
+        seen(&*catalog, &runs, &ignoring_case("éclair")).await,
         std::slice::from_ref(&eclair),
         "{check}: ignoring the case of a non-ASCII letter"
     );
     assert!(
-        seen(&*catalog, &runs, &query("éclair")).is_empty(),
+        seen(&*catalog, &runs, &query("éclair")).await.is_empty(),
         "{check}: a non-ASCII letter in another case"
     );
     // Quotes and newlines, stored escaped.
     assert_eq!(
-        seen(&*catalog, &runs, &query("\"hi\"\nto")),
+        seen(&*catalog, &runs, &query("\"hi\"\nto")).await,
         std::slice::from_ref(&key_maker),
         "{check}: quotes and a newline"
     );
@@ -160,17 +161,17 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         ..ignoring_case(pattern)
     };
     assert_eq!(
-        seen(&*catalog, &runs, &of_role("key", SearchRole::User)),
+        seen(&*catalog, &runs, &of_role("key", SearchRole::User)).await,
         std::slice::from_ref(&silver_key),
         "{check}: the person's messages"
     );
     assert_eq!(
-        seen(&*catalog, &runs, &of_role("key", SearchRole::Tool)),
+        seen(&*catalog, &runs, &of_role("key", SearchRole::Tool)).await,
         std::slice::from_ref(&result),
         "{check}: tool results"
     );
     assert_eq!(
-        seen(&*catalog, &runs, &of_role("key", SearchRole::Assistant)),
+        seen(&*catalog, &runs, &of_role("key", SearchRole::Assistant)).await,
         [
             key_maker.clone(),
             under_the_mat.clone(),
@@ -185,12 +186,12 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         ..query(pattern)
     };
     assert_eq!(
-        seen(&*catalog, &runs, &regex(r"key-\w+")),
+        seen(&*catalog, &runs, &regex(r"key-\w+")).await,
         std::slice::from_ref(&key_maker),
         "{check}: a regular expression"
     );
     assert_eq!(
-        seen(&*catalog, &runs, &regex(r"\d{2}, key|KEY\s+in")),
+        seen(&*catalog, &runs, &regex(r"\d{2}, key|KEY\s+in")).await,
         [hit(older_main, &read, "key: 42, key: 43", 1), scout.clone()],
         "{check}: a regular expression with classes"
     );
@@ -202,21 +203,24 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 ignore_case: true,
                 ..regex(r"^where\b")
             }
-        ),
+        )
+        .await,
         std::slice::from_ref(&silver_key),
         "{check}: a regular expression ignoring case"
     );
     assert!(
-        catalog.search(&runs, &regex("(")).is_err(),
+        catalog.search(&runs, &regex("(")).await.is_err(),
         "{check}: an invalid regular expression"
     );
     // No match.
     assert!(
-        seen(&*catalog, &runs, &query("dragon")).is_empty(),
+        seen(&*catalog, &runs, &query("dragon")).await.is_empty(),
         "{check}: no match"
     );
     assert!(
-        seen(&*catalog, &runs, &regex("dragon|wyvern")).is_empty(),
+        seen(&*catalog, &runs, &regex("dragon|wyvern"))
+            .await
+            .is_empty(),
         "{check}: no match of a regular expression"
     );
     // One hit per run, and only the runs given.
@@ -228,7 +232,8 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 max_per_run: Some(1),
                 ..ignoring_case("key")
             }
-        ),
+        )
+        .await,
         [key_maker.clone(), silver_key.clone()],
         "{check}: the first hit of each run"
     );
@@ -240,7 +245,8 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 max_per_run: Some(2),
                 ..ignoring_case("key")
             }
-        ),
+        )
+        .await,
         [key_maker.clone(), silver_key.clone(), under_the_mat.clone()],
         "{check}: the first two hits of each run"
     );
@@ -253,6 +259,7 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 ..ignoring_case("key")
             },
         )
+        .await
         .unwrap()
         .iter()
         .map(|hit| hit.more_in_run)
@@ -267,6 +274,7 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 ..ignoring_case("key")
             },
         )
+        .await
         .unwrap()
         .iter()
         .map(|hit| hit.more_in_run)
@@ -285,7 +293,8 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 max_per_run: Some(4),
                 ..ignoring_case("key")
             }
-        ),
+        )
+        .await,
         [
             key_maker.clone(),
             silver_key.clone(),
@@ -304,16 +313,17 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
                 ..ignoring_case("key")
             }
         )
+        .await
         .is_empty(),
         "{check}: no hit at all"
     );
     assert_eq!(
-        seen(&*catalog, &runs[1..], &query("key")),
+        seen(&*catalog, &runs[1..], &query("key")).await,
         [under_the_mat, read_file, result],
         "{check}: only the runs given"
     );
     assert!(
-        seen(&*catalog, &[], &query("key")).is_empty(),
+        seen(&*catalog, &[], &query("key")).await.is_empty(),
         "{check}: no runs"
     );
     catalog.close().await;
@@ -348,15 +358,16 @@ async fn notes_summaries_and_long_literals_are_searched_alike(catalog: Arc<dyn R
         &[],
     )
     .await;
-    let runs = catalog.list().unwrap().runs;
-    let hits = |query: &SearchQuery| -> Vec<(Uuid, String, usize)> {
+    let runs = catalog.list().await.unwrap().runs;
+    let hits = async |query: &SearchQuery| -> Vec<(Uuid, String, usize)> {
         seen(&*catalog, &runs, query)
+            .await
             .into_iter()
             .map(|(_, _, entry, role, _, matches)| (entry, role, matches))
             .collect()
     };
     assert_eq!(
-        hits(&query("lantern")),
+        hits(&query("lantern")).await,
         [
             (note.uuid, "note".to_owned(), 1),
             (summary.uuid, "compaction".to_owned(), 1)
@@ -369,15 +380,16 @@ async fn notes_summaries_and_long_literals_are_searched_alike(catalog: Arc<dyn R
             role: Some(SearchRole::User),
             ..query("lantern")
         })
+        .await
         .is_empty(),
         "{check}: a role leaves notes out"
     );
     assert_eq!(
-        hits(&query(&long)),
+        hits(&query(&long)).await,
         [(haystack.uuid, "user".to_owned(), 1)],
         "{check}: a long literal"
     );
-    let snippets = seen(&*catalog, &runs, &query(&long));
+    let snippets = seen(&*catalog, &runs, &query(&long)).await;
     assert!(
         // The context before the match, the bounded match, and the marks of cuts.
         snippets[0].4.chars().count() <= 50 + crate::MATCH_CHARS + 2,
@@ -387,7 +399,8 @@ async fn notes_summaries_and_long_literals_are_searched_alike(catalog: Arc<dyn R
         hits(&SearchQuery {
             ignore_case: true,
             ..query("300 k")
-        }),
+        })
+        .await,
         [(kelvin.uuid, "assistant".to_owned(), 1)],
         "{check}: the Kelvin sign is a k ignoring case"
     );
@@ -416,13 +429,17 @@ async fn the_runs_with_a_text_of_the_person_are_found_newest_first(catalog: Arc<
         &[],
     )
     .await;
-    let found = |text: &str| catalog.runs_with_user_text(text).unwrap();
+    let found = async |text: &str| catalog.runs_with_user_text(text).await.unwrap();
     // Any message of the person, not only the last, ignoring case.
-    assert_eq!(found("SOURDOUGH"), [bread.name()], "{check}");
+    assert_eq!(found("SOURDOUGH").await, [bread.name()], "{check}");
     // Each run once, the newest first.
-    assert_eq!(found("starter"), [starter.name(), bread.name()], "{check}");
+    assert_eq!(
+        found("starter").await,
+        [starter.name(), bread.name()],
+        "{check}"
+    );
     // The replies are not the person's messages; a blank text finds nothing.
-    assert!(found("answer to").is_empty(), "{check}");
-    assert!(found("  ").is_empty(), "{check}");
+    assert!(found("answer to").await.is_empty(), "{check}");
+    assert!(found("  ").await.is_empty(), "{check}");
     catalog.close().await;
 }

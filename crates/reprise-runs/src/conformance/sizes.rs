@@ -8,14 +8,14 @@ use super::{Factory, start_run, start_run_with};
 use crate::RunCatalog;
 
 pub(super) async fn run_all(make: Factory<'_>) {
-    sizes_put_the_largest_run_first_and_total_at_least_their_sum(make()).await;
+    sizes_put_the_largest_run_first_and_total_at_least_their_sum(make().await).await;
 }
 
 async fn sizes_put_the_largest_run_first_and_total_at_least_their_sum(
     catalog: Arc<dyn RunCatalog>,
 ) {
     let check = "sizes put the largest run first, and total at least their sum";
-    let empty = catalog.sizes().unwrap();
+    let empty = catalog.sizes().await.unwrap();
     assert!(empty.runs.is_empty(), "{check}: {:?}", empty.runs);
 
     let small = start_run(&*catalog, &["a short question"]).await;
@@ -32,7 +32,7 @@ async fn sizes_put_the_largest_run_first_and_total_at_least_their_sum(
         &[("scout", chatter)],
     )
     .await;
-    let sizes = catalog.sizes().unwrap();
+    let sizes = catalog.sizes().await.unwrap();
     let names: Vec<&str> = sizes.runs.iter().map(|(run, _)| run.name()).collect();
     assert_eq!(names, [large.name(), small.name()], "{check}");
     let (large_bytes, small_bytes) = (sizes.runs[0].1, sizes.runs[1].1);

@@ -258,6 +258,51 @@ fn a_long_conversation_streams_as_it_reads() {
     assert_eq!(read.warnings.len(), 2, "{:?}", read.warnings);
 }
 
+/// A catalog of run folders hands a long conversation over as it reads it, on a
+/// current-thread runtime: the messages and warnings of reading it whole, in order;
+/// a stream left after its first message still ends with the warnings.
+#[tokio::test(flavor = "current_thread")]
+async fn the_catalog_hands_a_long_conversation_over_as_it_reads() {
+    use reprise_runs::{FolderCatalog, RunCatalog, RunFolder};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    fs::create_dir(&dir).unwrap();
+    let mut text = String::new();
+    for i in 0..3_000 {
+        let message = match i % 3 {
+            0 => Message::user(format!("question {i}")),
+            // Some long enough to fill a batch alone.
+            1 => Message::assistant(format!("answer {i} {}", "y".repeat(i * 20))),
+            _ => Message::assistant(format!("answer {i}")),
+        };
+        text += &line(&Entry::message(message));
+        if i == 1_500 {
+            text += "{not json\n";
+        }
+    }
+    fs::write(dir.join(CONVERSATION_JSONL), text).unwrap();
+    let whole = read_conversation_with_warnings(&dir).unwrap();
+    assert_eq!(whole.messages.len(), 3_000);
+    assert_eq!(whole.warnings.len(), 1);
+    let catalog = FolderCatalog::new(tmp.path());
+    let folder = RunFolder {
+        dir: dir.clone(),
+        session_id: None,
+        warnings: Vec::new(),
+    };
+    let mut stream = catalog.stream_conversation(&folder).await.unwrap();
+    let mut streamed = Vec::new();
+    while let Some(message) = stream.next().await {
+        streamed.push(message);
+    }
+    assert_eq!(streamed, whole.messages);
+    assert_eq!(stream.finish().await.unwrap(), whole.warnings);
+
+    let mut stream = catalog.stream_conversation(&folder).await.unwrap();
+    assert_eq!(stream.next().await.as_ref(), whole.messages.first());
+    assert_eq!(stream.finish().await.unwrap(), whole.warnings);
+}
+
 /// A damaged conversation: many compactions that each name an entry it does not
 /// hold, after many messages, then one that names the tenth message. One pass over
 /// it takes a fraction of a second; a scan to the start per compaction, billions of

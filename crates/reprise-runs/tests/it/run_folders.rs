@@ -336,6 +336,25 @@ fn find_run_resolves_last_names_and_unique_prefixes() {
 }
 
 #[test]
+fn a_prefix_does_not_count_folders_without_a_conversation_beside_a_run() {
+    let tmp = runs_for_find();
+    let runs = tmp.path();
+    // Beside the run of February, a folder a start made and left empty.
+    fs::create_dir(runs.join("2026-02-01T00-00-05-000Z")).unwrap();
+    let found = find_run(runs, "2026-02").unwrap();
+    assert_eq!(found.dir, runs.join("2026-02-01T00-00-00-000Z"));
+    // Two empty folders and no run: still ambiguous, naming both.
+    fs::create_dir(runs.join("2026-03-01T00-00-05-000Z")).unwrap();
+    match find_run(runs, "2026-03") {
+        Err(RunError::AmbiguousRun { candidates, .. }) => assert_eq!(
+            candidates,
+            ["2026-03-01T00-00-00-000Z", "2026-03-01T00-00-05-000Z"]
+        ),
+        other => panic!("expected ambiguity, got {other:?}"),
+    }
+}
+
+#[test]
 fn find_run_says_clearly_when_a_spec_is_ambiguous_or_unknown() {
     let tmp = runs_for_find();
     let runs = tmp.path();

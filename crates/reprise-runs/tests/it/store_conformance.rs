@@ -15,9 +15,9 @@ fn keep(dirs: &std::sync::Mutex<Vec<tempfile::TempDir>>) -> std::path::PathBuf {
     path
 }
 
-// The run store runs short appends in the calling task, longer work in `block_in_place`
-// on a multi-threaded runtime and on the blocking pool on a current-thread one: it is
-// run through the suite on both.
+// The run store runs short appends in the calling task, longer work on the blocking
+// pool: it is run through the suite on a multi-threaded and on a current-thread
+// runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_store_conforms() {
     run_store_suite().await;

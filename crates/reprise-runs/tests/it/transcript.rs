@@ -186,7 +186,7 @@ fn a_value_is_redacted_in_the_context_of_its_key() {
     let tmp = tempfile::tempdir().unwrap();
     let run = create_run_folder(tmp.path()).unwrap();
     let transcript = Transcript::open(&run.dir, Redactor::new()).unwrap();
-    let line = transcript
+    transcript
         .record(&TranscriptRecord::tool_call(
             "main",
             "c",
@@ -194,6 +194,7 @@ fn a_value_is_redacted_in_the_context_of_its_key() {
             r#"{"user":"ana","password":"hunter2-correct-horse"}"#,
         ))
         .unwrap();
+    let line = std::fs::read_to_string(transcript.path()).unwrap();
     assert!(!line.contains("hunter2"), "{line}");
     let record: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(record["arguments"]["user"], "ana");

@@ -4,8 +4,8 @@
 //! has already read is one `write` and one `fdatasync`, and runs right in the task:
 //! sending it to another thread would add two thread wake-ups, a quarter of its cost
 //! on a fast disk. Anything longer (a load, a fork, a listing, the first append to a
-//! file, which reads it to learn its uuids) runs where it cannot stall the runtime's
-//! other tasks (see [`off_runtime`]).
+//! file, which reads it to learn its uuids) runs on the blocking pool, where it
+//! cannot stall the runtime's other tasks (see [`off_runtime`]).
 
 use std::sync::Arc;
 
@@ -50,29 +50,21 @@ pub trait OverBlockingStore: Send + Sync {
     fn blocking_store(&self) -> &Arc<Self::Inner>;
 }
 
-/// Runs `work` on `store` without stalling the async runtime's other tasks.
-///
-/// On a multi-threaded runtime the work runs right here, in place, after
-/// `block_in_place` has handed this worker's other tasks to another thread (cheaper
-/// than a round trip through the blocking pool, and no copies of the arguments). On a
-/// current-thread runtime, which has no other worker to hand tasks to, the work goes
-/// to the blocking pool.
+/// Runs `work` on `store` without stalling the async runtime's other tasks: on the
+/// blocking pool, on any runtime (a multi-threaded one and a current-thread one
+/// alike), and directly when polled outside tokio.
 async fn off_runtime<S: BlockingStore, T: Send + 'static>(
     store: &Arc<S>,
     work: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
-        Ok(RuntimeFlavor::CurrentThread) => {
-            let store = Arc::clone(store);
-            tokio::task::spawn_blocking(move || work(&store))
-                .await
-                .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
-        }
-        Ok(_) => tokio::task::block_in_place(|| work(store)),
+    if tokio::runtime::Handle::try_current().is_err() {
         // Polled outside tokio: there is no runtime to keep responsive.
-        Err(_) => work(store),
+        return work(store);
     }
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || work(&store))
+        .await
+        .map_err(|error| StoreError::Unsupported(format!("store task failed: {error}")))?
 }
 
 #[async_trait]

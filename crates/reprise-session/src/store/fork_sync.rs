@@ -88,18 +88,14 @@ fn run_once(work: &Mutex<Option<impl FnOnce()>>) {
 }
 
 /// Runs the blocking `work` from async code without stalling the runtime's other
-/// tasks: in place after handing them to another worker on a multi-threaded runtime,
-/// on the blocking pool on a current-thread one, and directly outside tokio.
+/// tasks: on the blocking pool (on any runtime), and directly outside tokio.
 pub async fn without_stalling(work: impl FnOnce() + Send + 'static) {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
-        Ok(RuntimeFlavor::CurrentThread) => {
-            // A join error is a panic in `work`, already reported by the panic hook.
-            let _ = tokio::task::spawn_blocking(work).await;
-        }
-        Ok(_) => tokio::task::block_in_place(work),
-        Err(_) => work(),
+    if tokio::runtime::Handle::try_current().is_err() {
+        work();
+        return;
     }
+    // A join error is a panic in `work`, already reported by the panic hook.
+    let _ = tokio::task::spawn_blocking(work).await;
 }
 
 #[cfg(test)]

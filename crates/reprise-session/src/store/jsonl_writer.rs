@@ -88,6 +88,55 @@ fn stop(key: &Path, session: &str, cause: IoError) -> StoreError {
     }
 }
 
+/// Where a batch of entries goes: straight into the file as they are encoded (an
+/// entry can hold a file the model wrote, and a batch encoded whole first would be
+/// one more copy of it), counting the bytes and keeping the last [`TAIL_CHECK`].
+struct Lines<'a> {
+    file: &'a File,
+    len: u64,
+    tail: Vec<u8>,
+}
+
+impl Write for Lines<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.file.write(bytes)?;
+        self.len += written as u64;
+        self.tail.extend_from_slice(&bytes[..written]);
+        let excess = self.tail.len().saturating_sub(TAIL_CHECK as usize);
+        self.tail.drain(..excess);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Why a batch was not written whole.
+enum Failure {
+    /// The file refused a write.
+    Write(std::io::Error),
+    /// The entry with this uuid cannot be encoded.
+    Encode(uuid::Uuid, serde_json::Error),
+}
+
+/// Writes the entries at `indices` of `entries`, one line each.
+fn write_lines(lines: &mut Lines<'_>, entries: &[Entry], indices: &[usize]) -> Result<(), Failure> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, lines);
+    for &i in indices {
+        let entry = &entries[i];
+        serde_json::to_writer(&mut out, entry).map_err(|error| {
+            if error.is_io() {
+                Failure::Write(error.into())
+            } else {
+                Failure::Encode(entry.uuid, error)
+            }
+        })?;
+        out.write_all(b"\n").map_err(Failure::Write)?;
+    }
+    out.flush().map_err(Failure::Write)
+}
+
 /// Syncs the data of `file` (at `path`) when `durability` asks for it; when the sync
 /// fails, the writes of the session keyed `key` stop.
 fn sync_or_stop(
@@ -260,6 +309,7 @@ impl JsonlWriter {
             line: index.lines,
             warnings: Vec::new(),
             expected: &expected,
+            lean: false,
         };
         let end = if collect {
             read_from(file, index.len, &mut reader, &mut |entry| {
@@ -383,7 +433,7 @@ impl JsonlWriter {
                 .as_ref()
                 .is_some_and(|index| index.stamp == at_path);
         let cached = self.file.take();
-        let (mut file, warnings) = match cached {
+        let (file, warnings) = match cached {
             // The stamp was taken from this very file, so it is the one at the path.
             Some(file) if untouched => (file, Vec::new()),
             _ if untouched => (self.open()?.0, Vec::new()),
@@ -401,22 +451,16 @@ impl JsonlWriter {
         };
         let mut report = AppendReport::default();
         let mut batch_uuids = HashSet::new();
-        let mut buf = Vec::with_capacity(entries.len() * 512);
         let mut written = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
             if index.uuids.contains(&entry.uuid) || !batch_uuids.insert(entry.uuid) {
                 report.skipped += 1;
                 continue;
             }
-            serde_json::to_writer(&mut buf, entry).map_err(|error| StoreError::Format {
-                path: self.path.clone(),
-                message: format!("cannot encode entry {}: {error}", entry.uuid),
-            })?;
-            buf.push(b'\n');
             report.written += 1;
             written.push(i);
         }
-        if buf.is_empty() {
+        if written.is_empty() {
             if self.keep_open && index.stamp.is_some() {
                 self.file = Some(file);
             }
@@ -424,8 +468,24 @@ impl JsonlWriter {
         }
         // Until the write is done and stamped, the file is not as the stamp says.
         index.stamp = None;
-        if let Err(source) = file.write_all(&buf) {
-            let error = IoError::new("write", self.path.clone(), source);
+        let mut lines = Lines {
+            file: &file,
+            len: 0,
+            tail: index.tail.clone(),
+        };
+        if let Err(failure) = write_lines(&mut lines, entries, &written) {
+            let error = match failure {
+                Failure::Write(source) => IoError::new("write", self.path.clone(), source),
+                Failure::Encode(uuid, error) => {
+                    if file.set_len(index.len).is_ok() {
+                        return Err(StoreError::Format {
+                            path: self.path.clone(),
+                            message: format!("cannot encode entry {uuid}: {error}"),
+                        });
+                    }
+                    IoError::new("write", self.path.clone(), std::io::Error::other(error))
+                }
+            };
             // Leave no partial line behind for the next reader. When even that
             // fails, part of the batch may be in the file, and stays unknown.
             if file.set_len(index.len).is_err() {
@@ -433,6 +493,7 @@ impl JsonlWriter {
             }
             return Err(StoreError::Io(error));
         }
+        let Lines { len, tail, .. } = lines;
         while_syncing(&written);
         sync_or_stop(
             &file,
@@ -441,13 +502,8 @@ impl JsonlWriter {
             &self.session_key,
             &self.session_id,
         )?;
-        index.len += buf.len() as u64;
+        index.len += len;
         index.lines += report.written;
-        let keep = buf.len().min(TAIL_CHECK as usize);
-        let mut tail = std::mem::take(&mut index.tail);
-        tail.extend_from_slice(&buf[buf.len() - keep..]);
-        let excess = tail.len().saturating_sub(TAIL_CHECK as usize);
-        tail.drain(..excess);
         index.tail = tail;
         index.uuids.extend(batch_uuids);
         // One fstat, in place of an open, a stat and a read at the next append.

@@ -43,8 +43,8 @@ pub use repair::{
     repair_entries_except, repair_messages, request_message, results_unanswered, visit_model_view,
 };
 pub use reprise_message::{
-    Content, ContentPart, Entry, Fields, FunctionCall, Message, Role, StoredUsage, TokenCounts,
-    ToolCall, USAGE_FIELD, now_millis,
+    Arguments, Content, ContentPart, Entry, Fields, FunctionCall, MODEL_FIELD, Message, Role,
+    StoredUsage, TokenCounts, ToolCall, USAGE_FIELD, now_millis,
 };
 pub use rewind::{REWIND_KIND, Rewind, last_rewind, rewound, visible_entries};
 pub use session_store::{

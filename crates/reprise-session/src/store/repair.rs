@@ -67,10 +67,31 @@ pub fn interrupted_result(call: &ToolCall) -> Message {
 /// Whether `arguments` can be sent back to a server as they are: a JSON object.
 /// Empty arguments (sent by some servers for a tool without parameters) are not.
 pub fn arguments_are_an_object(arguments: &str) -> bool {
-    matches!(
-        serde_json::from_str::<Value>(arguments),
-        Ok(Value::Object(_))
-    )
+    serde_json::from_str::<AnObject>(arguments).is_ok()
+}
+
+/// A JSON object, checked and not kept: arguments can be as large as a file the
+/// model writes, and a [`Value`] of them would be a second copy.
+struct AnObject;
+
+impl<'de> serde::Deserialize<'de> for AnObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(AnObject)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AnObject {
+    type Value = AnObject;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnObject, A::Error> {
+        use serde::de::IgnoredAny;
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(AnObject)
+    }
 }
 
 /// `message` as it is sent to a model: calls whose arguments are not a JSON object
@@ -84,7 +105,7 @@ pub fn request_message(message: &Message) -> Message {
     if let Some(calls) = message.tool_calls.as_mut() {
         for call in calls {
             if !arguments_are_an_object(&call.function.arguments) {
-                call.function.arguments = "{}".to_owned();
+                call.function.arguments = "{}".into();
             }
         }
     }

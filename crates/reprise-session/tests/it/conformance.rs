@@ -26,9 +26,9 @@ async fn memory_store_conforms() {
     .await;
 }
 
-// The file stores run short appends in the calling task, longer work in
-// `block_in_place` on a multi-threaded runtime and on the blocking pool on a
-// current-thread one: each store is run through the suite on both.
+// The file stores run short appends in the calling task, longer work on the
+// blocking pool: each store is run through the suite on a multi-threaded and on a
+// current-thread runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_store_conforms() {
     file_store_suite().await;

@@ -1,11 +1,13 @@
 //! The service example (`examples/service.rs`): two instances on two ports over one
 //! PostgreSQL database continue the same conversation, one request each, and a
-//! conversation being answered is refused by the other.
+//! conversation being answered is refused by the other. With `--otlp-endpoint`, the
+//! agent's spans of a request are in the request's trace, under its span.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use reprise_testkit::otlp::{OtlpReceiver, attribute};
 use reprise_testkit::postgres::TestDb;
 use reprise_testkit::{Reply, ScriptedServer};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -20,6 +22,11 @@ fn example() -> PathBuf {
 
 /// Starts an instance on a free port; returns it and its address.
 async fn instance(url: &str, server: &ScriptedServer) -> (Child, String) {
+    instance_with(url, server, &[]).await
+}
+
+/// Starts an instance on a free port with more arguments.
+async fn instance_with(url: &str, server: &ScriptedServer, more: &[&str]) -> (Child, String) {
     let mut child = tokio::process::Command::new(example())
         .args([
             "--database-url",
@@ -30,6 +37,9 @@ async fn instance(url: &str, server: &ScriptedServer) -> (Child, String) {
         ])
         .arg(server.base_url())
         .args(["--model", "test-model"])
+        .args(more)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_TRACES_EXPORTER")
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -155,4 +165,82 @@ async fn two_instances_continue_one_conversation_streaming_each_reply() {
     assert_eq!(status, 409, "{reply}");
     assert!(reply.contains("quest-1"), "{reply}");
     slow.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_span_holds_the_agents_spans_in_its_trace() {
+    let db = TestDb::fresh().await;
+    let url = db.url_with_schema();
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("c1", "clock", "{}").with_usage(12, 3),
+        Reply::text("It is noon.").with_usage(20, 4),
+    ]);
+    let endpoint = receiver.endpoint();
+    let (mut child, address) = instance_with(&url, &server, &["--otlp-endpoint", &endpoint]).await;
+    let (status, reply) = ask(
+        &address,
+        "traced-1",
+        serde_json::json!({"message": "What time is it?"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply.contains("event: done\ndata: It is noon."), "{reply}");
+
+    // Ctrl-C: the service stops and sends what is queued.
+    let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the service did not stop")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+
+    let spans = receiver.wait_for_spans(5, Duration::from_secs(10)).await;
+    let named = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
+    let requests = named("POST /sessions/{id}/messages");
+    assert_eq!(requests.len(), 1, "{spans:#?}");
+    let request = requests[0];
+    assert!(request.parent_span_id.is_empty(), "the root of its trace");
+    assert_eq!(
+        attribute(&request.attributes, "gen_ai.conversation.id"),
+        "traced-1"
+    );
+    let agents: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("invoke_agent "))
+        .collect();
+    assert_eq!(agents.len(), 1, "{spans:#?}");
+    let calls = named("chat test-model");
+    let tools = named("execute_tool clock");
+    assert_eq!((calls.len(), tools.len()), (2, 1), "{spans:#?}");
+
+    // Each of the agent's spans: the request's trace, and the request among its
+    // ancestors.
+    let by_id: std::collections::HashMap<&[u8], _> =
+        spans.iter().map(|s| (s.span_id.as_slice(), s)).collect();
+    for span in agents.iter().chain(&calls).chain(&tools) {
+        assert_eq!(span.trace_id, request.trace_id, "{}", span.name);
+        let mut chain = Vec::new();
+        let mut at = *span;
+        while let Some(parent) = by_id.get(at.parent_span_id.as_slice()) {
+            chain.push(parent.name.clone());
+            at = parent;
+        }
+        assert_eq!(
+            at.span_id, request.span_id,
+            "{} reaches {:?}, not the request",
+            span.name, chain
+        );
+    }
+    let agent = agents[0];
+    assert_eq!(
+        agent.parent_span_id, request.span_id,
+        "the run is the request's child"
+    );
+    assert_eq!(
+        attribute(&agent.attributes, "gen_ai.conversation.id"),
+        "traced-1"
+    );
 }

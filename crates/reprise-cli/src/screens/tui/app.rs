@@ -4,13 +4,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::backend::ChatTerminal;
 use anyhow::{Context, Result};
 use crossterm::event::{Event, EventStream};
 use futures::StreamExt;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
-use ratatui::{DefaultTerminal, TerminalOptions, Viewport};
 use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
 use reprise_redact::Redactor;
 use reprise_runs::read_history;
@@ -22,11 +22,11 @@ use tokio_util::sync::CancellationToken;
 use super::render;
 use super::view::{Action, ChatView, Item, Picker, Question, SubagentWork, ToolView};
 use super::wrap::wrap_lines;
-use crate::chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
-use crate::chat::events::Answer;
-use crate::chat::events::UiEvent;
-use crate::chat::session::{ChatSession, Opener, TurnEnd};
-use crate::chat::start::{StartOptions, StartWith};
+use reprise_chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
+use reprise_chat::events::Answer;
+use reprise_chat::events::UiEvent;
+use reprise_chat::session::{ChatSession, Opener, TurnEnd};
+use reprise_chat::start::{StartOptions, StartWith};
 
 mod steps;
 
@@ -104,19 +104,18 @@ pub async fn run(
     args: &StartOptions,
     inline: bool,
 ) -> Result<()> {
-    let fresh = opener.new_folder()?;
-    let fresh_name = fresh.name().to_owned();
     let start = args.start.clone();
     let mut notices = Vec::new();
-    let started = async {
-        let target = crate::chat::start::start_target(&*opener.runs, &start)?;
-        if target.is_none() && start == StartWith::Latest {
-            notices.push("(no earlier conversation: starting a new one)".to_owned());
-        }
-        crate::chat::start::open_start(&opener, fresh.clone(), target, args.fork).await
+    // Resolved before this start's own run folder exists: a prefix such as
+    // `--resume 2026-12-06T00` must not match the folder made for it.
+    let target = reprise_chat::start::start_target(&*opener.runs, &start).await?;
+    if target.is_none() && start == StartWith::Latest {
+        notices.push("(no earlier conversation: starting a new one)".to_owned());
     }
-    .await;
-    let (session, resumed) = crate::chat::start::unless_started(started, &fresh)?;
+    let fresh = opener.new_folder()?;
+    let fresh_name = fresh.name().to_owned();
+    let started = reprise_chat::start::open_start(&opener, fresh.clone(), target, args.fork).await;
+    let (session, resumed) = reprise_chat::start::unless_started(started, &fresh)?;
     let history = read_history(&opener.history_path())
         .map(|h| h.prompts().into_iter().map(str::to_owned).collect())
         .unwrap_or_default();
@@ -144,25 +143,19 @@ pub async fn run(
         app.view.items.push(Item::Notice(notice));
     }
     if resumed {
-        app.show_resumed();
+        app.show_resumed().await;
         if app.view.run != fresh_name {
-            crate::chat::start::note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
+            reprise_chat::start::note_in_fresh_folder(&app.opener, &fresh_name, &app.view.run);
         }
     }
     app.show_load_warnings();
     app.finish_cut_turn();
     if start == StartWith::Pick {
-        app.open_picker();
+        app.open_picker().await;
     }
 
-    let mut terminal = if inline {
-        ratatui::try_init_with_options(TerminalOptions {
-            viewport: Viewport::Inline(INLINE_HEIGHT),
-        })
-    } else {
-        ratatui::try_init()
-    }
-    .context("cannot set up the terminal")?;
+    let mut terminal = super::backend::init(inline.then_some(INLINE_HEIGHT))
+        .context("cannot set up the terminal")?;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
     let result = app
         .main_loop(&mut terminal, &mut ui, args.prompt.clone(), resumed)
@@ -170,6 +163,9 @@ pub async fn run(
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
     if inline {
         let _ = terminal.clear();
+    }
+    if terminal.backend().had_unanswered_question() {
+        super::backend::drain_late_answers();
     }
     ratatui::restore();
     let run_dir = app.opener.settings.runs_dir.join(&app.view.run);
@@ -186,7 +182,7 @@ pub async fn run(
 impl App {
     async fn main_loop(
         &mut self,
-        terminal: &mut DefaultTerminal,
+        terminal: &mut ChatTerminal,
         ui: &mut UnboundedReceiver<UiEvent>,
         prompt: Option<String>,
         _resumed: bool,
@@ -254,14 +250,14 @@ impl App {
         Ok(())
     }
 
-    fn draw(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+    fn draw(&mut self, terminal: &mut ChatTerminal) -> Result<()> {
         // Between turns the session is here to ask; during one, events update it.
         self.show_context();
         self.paint(terminal)
     }
 
     /// Draws the view as it is.
-    fn paint(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+    fn paint(&mut self, terminal: &mut ChatTerminal) -> Result<()> {
         if self.inline {
             self.print_finished(terminal)?;
             terminal.draw(|frame| render::draw_live(frame, &self.view))?;
@@ -273,7 +269,7 @@ impl App {
 
     /// Inline mode: finished items go into the terminal's scrollback, above the live
     /// area, once each.
-    fn print_finished(&mut self, terminal: &mut DefaultTerminal) -> Result<()> {
+    fn print_finished(&mut self, terminal: &mut ChatTerminal) -> Result<()> {
         let width = usize::from(terminal.size()?.width.max(1));
         while self.printed < self.view.items.len() {
             let item = &self.view.items[self.printed];
@@ -304,7 +300,7 @@ impl App {
                 if let Some(action) = self.view.on_key(key) {
                     self.on_action(action).await;
                 }
-                self.search_picker_messages();
+                self.search_picker_messages().await;
                 // Lines queued behind a `/resume` go once its picker is closed.
                 if !self.queue.is_empty() {
                     self.next_queued().await;
@@ -321,7 +317,7 @@ impl App {
                     };
                     let _ = self.view.on_key(key);
                 }
-                self.search_picker_messages();
+                self.search_picker_messages().await;
             }
             _ => {}
         }
@@ -396,7 +392,7 @@ impl App {
             Outcome::Unknown(text) | Outcome::Failed(text) => {
                 self.view.items.push(Item::Error(text));
             }
-            Outcome::PickRun => self.open_picker(),
+            Outcome::PickRun => self.open_picker().await,
             Outcome::Forked {
                 session: next,
                 line,
@@ -426,12 +422,10 @@ impl App {
     /// Finishes the turn a crash cut, when the session has one: in the background
     /// like a turn (its questions come up as the gate's do).
     fn finish_cut_turn(&mut self) {
-        if !self.session.as_ref().is_some_and(ChatSession::has_cut_turn) {
+        let Some(line) = self.session.as_ref().and_then(ChatSession::cut_turn_line) else {
             return;
-        }
-        self.view.items.push(Item::Notice(
-            crate::chat::session::RESUMING_CUT_TURN.to_owned(),
-        ));
+        };
+        self.view.items.push(Item::Notice(line.to_owned()));
         self.start_in_background(move |mut session, cancel| async move {
             let end = session.resume_cut_turn(cancel).await;
             (session, end)
@@ -540,7 +534,10 @@ impl App {
                     _ => Item::Warning(text),
                 });
             }
-            UiEvent::Warning(text) => self.view.items.push(Item::Warning(text)),
+            UiEvent::Warning(text) => {
+                reprise_chat::start::log_in_run(&self.opener, &self.view.run, &format!("! {text}"));
+                self.view.items.push(Item::Warning(text));
+            }
         }
     }
 
@@ -592,9 +589,7 @@ impl App {
             AgentEvent::ReplyCutOff { max_tokens, .. } => {
                 work.finish_stream();
                 work.items
-                    .push(Item::Warning(crate::display::text::cut_off_note(
-                        max_tokens,
-                    )));
+                    .push(Item::Warning(reprise_chat::text::cut_off_note(max_tokens)));
             }
             _ => {}
         }
@@ -618,11 +613,11 @@ impl App {
             ..
         } = &event
         {
-            let line = crate::chat::session::resumed_call_line(agent, name, *action);
+            let line = reprise_chat::session::resumed_call_line(agent, name, *action);
             self.view.items.push(Item::Notice(line));
         }
         // Printed where it happened; nothing on screen is cleared.
-        if let Some(line) = crate::display::text::compaction_line(&event) {
+        if let Some(line) = reprise_chat::text::compaction_line(&event) {
             self.view.items.push(Item::Notice(line));
         }
         match event {
@@ -685,7 +680,7 @@ impl App {
                 }
                 self.view.retrying(&format!(
                     "{}(retrying, attempt {attempt}: {reason})",
-                    crate::display::text::subagent_prefix(&agent)
+                    reprise_chat::text::subagent_prefix(&agent)
                 ));
             }
             AgentEvent::ReplyCutOff { agent, max_tokens } => {
@@ -694,14 +689,14 @@ impl App {
                 }
                 self.view
                     .items
-                    .push(Item::Warning(crate::display::text::cut_off_line(
+                    .push(Item::Warning(reprise_chat::text::cut_off_line(
                         &agent, max_tokens,
                     )));
             }
             AgentEvent::SummaryCutOff { agent, max_tokens } => {
                 self.view
                     .items
-                    .push(Item::Warning(crate::display::text::summary_cut_off_line(
+                    .push(Item::Warning(reprise_chat::text::summary_cut_off_line(
                         &agent, max_tokens,
                     )));
             }
@@ -715,7 +710,7 @@ impl App {
 
     /// Searches every person's message of every run for the picker's filter, once per
     /// filter typed.
-    fn search_picker_messages(&mut self) {
+    async fn search_picker_messages(&mut self) {
         let Some(picker) = self.view.picker.as_mut() else {
             return;
         };
@@ -725,14 +720,15 @@ impl App {
             .is_none_or(|(searched, _)| *searched != picker.filter);
         if stale && !picker.filter.is_empty() {
             let names =
-                crate::chat::start::picker_message_matches(&*self.opener.runs, &picker.filter);
+                reprise_chat::start::picker_message_matches(&*self.opener.runs, &picker.filter)
+                    .await;
             picker.message_matches = Some((picker.filter.clone(), names));
         }
     }
 
-    fn open_picker(&mut self) {
+    async fn open_picker(&mut self) {
         let open = self.session.as_ref().map(ChatSession::run_name);
-        match crate::chat::start::picker_rows(&*self.opener.runs, open) {
+        match reprise_chat::start::picker_rows(&*self.opener.runs, open).await {
             Ok(rows) if rows.is_empty() => self.view.items.push(Item::Notice(
                 "(no other run has a conversation yet)".to_owned(),
             )),
@@ -742,12 +738,15 @@ impl App {
                     ..Picker::default()
                 })
             }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+            Err(error) => self
+                .view
+                .items
+                .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
     }
 
     async fn resume(&mut self, name: &str) {
-        let folder = match self.opener.runs.find(name) {
+        let folder = match self.opener.runs.find(name).await {
             Ok(folder) => folder,
             Err(error) => {
                 self.view.items.push(Item::Error(format!("{error:#}")));
@@ -766,11 +765,14 @@ impl App {
                 if !self.inline {
                     self.view.clear_items();
                 }
-                self.show_resumed();
+                self.show_resumed().await;
                 self.show_load_warnings();
                 self.finish_cut_turn();
             }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+            Err(error) => self
+                .view
+                .items
+                .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
         self.next_queued().await;
     }
@@ -785,31 +787,34 @@ impl App {
     }
 
     /// Redraws the resumed run's conversation, then the resumed line.
-    fn show_resumed(&mut self) {
-        self.redraw_conversation();
+    async fn show_resumed(&mut self) {
+        self.redraw_conversation().await;
         let Some(session) = self.session.as_mut() else {
             return;
         };
-        let line = crate::chat::start::resumed_line(&*self.opener.runs, &session.folder);
+        let line = reprise_chat::start::resumed_line(&*self.opener.runs, &session.folder).await;
         session.log_line(&line);
         self.view.items.push(Item::Notice(line));
     }
 
     /// Draws the session's conversation (as the agent holds it: what a rewind took
     /// out of the model's view is not drawn) after the items shown.
-    fn redraw_conversation(&mut self) {
+    async fn redraw_conversation(&mut self) {
         let Some(session) = self.session.as_ref() else {
             return;
         };
-        let calls: Vec<_> = match crate::runs::subagents::past_calls_of(
+        let calls: Vec<_> = match reprise_chat::subagents::past_calls_of(
             &*self.opener.runs,
             &session.folder,
             session.agent.entries(),
-        ) {
+        )
+        .await
+        {
             Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
             Err(error) => {
                 self.view.items.push(Item::Warning(format!(
-                    "the subagents' work cannot be redrawn: {error:#}"
+                    "the subagents' work cannot be redrawn: {}",
+                    reprise_chat::error_text::with_causes(&error)
                 )));
                 Vec::new()
             }
@@ -824,7 +829,8 @@ impl App {
         let earlier = crate::screens::redraw::shown_messages(&entries[..start]);
         if earlier > 0 {
             self.view.items.push(Item::Notice(format!(
-                "({earlier} earlier messages; reprise show {} prints them all)",
+                "({}; reprise show {} prints them all)",
+                reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
                 session.run_name()
             )));
         }
@@ -853,10 +859,10 @@ pub const REDRAWN_MESSAGES: usize = 1_000;
 /// each call's work folded under it (by the index of its item).
 pub fn redraw_with_subagents(
     entries: &[reprise_session::Entry],
-    calls: &[crate::runs::subagents::PastCall],
+    calls: &[reprise_chat::subagents::PastCall],
 ) -> (Vec<Item>, std::collections::BTreeMap<usize, SubagentWork>) {
     use super::view::ToolResultView;
-    use crate::runs::subagents::PastStep;
+    use reprise_chat::subagents::PastStep;
     let items = crate::screens::redraw::redraw_items(entries);
     let mut work = std::collections::BTreeMap::new();
     for (index, item) in items.iter().enumerate() {

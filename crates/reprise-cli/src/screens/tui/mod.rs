@@ -1,6 +1,7 @@
 //! The full-screen (and inline) terminal chat.
 
 pub mod app;
+pub mod backend;
 pub mod markdown;
 pub mod render;
 pub mod view;

@@ -5,14 +5,15 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
+use reprise_chat::text::counted;
 use unicode_width::UnicodeWidthStr;
 
 use super::markdown;
 use super::view::{ChatView, Item, Menu, Picker, Question, SubagentWork, ToolView};
 use super::wrap::{wrap_line, wrap_lines};
-use crate::chat::start::PickerRow;
 use crate::display::terminal::visible;
-use crate::display::text::{one_line, shorten};
+use reprise_chat::start::PickerRow;
+use reprise_chat::text::{arguments_preview, one_line, shorten};
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -193,7 +194,7 @@ pub fn tool_lines_with_work(
         lines.push(Line::styled(
             format!(
                 "  {}",
-                crate::runs::subagents::folded_line(&screen_text(&work.agent), tools, replies)
+                reprise_chat::subagents::folded_line(&screen_text(&work.agent), tools, replies)
             ),
             DIM,
         ));
@@ -246,7 +247,10 @@ fn tool_lines_pending(tool: &ToolView, pending: &'static str, width: usize) -> V
     head.push(Span::styled(
         format!(
             " {}",
-            shorten(&one_line(&screen_text(&tool.arguments)), ARGUMENTS_SHOWN)
+            shorten(
+                &screen_text(&arguments_preview(&tool.arguments, str::to_owned)),
+                ARGUMENTS_SHOWN
+            )
         ),
         DIM,
     ));
@@ -274,7 +278,10 @@ fn tool_lines_pending(tool: &ToolView, pending: &'static str, width: usize) -> V
             }
             let more = content.len().saturating_sub(RESULT_LINES_SHOWN) + result.folded_lines;
             if more > 0 {
-                lines.push(Line::styled(format!("    … {more} more lines"), DIM));
+                lines.push(Line::styled(
+                    format!("    … {}", counted(more, "more line", "more lines")),
+                    DIM,
+                ));
             }
         }
     }
@@ -510,7 +517,10 @@ fn draw_menu(frame: &mut Frame<'_>, menu: &Menu, area: Rect) {
         );
         if room > 0 {
             lines.push(Line::styled(
-                format!("  … {} more lines", text.len() - shown),
+                format!(
+                    "  … {}",
+                    counted(text.len() - shown, "more line", "more lines")
+                ),
                 DIM,
             ));
         }
@@ -566,7 +576,10 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
         Span::styled(
             format!(
                 " {}",
-                shorten(&one_line(&screen_text(&question.arguments)), width)
+                shorten(
+                    &screen_text(&arguments_preview(&question.arguments, str::to_owned)),
+                    width
+                )
             ),
             DIM,
         ),
@@ -576,7 +589,7 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
             Line::from([vec![Span::raw(who)], call.to_vec()].concat()),
             Line::from(format!(
                 "this call {}",
-                crate::chat::session::AGAIN_QUESTION
+                reprise_chat::session::AGAIN_QUESTION
             )),
             Line::from(vec![
                 Span::styled("[y]", Style::new().fg(Color::Green)),

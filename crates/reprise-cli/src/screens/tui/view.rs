@@ -9,8 +9,8 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use reprise_provider::Usage;
 
-use crate::chat::events::Answer;
-use crate::chat::start::PickerRow;
+use reprise_chat::events::Answer;
+use reprise_chat::start::PickerRow;
 
 /// One thing shown in the conversation.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 
 use super::App;
-use crate::chat::commands::{Outcome, fork};
-use crate::chat::rewind::RewindPart;
-use crate::chat::rewind_steps::{PreparedRewind, RewindChoice, RewindMenu};
-use crate::display::text::one_line;
 use crate::screens::tui::view::{Item, Menu};
+use reprise_chat::commands::{Outcome, fork};
+use reprise_chat::rewind::RewindPart;
+use reprise_chat::rewind_steps::{PreparedRewind, RewindChoice, RewindMenu};
+use reprise_chat::text::one_line;
 
 /// What the open menu, or the prompt's question, is for.
 pub(super) enum Step {
@@ -157,7 +157,7 @@ impl App {
         };
         let outcome = fork(&self.opener, session, files.as_deref())
             .await
-            .unwrap_or_else(|error| Outcome::Failed(format!("{error:#}")));
+            .unwrap_or_else(|error| Outcome::Failed(reprise_chat::error_text::with_causes(&error)));
         self.on_outcome(outcome).await;
     }
 
@@ -179,7 +179,10 @@ impl App {
                     vec![yes.to_owned(), "no, change nothing".to_owned()],
                 );
             }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+            Err(error) => self
+                .view
+                .items
+                .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
     }
 
@@ -193,7 +196,7 @@ impl App {
                 // inline mode cannot take back its scrollback.
                 if !self.inline {
                     self.view.clear_items();
-                    self.redraw_conversation();
+                    self.redraw_conversation().await;
                 }
                 self.view.items.push(Item::Notice(done.line));
                 if let Some(text) = done.message
@@ -202,7 +205,10 @@ impl App {
                     self.view.input.set(text);
                 }
             }
-            Err(error) => self.view.items.push(Item::Error(format!("{error:#}"))),
+            Err(error) => self
+                .view
+                .items
+                .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
     }
 }
