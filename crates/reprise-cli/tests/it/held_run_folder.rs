@@ -284,6 +284,54 @@ async fn a_folder_above_renamed_during_the_chat_loses_no_message() {
 }
 
 #[tokio::test]
+async fn a_binary_in_a_folder_the_user_cannot_search_still_protects_the_runs_folder() {
+    // The binary lies where the user running it cannot search (as when it was
+    // started through another user's path): the chat still starts itself as each
+    // command's trampoline, so the top of the working folder stays writable and the
+    // runs folder read-only, with no warning about a weaker sandbox.
+    let sandbox = Sandbox::new();
+    let workdir = project(&sandbox, "project");
+    let closed = tempfile::tempdir().unwrap();
+    let binary = closed.path().join("reprise");
+    std::fs::copy(env!("CARGO_BIN_EXE_reprise"), &binary).unwrap();
+    set_mode(closed.path(), 0o700);
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call(
+            "call_1",
+            "run_command",
+            r#"{"command":"touch new.txt && touch .run/planted"}"#,
+        ),
+        Reply::text("Done."),
+    ]);
+    let base_url = server.base_url();
+    let wrapper = unprivileged::argv("");
+    let wrapper: Vec<&str> = wrapper[..wrapper.len() - 1]
+        .iter()
+        .map(|part| part.to_str().unwrap())
+        .collect();
+    let args = [
+        "--plain",
+        "--base-url",
+        &base_url,
+        "--model",
+        "test-model",
+        "--yes",
+    ];
+    let mut command = sandbox.command_of(&binary, &wrapper, &args);
+    command.current_dir(&workdir);
+    let out = run_command(command, "make a file\n").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("cannot create or remove entries"),
+        "{}",
+        out.stderr
+    );
+    assert!(workdir.join("new.txt").is_file(), "{}", out.stderr);
+    assert!(!workdir.join(".run/planted").exists(), "{}", out.stderr);
+}
+
+#[tokio::test]
 async fn a_warning_about_a_run_file_names_its_real_path() {
     // The chat reads the run through the held runs folder; what it says about the
     // files names them as the person knows them.

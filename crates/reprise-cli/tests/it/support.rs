@@ -64,7 +64,16 @@ impl Sandbox {
     /// The binary run by `wrapper` (a program and its arguments, the binary's path and
     /// `args` appended), with the same environment as [`Sandbox::command`].
     pub fn command_through(&self, wrapper: &[&str], args: &[&str]) -> tokio::process::Command {
-        let binary = env!("CARGO_BIN_EXE_reprise");
+        self.command_of(Path::new(env!("CARGO_BIN_EXE_reprise")), wrapper, args)
+    }
+
+    /// [`Sandbox::command_through`] with the binary at `binary` (a copy elsewhere).
+    pub fn command_of(
+        &self,
+        binary: &Path,
+        wrapper: &[&str],
+        args: &[&str],
+    ) -> tokio::process::Command {
         let mut command = match wrapper.split_first() {
             Some((program, wrapper_args)) => {
                 let mut command = tokio::process::Command::new(program);
