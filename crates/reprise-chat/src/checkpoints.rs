@@ -84,6 +84,46 @@ pub fn restore_cut(run_dir: &Path) -> bool {
         .exists()
 }
 
+/// [`restore_cut`] of each of `run_dirs`, in order: one `stat` each, relative to
+/// the folder the runs are in, held open while consecutive runs share it (a
+/// listing's all do), instead of a walk of each whole path from the root.
+pub fn restore_cuts<'a>(run_dirs: impl IntoIterator<Item = &'a Path>) -> Vec<bool> {
+    let mut held: Option<(&Path, Option<rustix::fd::OwnedFd>)> = None;
+    let mut relative = String::new();
+    run_dirs
+        .into_iter()
+        .map(|dir| {
+            let (Some(parent), Some(name)) =
+                (dir.parent(), dir.file_name().and_then(|name| name.to_str()))
+            else {
+                return restore_cut(dir);
+            };
+            if held.as_ref().is_none_or(|(folder, _)| *folder != parent) {
+                let opened = rustix::fs::open(
+                    parent,
+                    rustix::fs::OFlags::PATH
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                );
+                held = Some((parent, opened.ok()));
+            }
+            let Some((_, Some(folder))) = &held else {
+                return restore_cut(dir);
+            };
+            relative.clear();
+            for part in [name, STORE_DIR_NAME, reprise_checkpoint::JOURNAL_NAME] {
+                if !relative.is_empty() {
+                    relative.push('/');
+                }
+                relative.push_str(part);
+            }
+            // Links followed, as `Path::exists` does.
+            rustix::fs::statat(folder, relative.as_str(), rustix::fs::AtFlags::empty()).is_ok()
+        })
+        .collect()
+}
+
 /// What `reprise show` and `reprise runs` say of a run whose restore was cut.
 pub fn restore_cut_note(run: &str) -> String {
     format!(

@@ -24,7 +24,9 @@
 //! Run with `cargo bench -p reprise-cli --bench chat` (`-- big` runs only the 100 MB
 //! part, `-- short` only its short-turn run, `-- listing` only the listing at scale,
 //! `-- small` only the rest). With `REPRISE_BENCH_KEEP=DIR` the runs are written
-//! under `DIR` and kept, to profile by hand.
+//! under `DIR` and kept, to profile by hand. With `REPRISE_BENCH_BEFORE=BINARY` the
+//! listing at scale also times that build of `reprise` in the same rounds, to set a
+//! change against what came before it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -60,7 +62,12 @@ fn ms(d: Duration) -> String {
 }
 
 fn command(cwd: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(binary());
+    command_of(Path::new(binary()), cwd, args)
+}
+
+/// [`command`] of another build of `reprise`.
+fn command_of(binary: &Path, cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(args)
         .current_dir(cwd)
@@ -81,8 +88,13 @@ fn timed(cwd: &Path, args: &[&str]) -> (Duration, u64) {
 
 /// [`timed`], and how many bytes the command printed.
 fn timed_output(cwd: &Path, args: &[&str]) -> (Duration, u64, usize) {
+    timed_output_of(Path::new(binary()), cwd, args)
+}
+
+/// [`timed_output`] of another build of `reprise`.
+fn timed_output_of(binary: &Path, cwd: &Path, args: &[&str]) -> (Duration, u64, usize) {
     let start = Instant::now();
-    let mut child = command(cwd, args).spawn().unwrap();
+    let mut child = command_of(binary, cwd, args).spawn().unwrap();
     let peak = PeakWatch::of(child.id());
     let mut stdout = child.stdout.take().unwrap();
     let mut buffer = vec![0u8; 1 << 16];
@@ -588,6 +600,7 @@ fn make_listed_runs(runs_dir: &Path, first: usize, count: usize) {
 /// cache warm, against the process start and `list_runs` in this process: medians
 /// of alternating rounds.
 fn listing_bench(root: &Path) {
+    let before = std::env::var_os("REPRISE_BENCH_BEFORE").map(std::path::PathBuf::from);
     let many = root.join("listed");
     let runs_dir = many.join(".run");
     std::fs::create_dir_all(many.join("xdg")).unwrap();
@@ -604,8 +617,14 @@ fn listing_bench(root: &Path) {
         let listed = reprise_runs::list_runs(&runs_dir).unwrap();
         assert_eq!(listed.runs.len(), count);
         let mut samples: [Vec<Duration>; 4] = Default::default();
+        let mut before_samples = Vec::new();
         let mut printed = 0;
         for _ in 0..REPEAT {
+            if let Some(before) = &before {
+                let (took, _, out) = timed_output_of(before, &many, &["runs", "--json"]);
+                assert!(out > 0);
+                before_samples.push(took);
+            }
             samples[0].push(timed(&many, &["--version"]).0);
             let start = Instant::now();
             let _ = reprise_runs::list_runs(&runs_dir).unwrap();
@@ -623,6 +642,15 @@ fn listing_bench(root: &Path) {
             ms(in_process),
             ms(version)
         );
+        if let Some(before) = &before {
+            let before_json = median(before_samples);
+            println!(
+                "{count} runs: reprise runs --json of {} median {} ({:.2}x this build)",
+                before.display(),
+                ms(before_json),
+                before_json.as_secs_f64() / json.as_secs_f64()
+            );
+        }
     }
 }
 

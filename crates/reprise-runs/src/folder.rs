@@ -21,7 +21,7 @@ use serde::Deserialize;
 use crate::error::RunError;
 use crate::fs::{open_private_append, sync_parent};
 use crate::labels::{LABELS_JSON, parse_labels};
-use crate::list_cache::{self, Cache, CachedRun, Fingerprint, Limit};
+use crate::list_cache::{self, Cache, CachedRun, Fingerprint, Limit, Unchanged};
 use crate::meta::{SESSION_JSON, SessionJson};
 use crate::recover::{Damage, rebuild_session_json};
 use crate::run::{RunFolder, RunSummary, RunWarning, folder_name};
@@ -266,7 +266,7 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     }
     crate::leftovers::remove(runs_dir, leftovers);
     let dir_fd = fs::File::open(runs_dir).map_err(io_err("open", runs_dir))?;
-    let (cache, scans) = scan_runs(runs_dir, &dir_fd, &names, limit);
+    let (cached_len, scans) = scan_runs(runs_dir, &dir_fd, &names, limit);
 
     let mut list = RunList::default();
     list.runs.reserve(names.len());
@@ -282,14 +282,15 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
             HISTORY_LINK_WARNING.to_owned(),
         ));
     }
+    // The cache entries used, by their index in `list.runs`.
     let mut hits = Vec::new();
     let mut fresh = Vec::new();
     for (name, scan) in names.into_iter().zip(scans) {
         match scan {
             Scan::Absent => {}
-            Scan::Cached(summary) => {
+            Scan::Cached(summary, unchanged) => {
+                hits.push((list.runs.len(), name, unchanged));
                 list.runs.push(summary);
-                hits.push(name);
             }
             Scan::Read(summary, cached) => {
                 list.runs.push(summary);
@@ -301,14 +302,11 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
         }
     }
     // Rewritten only when an entry was added, changed or dropped.
-    if !fresh.is_empty() || hits.len() != cache.len() {
-        let mut cache = cache;
+    if !fresh.is_empty() || hits.len() != cached_len {
         let mut next =
             Cache::with_capacity_and_hasher(hits.len() + fresh.len(), Default::default());
-        for name in hits {
-            if let Some(run) = cache.remove(&name) {
-                next.insert(name, run);
-            }
+        for (index, name, unchanged) in hits {
+            next.insert(name, CachedRun::again(unchanged, &list.runs[index]));
         }
         next.extend(fresh);
         list_cache::store(runs_dir, next);
@@ -316,12 +314,30 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
     // On equal times, by name: every run's path is the runs folder joined with its
     // name, so the paths' bytes order as the names do, and comparing them costs no
     // parsing of paths (which was most of listing 100,000 runs whose times tie).
-    list.runs.sort_by(|a, b| {
-        b.updated_at
-            .cmp(&a.updated_at)
-            .then_with(|| b.dir.as_os_str().cmp(a.dir.as_os_str()))
-    });
+    sort_newest_first(&mut list.runs);
     Ok(list)
+}
+
+/// Puts `runs` newest first, then by name, descending. What is sorted is a small key
+/// per run (its time and index), and each summary is moved once: sorting the
+/// summaries themselves moved every one of them at every pass.
+fn sort_newest_first(runs: &mut Vec<RunSummary>) {
+    let mut order: Vec<(Timestamp, usize)> = runs
+        .iter()
+        .enumerate()
+        .map(|(index, run)| (run.updated_at, index))
+        .collect();
+    // Names are unique within a runs folder, so no two keys are equal and an
+    // unstable sort gives the one order.
+    order.sort_unstable_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| runs[b.1].dir.as_os_str().cmp(runs[a.1].dir.as_os_str()))
+    });
+    let mut slots: Vec<Option<RunSummary>> = std::mem::take(runs).into_iter().map(Some).collect();
+    *runs = order
+        .iter()
+        .filter_map(|(_, index)| slots[*index].take())
+        .collect();
 }
 
 /// The folder's name when a directory entry can be a run, and whether it is a
@@ -370,8 +386,8 @@ fn open_run_file(dir_fd: &fs::File, relative: &str) -> std::io::Result<fs::File>
 enum Scan {
     /// No `session.json`: not a run to list.
     Absent,
-    /// Unchanged since it was cached.
-    Cached(RunSummary),
+    /// Unchanged since it was cached, and what its cache entry was checked against.
+    Cached(RunSummary, Unchanged),
     /// Read from `session.json`, with what to cache for it (`None`: changed too
     /// recently to cache).
     Read(RunSummary, Option<Box<CachedRun>>),
@@ -382,7 +398,8 @@ enum Scan {
 /// Runs with at least this many folders are scanned by several threads.
 const PARALLEL_FROM: usize = 256;
 
-/// The cache of `runs_dir`, and what each of `names` holds, in order.
+/// How many runs the cache of `runs_dir` held, and what each of `names` holds, in
+/// order.
 ///
 /// The time goes to one system call per run (a stat, or an open and read on a cache
 /// miss), which the kernel runs in parallel, and to parsing the cache, which is done
@@ -392,7 +409,7 @@ fn scan_runs(
     dir_fd: &fs::File,
     names: &[String],
     limit: Limit,
-) -> (Cache, Vec<Scan>) {
+) -> (usize, Vec<Scan>) {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -409,6 +426,7 @@ fn scan_runs(
     } else {
         (list_cache::load(runs_dir), stat_chunk(dir_fd, names))
     };
+    let (cached_len, mut cache) = (cache.len(), cache);
 
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
@@ -427,12 +445,19 @@ fn scan_runs(
                 continue;
             }
         };
-        let dir = runs_dir.join(name);
-        match cache.get(name).and_then(|cached| {
-            cached.summary_if_unchanged(&fingerprint, labels.as_ref(), conversation, &dir)
-        }) {
-            Some(summary) => scans.push(Scan::Cached(summary)),
+        // Taken out of the cache: its strings move into the summary.
+        let unchanged = cache.remove(name).and_then(|cached| {
+            cached.into_summary_if_unchanged(
+                &fingerprint,
+                labels.as_ref(),
+                conversation,
+                runs_dir.join(name),
+            )
+        });
+        match unchanged {
+            Some((summary, unchanged)) => scans.push(Scan::Cached(summary, unchanged)),
             None => {
+                let dir = runs_dir.join(name);
                 // Filled in below, once every miss is known.
                 scans.push(Scan::Absent);
                 misses.push((index, dir, fingerprint, source, conversation, labels));
@@ -449,7 +474,7 @@ fn scan_runs(
     for ((index, ..), scan) in misses.iter().zip(read) {
         scans[*index] = scan;
     }
-    (cache, scans)
+    (cached_len, scans)
 }
 
 /// `work` over `items` split in `threads` chunks, one thread each, results in order.

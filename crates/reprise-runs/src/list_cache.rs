@@ -178,14 +178,15 @@ impl CachedRun {
 
     /// The cached summary for the run in `dir`, if the file (and its labels) still
     /// have the fingerprint they were read at and the conversation the length it
-    /// describes.
-    pub(crate) fn summary_if_unchanged(
-        &self,
+    /// describes; the entry's strings move into it, and [`Unchanged`] keeps what is
+    /// needed to cache it again.
+    pub(crate) fn into_summary_if_unchanged(
+        self,
         fingerprint: &Fingerprint,
         labels: Option<&Fingerprint>,
         conversation: Option<u64>,
-        dir: &Path,
-    ) -> Option<RunSummary> {
+        dir: PathBuf,
+    ) -> Option<(RunSummary, Unchanged)> {
         if self.fingerprint != *fingerprint || self.labels.as_ref() != labels {
             return None;
         }
@@ -195,17 +196,52 @@ impl CachedRun {
             return None;
         }
         let updated_at = Timestamp::new(self.updated_at.0, self.updated_at.1).ok()?;
-        Some(RunSummary {
-            dir: dir.to_path_buf(),
-            session_id: self.session_id.clone(),
+        let unchanged = Unchanged {
+            fingerprint: self.fingerprint,
+            labels: self.labels,
+            conversation_bytes: self.conversation_bytes,
+        };
+        let summary = RunSummary {
+            dir,
+            session_id: self.session_id,
             updated_at,
-            last_message: self.last_message.clone(),
-            first_message: self.first_message.clone(),
+            last_message: self.last_message,
+            first_message: self.first_message,
             message_count: self.message_count,
-            title: self.title.clone(),
-            tags: self.tags.clone(),
-        })
+            title: self.title,
+            tags: self.tags,
+        };
+        Some((summary, unchanged))
     }
+
+    /// The entry [`CachedRun::into_summary_if_unchanged`] gave `summary` from, again.
+    pub(crate) fn again(unchanged: Unchanged, summary: &RunSummary) -> CachedRun {
+        CachedRun {
+            fingerprint: unchanged.fingerprint,
+            labels: unchanged.labels,
+            session_id: summary.session_id.clone(),
+            updated_at: (
+                summary.updated_at.as_second(),
+                summary.updated_at.subsec_nanosecond(),
+            ),
+            last_message: summary.last_message.clone(),
+            first_message: summary.first_message.clone(),
+            title: summary.title.clone(),
+            tags: summary.tags.clone(),
+            message_count: summary.message_count,
+            conversation_bytes: unchanged.conversation_bytes,
+        }
+    }
+}
+
+/// What a cache entry used by a listing was checked against: with the summary it
+/// gave, all that is needed to write the entry back (a listing that rewrites the
+/// cache keeps the entries it used), without copying its strings when it does not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Unchanged {
+    fingerprint: Fingerprint,
+    labels: Option<Fingerprint>,
+    conversation_bytes: Option<u64>,
 }
 
 /// Run folder name → cached summary. With a fast hash: a listing of 100,000 runs
@@ -327,19 +363,26 @@ mod tests {
         assert!(CachedRun::new(fingerprint, None, &run, None, Limit::now()).is_none());
         let later = Limit(Limit::now().0 + 2 * RACY_MARGIN.as_nanos() as i128);
         let cached = CachedRun::new(fingerprint, None, &run, Some(10), later).unwrap();
-        assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, None, Some(10), tmp.path()),
-            Some(run)
-        );
+        let (again, unchanged) = cached
+            .clone()
+            .into_summary_if_unchanged(&fingerprint, None, Some(10), tmp.path().to_path_buf())
+            .unwrap();
+        assert_eq!(again, run);
+        assert_eq!(CachedRun::again(unchanged, &again), cached);
         // The conversation at another length than the summary describes.
         assert_eq!(
-            cached.summary_if_unchanged(&fingerprint, None, Some(0), tmp.path()),
+            cached.clone().into_summary_if_unchanged(
+                &fingerprint,
+                None,
+                Some(0),
+                tmp.path().to_path_buf()
+            ),
             None
         );
         let mut other = fingerprint;
         other.ctime_ns += 1;
         assert_eq!(
-            cached.summary_if_unchanged(&other, None, Some(10), tmp.path()),
+            cached.into_summary_if_unchanged(&other, None, Some(10), tmp.path().to_path_buf()),
             None
         );
     }

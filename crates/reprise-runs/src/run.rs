@@ -56,7 +56,14 @@ impl RunSummary {
             .or(self.first_message.as_deref())
             .or(self.last_message.as_deref())
             .unwrap_or_default();
-        let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        // Folded into one string, without a vector of the words first.
+        let mut folded = String::with_capacity(text.len());
+        for word in text.split_whitespace() {
+            if !folded.is_empty() {
+                folded.push(' ');
+            }
+            folded.push_str(word);
+        }
         if folded.chars().count() <= max {
             folded
         } else {

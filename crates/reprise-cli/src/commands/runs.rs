@@ -38,8 +38,10 @@ pub async fn runs(
             warning.message
         ));
     }
-    for run in &list.runs {
-        if reprise_chat::checkpoints::restore_cut(&run.dir) {
+    let cuts =
+        reprise_chat::checkpoints::restore_cuts(list.runs.iter().map(|run| run.dir.as_path()));
+    for (run, cut) in list.runs.iter().zip(cuts) {
+        if cut {
             eprint_line(&reprise_chat::checkpoints::restore_cut_note(run.name()));
         }
     }
