@@ -44,6 +44,7 @@
 pub mod command;
 mod error;
 pub mod files;
+pub mod json_string;
 mod output;
 mod privileges;
 mod protection;
@@ -51,9 +52,10 @@ mod sandbox;
 mod tools;
 mod trampoline;
 mod workspace;
+mod write_tool;
 
 pub use command::CommandSettings;
-pub use error::{CommandError, FileError, SandboxError};
+pub use error::{CommandError, EscapeError, FileError, SandboxError, UnescapeError};
 pub use output::CappedOutput;
 pub use protection::Protection;
 pub use sandbox::{
