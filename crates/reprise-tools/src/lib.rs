@@ -5,7 +5,8 @@
 //!   ([`ToolEffects::ReadOnly`](reprise_agent::ToolEffects::ReadOnly));
 //! - `write_file {path, content}` writes a file whole, atomically (a temporary file
 //!   in the same folder, then a rename), keeping an existing file's permissions and
-//!   creating missing folders;
+//!   creating missing folders; the content is unescaped from the call's arguments
+//!   into the temporary file piece by piece ([`json_string`]), never decoded whole;
 //! - `edit_file {path, old, new}` replaces a piece of text that occurs exactly once;
 //! - `run_command {command, timeout?}` runs `sh -c COMMAND` in the working folder,
 //!   in its own process group, which is killed whole when the command ends, times
