@@ -19,6 +19,7 @@
 //! ```
 
 pub mod accumulate;
+mod body;
 pub mod config;
 pub mod context_window;
 pub mod error;

@@ -7,16 +7,18 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::accumulate::normalize_message;
+use crate::body::{StreamedBody, streamed};
 use crate::config::OpenAiConfig;
 use crate::error::{ProviderError, TimeoutPhase, error_chain};
 use crate::provider::{ChatRequest, Completion, Provider, StreamEvent, Usage};
 use crate::retry::{backoff_delay, retry_after};
 use crate::sse::decode_sse;
-use crate::wire::{CompletionWire, RequestWire, StreamOptionsWire, ToolWire, error_message};
+use crate::wire::{CompletionWire, OwnedRequestWire, RequestWire, error_message};
 
 /// How one attempt failed, and what to do about it.
 enum Failure {
@@ -139,13 +141,29 @@ impl OpenAiProvider {
 
     /// The JSON body sent for `request` (as the next attempt would send it).
     pub fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, ProviderError> {
+        let (include_usage, extra) = self.body_fields(request);
+        let body = RequestWire::new(
+            &self.config.model,
+            request,
+            self.config.stream,
+            include_usage,
+            &extra,
+        );
+        serde_json::to_vec(&body).map_err(|error| ProviderError::Config {
+            reason: "cannot encode the request".to_owned(),
+            source: Some(error.into()),
+        })
+    }
+
+    /// Whether the body asks for usage, and the extra fields it carries.
+    fn body_fields(&self, request: &ChatRequest) -> (bool, Map<String, Value>) {
         let include_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
         let mut extra = self
             .config
             .generation
             .body_fields(!request.tools.is_empty());
         if let Some(limit) = request.max_tokens {
-            extra.insert("max_tokens".to_owned(), serde_json::Value::from(limit));
+            extra.insert("max_tokens".to_owned(), Value::from(limit));
         }
         if self.max_completion_tokens.load(Ordering::Relaxed)
             && let Some(limit) = extra.remove("max_tokens")
@@ -159,24 +177,21 @@ impl OpenAiProvider {
                 .filter(|(name, _)| !crate::RESERVED_BODY_FIELDS.contains(&name.as_str()))
                 .map(|(name, value)| (name.clone(), value.clone())),
         );
-        let body = RequestWire {
-            model: &self.config.model,
-            messages: &request.messages,
-            tools: request
-                .tools
-                .iter()
-                .map(|tool| ToolWire {
-                    kind: "function",
-                    function: tool,
-                })
-                .collect(),
+        (include_usage, extra)
+    }
+
+    /// The body of `request` as it is sent: the same bytes as
+    /// [`request_body`](Self::request_body), encoded while they go out.
+    fn streamed_body(&self, request: &ChatRequest) -> Result<StreamedBody, ProviderError> {
+        let (include_usage, extra) = self.body_fields(request);
+        streamed(OwnedRequestWire {
+            model: self.config.model.clone(),
+            request: request.clone(),
             stream: self.config.stream,
-            stream_options: include_usage.then_some(StreamOptionsWire {
-                include_usage: true,
-            }),
-            extra: &extra,
-        };
-        serde_json::to_vec(&body).map_err(|error| ProviderError::Config {
+            include_usage,
+            extra,
+        })
+        .map_err(|error| ProviderError::Config {
             reason: "cannot encode the request".to_owned(),
             source: Some(error.into()),
         })
@@ -188,14 +203,15 @@ impl OpenAiProvider {
         events: Option<&UnboundedSender<StreamEvent>>,
     ) -> Result<Completion, Failure> {
         let asked_usage = self.config.stream && !self.no_stream_options.load(Ordering::Relaxed);
-        let body = self.request_body(request).map_err(Failure::Fatal)?;
+        let body = self.streamed_body(request).map_err(Failure::Fatal)?;
         let send = self
             .client()
             .map_err(Failure::Fatal)?
             .post(&self.url)
             .headers(self.headers.clone())
             .headers(crate::trace_context::headers())
-            .body(body)
+            .header(header::CONTENT_LENGTH, body.length)
+            .body(body.body)
             .send();
         let response = match tokio::time::timeout(self.config.request_timeout, send).await {
             Err(_) => return Err(Failure::Fatal(self.first_byte_timeout())),

@@ -9,7 +9,7 @@ use reprise_message::Message;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::provider::{ToolSpec, Usage};
+use crate::provider::{ChatRequest, ToolSpec, Usage};
 
 /// A string field that may also arrive as `null`, a number or an object: strings are
 /// kept, objects and arrays are re-encoded as JSON text, `null` becomes `None`.
@@ -234,6 +234,65 @@ pub struct RequestWire<'a> {
     /// Extra body fields, merged at the top level.
     #[serde(flatten)]
     pub extra: &'a Map<String, Value>,
+}
+
+impl<'a> RequestWire<'a> {
+    /// The body of `request` for `model`, with `extra` fields at the top level and
+    /// `stream_options` when streaming asks for usage.
+    pub fn new(
+        model: &'a str,
+        request: &'a ChatRequest,
+        stream: bool,
+        include_usage: bool,
+        extra: &'a Map<String, Value>,
+    ) -> Self {
+        RequestWire {
+            model,
+            messages: &request.messages,
+            tools: request
+                .tools
+                .iter()
+                .map(|tool| ToolWire {
+                    kind: "function",
+                    function: tool,
+                })
+                .collect(),
+            stream,
+            stream_options: include_usage.then_some(StreamOptionsWire {
+                include_usage: true,
+            }),
+            extra,
+        }
+    }
+}
+
+/// A request body that owns what it is made of, for a thread that encodes it
+/// while it is sent. Serializes as [`RequestWire`].
+#[derive(Clone, Debug)]
+pub struct OwnedRequestWire {
+    /// The model.
+    pub model: String,
+    /// The request.
+    pub request: ChatRequest,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Whether to ask for usage in streaming mode.
+    pub include_usage: bool,
+    /// Extra body fields, merged at the top level.
+    pub extra: Map<String, Value>,
+}
+
+impl Serialize for OwnedRequestWire {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        RequestWire::new(
+            &self.model,
+            &self.request,
+            self.stream,
+            self.include_usage,
+            &self.extra,
+        )
+        .serialize(serializer)
+    }
 }
 
 /// The server's error message from an error body: `{"error":{"message":…}}`,

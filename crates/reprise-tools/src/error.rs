@@ -209,3 +209,73 @@ pub enum SandboxError {
         source: io::Error,
     },
 }
+
+/// Why the body of a JSON string literal is not valid JSON string text. `at` is the
+/// byte offset in the body (after the opening quote) where the fault begins.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EscapeError {
+    /// A backslash followed by something that is no JSON escape.
+    #[error("invalid escape \\{} at byte {at}", shown_byte(*escape))]
+    InvalidEscape {
+        /// The byte after the backslash.
+        escape: u8,
+        /// Where the escape begins.
+        at: u64,
+    },
+    /// A `\u` not followed by four hexadecimal digits.
+    #[error("invalid \\u escape at byte {at}: four hexadecimal digits must follow")]
+    BadHex {
+        /// Where the escape begins.
+        at: u64,
+    },
+    /// A `\u` escape of a UTF-16 surrogate without its other half.
+    #[error("lone surrogate \\u{unit:04X} at byte {at}: a surrogate pair must be whole")]
+    LoneSurrogate {
+        /// The surrogate.
+        unit: u32,
+        /// Where its escape begins.
+        at: u64,
+    },
+    /// A control character that JSON wants escaped.
+    #[error("control character 0x{code:02X} at byte {at}: JSON text must escape it")]
+    Control {
+        /// The character.
+        code: u8,
+        /// Where it is.
+        at: u64,
+    },
+    /// A quote that would have ended the string.
+    #[error("unescaped quote at byte {at}")]
+    Quote {
+        /// Where it is.
+        at: u64,
+    },
+    /// The text ends inside an escape.
+    #[error("the text ends inside the escape at byte {at}")]
+    Unfinished {
+        /// Where the escape begins.
+        at: u64,
+    },
+}
+
+/// A byte as it may be shown: itself when printable ASCII, else its hex value.
+fn shown_byte(byte: u8) -> String {
+    if byte.is_ascii_graphic() {
+        char::from(byte).to_string()
+    } else {
+        format!("(byte 0x{byte:02X})")
+    }
+}
+
+/// Why unescaping a JSON string literal into a writer stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnescapeError {
+    /// The literal is not valid JSON string text.
+    #[error(transparent)]
+    Escape(#[from] EscapeError),
+    /// Writing the text failed.
+    #[error(transparent)]
+    Write(#[from] io::Error),
+}

@@ -84,7 +84,21 @@ pub fn list_dir(workspace: &Workspace, given: &str) -> Result<String, FileError>
 /// folders are created. Content larger than the workspace's
 /// [`write_limit`](Workspace::write_limit) is refused. Says what it did.
 pub fn write_file(workspace: &Workspace, given: &str, content: &str) -> Result<String, FileError> {
-    let size = content.len() as u64;
+    write_file_with(workspace, given, content.len() as u64, |file| {
+        file.write_all(content.as_bytes())
+    })
+}
+
+/// Writes the file `given` as [`write_file`] does, its content of `size` bytes
+/// written in pieces by `fill` into the temporary file, so that it need not be
+/// whole in memory. `size` is checked against the largest write before anything is
+/// touched; `fill` must write exactly that much (else nothing is replaced).
+pub fn write_file_with(
+    workspace: &Workspace,
+    given: &str,
+    size: u64,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<String, FileError> {
     if size > workspace.write_limit() {
         return Err(FileError::TooLargeToWrite {
             path: given.to_owned(),
@@ -94,9 +108,9 @@ pub fn write_file(workspace: &Workspace, given: &str, content: &str) -> Result<S
     }
     let relative = workspace.relative(given)?;
     let (dir, name) = open_parent(workspace, &relative, given, true)?;
-    let created = replace_file(&dir, name, content.as_bytes(), given)?;
+    let created = replace_file(&dir, name, size, fill, given)?;
     let verb = if created { "created" } else { "wrote" };
-    Ok(format!("{verb} {given} ({} bytes)", content.len()))
+    Ok(format!("{verb} {given} ({size} bytes)"))
 }
 
 /// Replaces the one occurrence of `old` in the file `given` with `new`. Refused
@@ -152,7 +166,13 @@ pub fn edit_file(
         }
     }
     let edited = text.replacen(old, new, 1);
-    replace_file(&dir, name, edited.as_bytes(), given)?;
+    replace_file(
+        &dir,
+        name,
+        edited.len() as u64,
+        |file| file.write_all(edited.as_bytes()),
+        given,
+    )?;
     Ok(format!(
         "edited {given}: replaced {} lines with {}",
         old.lines().count().max(1),
@@ -238,14 +258,15 @@ fn make_folders(
     Ok(dir)
 }
 
-/// Replaces the file `name` in `dir` with `bytes`: a temporary file in the same
-/// folder, then a rename over it, so the file is never seen half written. An
-/// existing file's permissions are kept; a link at `name` is replaced, never
-/// written through. Whether the file is new.
+/// Replaces the file `name` in `dir` with the `size` bytes `fill` writes: a
+/// temporary file in the same folder, then a rename over it, so the file is never
+/// seen half written. An existing file's permissions are kept; a link at `name` is
+/// replaced, never written through. Whether the file is new.
 fn replace_file(
     dir: &OwnedFd,
     name: &std::ffi::OsStr,
-    bytes: &[u8],
+    size: u64,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     given: &str,
 ) -> Result<bool, FileError> {
     let (existing, created) = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -268,7 +289,13 @@ fn replace_file(
             rustix::fs::fchmod(&fd, mode)?;
         }
         let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
+        fill(&mut file)?;
+        let written = file.metadata()?.len();
+        if written != size {
+            return Err(std::io::Error::other(format!(
+                "{written} bytes were written where {size} were due: nothing was replaced"
+            )));
+        }
         file.sync_data()?;
         rustix::fs::renameat(dir, &temp, dir, name)?;
         Ok::<_, std::io::Error>(())

@@ -5,7 +5,8 @@
 //!   ([`ToolEffects::ReadOnly`](reprise_agent::ToolEffects::ReadOnly));
 //! - `write_file {path, content}` writes a file whole, atomically (a temporary file
 //!   in the same folder, then a rename), keeping an existing file's permissions and
-//!   creating missing folders;
+//!   creating missing folders; the content is unescaped from the call's arguments
+//!   into the temporary file piece by piece ([`json_string`]), never decoded whole;
 //! - `edit_file {path, old, new}` replaces a piece of text that occurs exactly once;
 //! - `run_command {command, timeout?}` runs `sh -c COMMAND` in the working folder,
 //!   in its own process group, which is killed whole when the command ends, times
@@ -44,6 +45,7 @@
 pub mod command;
 mod error;
 pub mod files;
+pub mod json_string;
 mod output;
 mod privileges;
 mod protection;
@@ -51,9 +53,10 @@ mod sandbox;
 mod tools;
 mod trampoline;
 mod workspace;
+mod write_tool;
 
 pub use command::CommandSettings;
-pub use error::{CommandError, FileError, SandboxError};
+pub use error::{CommandError, EscapeError, FileError, SandboxError, UnescapeError};
 pub use output::CappedOutput;
 pub use protection::Protection;
 pub use sandbox::{

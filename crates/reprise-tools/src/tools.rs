@@ -14,6 +14,7 @@ use crate::command::{self, CommandSettings};
 use crate::error::FileError;
 use crate::files;
 use crate::workspace::Workspace;
+use crate::write_tool::WriteFileTool;
 
 /// The names of the built-in tools, in the order [`builtin_tools`] gives them.
 pub const BUILTIN_TOOL_NAMES: [&str; 5] = [
@@ -35,14 +36,6 @@ struct ListDirArgs {
     /// The folder, relative to the working folder (`.` for the working folder).
     #[serde(default)]
     path: Option<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct WriteFileArgs {
-    /// The file, relative to the working folder.
-    path: String,
-    /// The file's whole new content.
-    content: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -116,15 +109,10 @@ pub fn list_dir_tool(workspace: Workspace) -> impl Tool {
 }
 
 /// `write_file {path, content}`: writes a file under the working folder whole,
-/// creating missing folders. Changes things.
+/// creating missing folders, its content never decoded whole in memory. Changes
+/// things.
 pub fn write_file_tool(workspace: Workspace) -> impl Tool {
-    file_tool(
-        "write_file",
-        "Write a file under the working folder, replacing it whole (missing folders are created).",
-        workspace,
-        ToolEffects::Changes,
-        |workspace, args: WriteFileArgs| files::write_file(workspace, &args.path, &args.content),
-    )
+    WriteFileTool::new(workspace)
 }
 
 /// `edit_file {path, old, new}`: replaces the one occurrence of `old` in a file

@@ -1001,3 +1001,45 @@ async fn a_kept_alive_connection_the_server_closed_is_replaced_and_the_request_s
     drop(provider);
     assert_eq!(server.await.unwrap(), 3);
 }
+
+#[tokio::test]
+async fn a_history_with_large_tool_arguments_is_sent_whole_with_its_length() {
+    let server = ScriptedServer::start_with([Reply::text("Done.")]).await;
+    let provider = provider(config(&server.base_url()));
+    // Arguments of several pieces of the body, full of escapes for the body's
+    // encoding to add ("\"", "\\n").
+    let content = "line \"quoted\" and \\ slashed\n".repeat(40_000);
+    let arguments = json!({ "path": "big.txt", "content": content }).to_string();
+    let mut request = request();
+    request.messages.extend([
+        Message::assistant_tool_calls(
+            None,
+            vec![ToolCall::function(
+                "call_1",
+                "write_file",
+                arguments.as_str(),
+            )],
+        ),
+        Message::tool("call_1", "wrote big.txt"),
+    ]);
+    let completion = provider
+        .complete(&request, None, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(completion.message, Message::assistant("Done."));
+    let expected = provider.request_body(&request).unwrap();
+    assert!(expected.len() > 1_000_000, "{}", expected.len());
+    let recorded = &server.requests()[0];
+    assert_eq!(
+        recorded.header("content-length"),
+        Some(expected.len().to_string().as_str())
+    );
+    assert_eq!(
+        recorded.body,
+        serde_json::from_slice::<Value>(&expected).unwrap()
+    );
+    assert_eq!(
+        recorded.body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        json!(arguments)
+    );
+}

@@ -4,5 +4,6 @@
 
 mod command;
 mod files;
+mod json_string;
 mod sandbox;
 mod support;
