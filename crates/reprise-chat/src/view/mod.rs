@@ -11,7 +11,12 @@
 //! what left the view ([`counts_as_message`]).
 //!
 //! Items borrow the entries: each renderer takes the text as it shows it (masked,
-//! cut, made safe for a terminal).
+//! cut, made safe for a terminal). The screens hold owned items instead, which
+//! [`redraw`] makes from these for a resumed conversation and [`live`] grows with
+//! each of the agent's events.
+
+pub mod live;
+pub mod redraw;
 
 use std::collections::{HashMap, VecDeque};
 
