@@ -15,6 +15,7 @@
 //! [`redraw`] makes from these for a resumed conversation and [`live`] grows with
 //! each of the agent's events.
 
+pub mod export;
 pub mod live;
 pub mod redraw;
 

@@ -1,9 +1,9 @@
-//! Whether `reprise show` needs a run's whole conversation to mark rewinds (see
-//! [`reprise_chat::view`]): a quick scan of its file for a rewind entry.
+//! Whether a reader needs a run's whole conversation to mark rewinds: a quick scan
+//! of its file for a rewind entry.
 
 use std::io::Read;
 
-use reprise_runs::{CONVERSATION_JSONL, RunFolder};
+use crate::{CONVERSATION_JSONL, RunFolder};
 
 /// The bytes every rewind entry's line holds (the JSON of `"kind":"rewind"` as the
 /// store writes it; quotes inside texts are escaped, so a message cannot).
