@@ -71,8 +71,9 @@ mod workdir;
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_command_expansion};
 pub use conversation::{
-    Conversation, ConversationMessage, ConversationPicker, conversation_of, read_conversation,
-    read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
+    CompactionMarkers, Conversation, ConversationMessage, ConversationPicker, conversation_of,
+    read_conversation, read_conversation_with_warnings, read_run_entries, stream_conversation,
+    subagent_names,
 };
 pub use conversation_stream::ConversationStream;
 pub use error::RunError;

@@ -47,7 +47,7 @@ mod tests {
     #[test]
     fn the_scan_finds_a_rewind_across_two_reads_and_nothing_in_a_text() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = reprise_runs::create_run_folder(dir.path()).unwrap();
+        let folder = crate::create_run_folder(dir.path()).unwrap();
         let path = folder.dir.join(CONVERSATION_JSONL);
         let mut file = std::fs::File::create(&path).unwrap();
         // A message quoting the bytes has its quotes escaped.
