@@ -224,11 +224,7 @@ impl LiveView {
 
     /// Records a tool's result on its open call `id`, and says where that is.
     pub fn tool_result(&mut self, id: &str, result: ToolResultView) -> Option<usize> {
-        let index = open_call(&self.items, id)?;
-        if let Some(LiveItem::Tool(tool)) = self.items.get_mut(index) {
-            tool.result = Some(result);
-        }
-        Some(index)
+        record_result(&mut self.items, id, result)
     }
 
     /// A subagent took up the task of call `call_id`: its work goes under that call.
@@ -347,10 +343,9 @@ impl LiveView {
                 denied,
             } => {
                 let result = live_result(redactor, &output.content, output.is_error);
-                let (place, orphan) = match self.tool_result(id, result.clone()) {
-                    Some(index) => (Some(Place::Main(index)), None),
-                    None => (None, Some(result)),
-                };
+                let index = record_result(&mut self.items, id, result.clone());
+                let place = index.map(Place::Main);
+                let orphan = index.is_none().then_some(result);
                 if main {
                     self.subagent_done(id);
                 }
@@ -474,15 +469,9 @@ impl LiveView {
                 ..
             } => {
                 let result = live_result(redactor, &output.content, output.is_error);
-                let (place, orphan) = match open_call(&work.items, id) {
-                    Some(index) => {
-                        if let Some(LiveItem::Tool(tool)) = work.items.get_mut(index) {
-                            tool.result = Some(result);
-                        }
-                        (Some(Place::Work { call, index }), None)
-                    }
-                    None => (None, Some(result)),
-                };
+                let index = record_result(&mut work.items, id, result.clone());
+                let place = index.map(|index| Place::Work { call, index });
+                let orphan = index.is_none().then_some(result);
                 changes.push(Change::CallFinished {
                     place,
                     agent,
@@ -520,11 +509,16 @@ impl LiveView {
     }
 }
 
-/// The open call (no result yet) with id `id`, the latest first.
-fn open_call(items: &[LiveItem], id: &str) -> Option<usize> {
-    items.iter().rposition(
+/// Puts `result` on the latest open call (no result yet) with id `id`, and says
+/// where that is.
+fn record_result(items: &mut [LiveItem], id: &str, result: ToolResultView) -> Option<usize> {
+    let index = items.iter().rposition(
         |item| matches!(item, LiveItem::Tool(tool) if tool.id == id && tool.result.is_none()),
-    )
+    )?;
+    if let Some(LiveItem::Tool(tool)) = items.get_mut(index) {
+        tool.result = Some(result);
+    }
+    Some(index)
 }
 
 fn live_result(redactor: &Redactor, content: &str, is_error: bool) -> ToolResultView {
