@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
+use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME, ToolOutput};
 use reprise_provider::Usage;
 use reprise_redact::Redactor;
 use reprise_session::Role;
@@ -342,10 +342,8 @@ impl LiveView {
                 output,
                 denied,
             } => {
-                let result = live_result(redactor, &output.content, output.is_error);
-                let index = record_result(&mut self.items, id, result.clone());
+                let (index, orphan) = finish_call(&mut self.items, id, output, redactor);
                 let place = index.map(Place::Main);
-                let orphan = index.is_none().then_some(result);
                 if main {
                     self.subagent_done(id);
                 }
@@ -468,10 +466,8 @@ impl LiveView {
                 denied,
                 ..
             } => {
-                let result = live_result(redactor, &output.content, output.is_error);
-                let index = record_result(&mut work.items, id, result.clone());
+                let (index, orphan) = finish_call(&mut work.items, id, output, redactor);
                 let place = index.map(|index| Place::Work { call, index });
-                let orphan = index.is_none().then_some(result);
                 changes.push(Change::CallFinished {
                     place,
                     agent,
@@ -521,18 +517,26 @@ fn record_result(items: &mut [LiveItem], id: &str, result: ToolResultView) -> Op
     Some(index)
 }
 
-fn live_result(redactor: &Redactor, content: &str, is_error: bool) -> ToolResultView {
-    ToolResultView {
-        content: redactor.redact(content).into_owned(),
-        is_error,
+/// Puts a call's result, redacted, on its open call in `items`: says where that is,
+/// or gives the result back when no call had its id.
+fn finish_call(
+    items: &mut [LiveItem],
+    id: &str,
+    output: &ToolOutput,
+    redactor: &Redactor,
+) -> (Option<usize>, Option<ToolResultView>) {
+    let result = ToolResultView {
+        content: redactor.redact(&output.content).into_owned(),
+        is_error: output.is_error,
         folded_lines: 0,
-    }
+    };
+    let index = record_result(items, id, result.clone());
+    (index, index.is_none().then_some(result))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reprise_agent::ToolOutput;
 
     fn started(agent: &str, id: &str, name: &str) -> AgentEvent {
         AgentEvent::ToolCallStarted {
