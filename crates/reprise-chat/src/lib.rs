@@ -38,6 +38,7 @@ pub mod events;
 pub mod fork;
 mod fork_checkpoints;
 mod fork_files;
+pub mod local_pins;
 pub mod provider;
 pub mod rewind;
 pub mod rewind_run;
@@ -48,6 +49,7 @@ pub mod start;
 pub mod subagents;
 pub mod text;
 pub mod tool_settings;
+pub mod turn_clock;
 pub mod view;
 
 pub use error::ChatError;

@@ -196,6 +196,32 @@ impl ConversationPicker {
 /// Picks, from a transcript's entries in order, what a conversation shows.
 #[derive(Default)]
 struct Shown {
+    markers: CompactionMarkers,
+}
+
+impl Shown {
+    /// What `entry` shows, if anything; its text is moved, not copied.
+    fn take(&mut self, mut entry: Entry) -> Option<ConversationMessage> {
+        let marker = self.markers.next(&entry);
+        if let Some(text) = marker {
+            return Some(ConversationMessage {
+                role: Role::System,
+                text,
+            });
+        }
+        if entry.as_message().is_none() || is_command_expansion(&entry) {
+            return None;
+        }
+        shown_message(entry.message.take()?)
+    }
+}
+
+/// The marker line of each compaction in a transcript ([`compaction_marker`]): how
+/// many messages it took in, counted since the compaction before it. Every reader
+/// that marks compactions (this crate's conversation, `reprise show`, the exports,
+/// the screens' redraw) counts with it.
+#[derive(Default)]
+pub struct CompactionMarkers {
     counted: Counted,
     /// Messages so far.
     seen: usize,
@@ -203,32 +229,25 @@ struct Shown {
     compacted_up_to: usize,
 }
 
-impl Shown {
-    /// What `entry` shows, if anything; its text is moved, not copied.
-    fn take(&mut self, mut entry: Entry) -> Option<ConversationMessage> {
-        let mut shown = None;
+impl CompactionMarkers {
+    /// Counts `entry`, handed over in transcript order, and gives its marker line
+    /// when it is a compaction whose `through` came before it.
+    pub fn next(&mut self, entry: &Entry) -> Option<String> {
+        let mut marker = None;
         if entry.as_message().is_some() {
             self.seen += 1;
-            if !is_command_expansion(&entry)
-                && let Some(message) = entry.message.take()
-            {
-                shown = shown_message(message);
-            }
-        } else if let Some(compaction) = Compaction::from_entry(&entry)
+        } else if let Some(compaction) = Compaction::from_entry(entry)
             && let Some(through) = self.counted.lookup(compaction.through)
         {
-            shown = Some(ConversationMessage {
-                role: Role::System,
-                text: compaction_marker(
-                    through.saturating_sub(self.compacted_up_to),
-                    compaction.tokens_before,
-                    compaction.tokens_after,
-                ),
-            });
+            marker = Some(compaction_marker(
+                through.saturating_sub(self.compacted_up_to),
+                compaction.tokens_before,
+                compaction.tokens_after,
+            ));
             self.compacted_up_to = self.compacted_up_to.max(through);
         }
         self.counted.push(entry.uuid, self.seen);
-        shown
+        marker
     }
 }
 

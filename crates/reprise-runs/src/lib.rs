@@ -55,6 +55,7 @@ mod listing_redaction;
 mod meta;
 mod record;
 mod recover;
+mod rewind_scan;
 mod run;
 mod search;
 mod search_folded;
@@ -70,8 +71,9 @@ mod workdir;
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
 pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_command_expansion};
 pub use conversation::{
-    Conversation, ConversationMessage, ConversationPicker, conversation_of, read_conversation,
-    read_conversation_with_warnings, read_run_entries, stream_conversation, subagent_names,
+    CompactionMarkers, Conversation, ConversationMessage, ConversationPicker, conversation_of,
+    read_conversation, read_conversation_with_warnings, read_run_entries, stream_conversation,
+    subagent_names,
 };
 pub use conversation_stream::ConversationStream;
 pub use error::RunError;
@@ -92,9 +94,11 @@ pub use list_cache::LIST_CACHE;
 pub use listing_redaction::{LAST_MESSAGE_CHARS, last_message_text};
 pub use meta::{SESSION_JSON, SessionJson};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
-pub use run::{RunFolder, RunSummary, RunWarning};
+pub use rewind_scan::may_hold_rewinds;
+pub use run::{PrunePlan, RunFolder, RunSummary, RunWarning};
 pub use search::{
-    MATCH_CHARS, PerRun, SearchHit, SearchMatcher, SearchQuery, SearchRole, search_runs,
+    MATCH_CHARS, PerRun, SearchHit, SearchMatcher, SearchQuery, SearchRole, has_upper_case,
+    search_runs,
 };
 pub use search_text::{Algorithm, MAX_REGEX_BYTES};
 pub use session_log::{EscapeStripper, MAX_PENDING, SessionLog, strip_escapes};

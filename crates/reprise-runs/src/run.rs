@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 /// One run's folder, and the session it holds once it has a conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,4 +100,30 @@ impl fmt::Display for RunWarning {
 /// The name of a run's folder (its start time).
 pub(crate) fn folder_name(dir: &Path) -> &str {
     dir.file_name().and_then(|name| name.to_str()).unwrap_or("")
+}
+
+/// Which runs `prune` deletes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PrunePlan {
+    /// Runs last used longer ago than this.
+    pub older_than: Option<SignedDuration>,
+    /// All but the newest N runs.
+    pub keep: Option<usize>,
+}
+
+impl PrunePlan {
+    /// The runs of `runs` (newest first) that the plan deletes, as of `now`.
+    pub fn select<'r>(&self, runs: &'r [RunSummary], now: Timestamp) -> Vec<&'r RunSummary> {
+        runs.iter()
+            .enumerate()
+            .filter(|(index, run)| {
+                let beyond_keep = self.keep.is_none_or(|keep| *index >= keep);
+                let old = self
+                    .older_than
+                    .is_none_or(|age| now.duration_since(run.updated_at) > age);
+                beyond_keep && old
+            })
+            .map(|(_, run)| run)
+            .collect()
+    }
 }

@@ -73,6 +73,21 @@ impl SearchRole {
     }
 }
 
+/// Whether a search query has an upper-case letter (smart case: then it matches
+/// its case only). In a regular expression the letter after a `\` is an escape
+/// (`\S`, `\W`), not text.
+pub fn has_upper_case(query: &str, regex: bool) -> bool {
+    let mut chars = query.chars();
+    while let Some(c) = chars.next() {
+        if regex && c == '\\' {
+            chars.next();
+        } else if c.is_uppercase() {
+            return true;
+        }
+    }
+    false
+}
+
 /// What to search for.
 #[derive(Clone, Debug)]
 pub struct SearchQuery {

@@ -8,7 +8,7 @@ use clap::{Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use reprise_redact::Redactor;
 use reprise_runs::{
-    RunCatalog, RunFolder, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag,
+    PrunePlan, RunCatalog, RunFolder, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag,
 };
 use serde_json::json;
 
@@ -156,7 +156,8 @@ pub async fn run(runs: &dyn RunCatalog, command: HistoryCommand, io: Io<'_>) -> 
             all,
             json,
         } => {
-            let ignore_case = !case_sensitive && (ignore_case || !has_upper_case(&query, regex));
+            let ignore_case =
+                !case_sensitive && (ignore_case || !reprise_runs::has_upper_case(&query, regex));
             let shown = match max_per_run {
                 Some(0) => bail!("--max-per-run must be 1 or more"),
                 Some(limit) => Some(limit),
@@ -468,32 +469,6 @@ pub fn parse_age(text: &str) -> Result<SignedDuration, String> {
     )
 }
 
-/// Which runs `prune` deletes.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PrunePlan {
-    /// Runs last used longer ago than this.
-    pub older_than: Option<SignedDuration>,
-    /// All but the newest N runs.
-    pub keep: Option<usize>,
-}
-
-impl PrunePlan {
-    /// The runs of `runs` (newest first) that the plan deletes, as of `now`.
-    pub fn select<'r>(&self, runs: &'r [RunSummary], now: Timestamp) -> Vec<&'r RunSummary> {
-        runs.iter()
-            .enumerate()
-            .filter(|(index, run)| {
-                let beyond_keep = self.keep.is_none_or(|keep| *index >= keep);
-                let old = self
-                    .older_than
-                    .is_none_or(|age| now.duration_since(run.updated_at) > age);
-                beyond_keep && old
-            })
-            .map(|(_, run)| run)
-            .collect()
-    }
-}
-
 /// `reprise prune`: lists what goes, asks (unless `yes`), then deletes each run
 /// while holding its writer lock, so a chat can neither have it open nor open it
 /// meanwhile; a run open in a chat is skipped and said so.
@@ -652,21 +627,6 @@ fn these_runs(count: usize) -> String {
     } else {
         format!("these {count} runs")
     }
-}
-
-/// Whether a search query has an upper-case letter (smart case: then it matches
-/// its case only). In a regular expression the letter after a `\` is an escape
-/// (`\S`, `\W`), not text.
-fn has_upper_case(query: &str, regex: bool) -> bool {
-    let mut chars = query.chars();
-    while let Some(c) = chars.next() {
-        if regex && c == '\\' {
-            chars.next();
-        } else if c.is_uppercase() {
-            return true;
-        }
-    }
-    false
 }
 
 #[cfg(test)]

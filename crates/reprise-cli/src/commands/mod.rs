@@ -6,6 +6,5 @@ pub mod history;
 pub mod import;
 pub mod mcp;
 pub mod rewind;
-pub mod rewound_marks;
 pub mod runs;
 pub mod usage;

@@ -213,7 +213,7 @@ pub async fn show(
     }
     // A rewind's marks need the whole conversation: the entry comes after what
     // it took out of the model's view.
-    if options.tools || crate::commands::rewound_marks::may_hold_rewinds(&run) {
+    if options.tools || reprise_runs::may_hold_rewinds(&run) {
         return show_entries(source, &run, options, out).await;
     }
     let calls = if options.subagents {

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use anyhow::{Context, Result, bail};
 use tokio::process::Command;
 
-use crate::local::pins::{ModelPins, Pins};
+use reprise_chat::local_pins::{ModelPins, Pins};
 
 /// The file in the virtualenv that says it is whole: `xllamacpp==VERSION`. The test
 /// install script writes the same file, so that its folder can serve as a cache.

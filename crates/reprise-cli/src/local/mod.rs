@@ -9,7 +9,6 @@
 pub mod install;
 pub mod interrupt;
 pub mod offer;
-pub mod pins;
 pub mod server;
 
 use std::io::IsTerminal;
@@ -21,8 +20,8 @@ use anyhow::Result;
 use crate::cli::ChatArgs;
 use crate::display::terminal::eprint_line;
 use install::LocalDir;
-use pins::{ModelPins, Pins};
 use reprise_chat::config::{DEFAULT_BASE_URL, DEFAULT_SYSTEM_PROMPT, Settings};
+use reprise_chat::local_pins::{ModelPins, Pins};
 use server::LocalServer;
 
 pub use interrupt::Interrupted;

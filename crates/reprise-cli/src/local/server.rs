@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use crate::local::install::LocalDir;
-use crate::local::pins::ModelPins;
+use reprise_chat::local_pins::ModelPins;
 
 /// The launcher and the chat template (ChatML, which SmolLM2-Instruct was tuned on),
 /// built in and written next to the weights.

@@ -1,7 +1,6 @@
 //! The screens that show a chat: the full screen and the inline view ([`tui`]), and
-//! the plain line mode ([`plain`]), with the redraw of a resumed conversation they
-//! share.
+//! the plain line mode ([`plain`]). Both fold the agent's events into the view
+//! model of [`reprise_chat::view::live`].
 
 pub mod plain;
-pub mod redraw;
 pub mod tui;

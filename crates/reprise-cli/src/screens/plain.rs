@@ -7,7 +7,9 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::Result;
-use reprise_agent::AgentEvent;
+use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
+use reprise_chat::view::live::{Change, LiveItem, LiveView, Place, ToolResultView};
+use reprise_redact::Redactor;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 
@@ -88,6 +90,9 @@ struct Printer {
     calls: std::collections::VecDeque<ShownCall>,
     /// Whether the chat said that calls needing approval are not run here.
     said_unattended: bool,
+    /// The view model the agent's events fold into: the calls still open, the
+    /// subagents at work.
+    conversation: LiveView,
 }
 
 /// A call of the main agent on its way to the screen.
@@ -240,20 +245,28 @@ impl Printer {
         self.lines(&text);
     }
 
-    fn event(&mut self, redactor: &reprise_redact::Redactor, event: &AgentEvent) {
-        let main = event.agent() == reprise_agent::DEFAULT_AGENT_NAME;
-        match event {
-            AgentEvent::TextDelta { text, .. } if main => {
+    /// Folds an event into the view model, and prints what it changed.
+    fn event(&mut self, redactor: &Redactor, event: &AgentEvent) {
+        for change in self.conversation.apply(event, redactor) {
+            self.show(redactor, change);
+        }
+        // What is printed is not needed again: the model keeps only what is open.
+        if !self.conversation.is_open() {
+            self.conversation.clear_items();
+        }
+    }
+
+    fn show(&mut self, redactor: &Redactor, change: Change) {
+        match change {
+            Change::Streamed(text) => {
                 if self.hold_text {
-                    self.held.push_str(text);
+                    self.held.push_str(&text);
                 } else {
                     self.streamed |= !text.is_empty();
-                    self.stream(text);
+                    self.stream(&text);
                 }
             }
-            AgentEvent::MessageRecorded { message, .. }
-                if main && message.role == reprise_session::Role::Assistant =>
-            {
+            Change::ReplyDone => {
                 // The attempt is complete and kept: its text can go out.
                 let held = std::mem::take(&mut self.held);
                 self.print(&held);
@@ -264,106 +277,40 @@ impl Printer {
                     self.print("\n");
                 }
             }
-            AgentEvent::TextDelta { agent, text } => {
+            Change::SubagentText { agent, text } => {
                 self.partial
                     .entry(agent.clone())
                     .or_default()
-                    .push_str(text);
-                self.subagent_text(redactor, agent, false);
+                    .push_str(&text);
+                self.subagent_text(redactor, &agent, false);
             }
-            AgentEvent::MessageRecorded { agent, .. } if !main => {
-                self.subagent_text(redactor, agent, true);
-            }
-            AgentEvent::CallResumed {
-                agent,
-                name,
-                action,
-                ..
-            } => {
-                self.line(&reprise_chat::session::resumed_call_line(
-                    agent, name, *action,
-                ));
-            }
-            AgentEvent::ToolCallStarted {
-                agent,
-                id,
-                name,
-                arguments,
-            } => {
-                let args = arguments_preview(arguments, |text| redactor.redact(text).into_owned());
-                if main {
-                    self.calls.push_back(ShownCall {
-                        id: id.clone(),
-                        line: format!("⚙ {name} {args}"),
-                        shown: false,
-                        result: None,
-                    });
-                    self.flush_calls();
-                } else {
-                    self.subagent_text(redactor, agent, true);
-                    self.line(&format!(
-                        "{}⚙ {name} {args}",
-                        reprise_chat::text::subagent_indent(agent)
-                    ));
+            Change::SubagentReplyDone { agent } => self.subagent_text(redactor, &agent, true),
+            Change::Line(place) => {
+                let prefix = subagent_prefix(self.conversation.agent_at(place));
+                if let Some(item) = self.conversation.item(place).cloned() {
+                    self.say(&prefix, &item);
                 }
             }
-            AgentEvent::ToolCallFinished {
-                output,
+            Change::Aside(item) => self.say("", &item),
+            Change::CallStarted(place) => self.call_started(redactor, place),
+            Change::CallFinished {
+                place,
                 agent,
-                id,
                 name,
+                orphan,
                 denied,
-            } => {
-                let indent = if main {
-                    String::new()
-                } else {
-                    reprise_chat::text::subagent_indent(agent)
-                };
-                let marker = if output.is_error { "✗" } else { "↳" };
-                let first = output.content.lines().next().unwrap_or("");
-                let more = output.content.lines().count().saturating_sub(1);
-                let result = format!(
-                    "{indent}  {marker} {}{}",
-                    redactor.redact(first),
-                    reprise_chat::text::more_lines(more)
-                );
-                let waiting = main
-                    .then(|| {
-                        self.calls
-                            .iter_mut()
-                            .find(|call| call.id == *id && call.result.is_none())
-                    })
-                    .flatten();
-                match waiting {
-                    Some(call) => {
-                        call.result = Some(result);
-                        self.flush_calls();
-                    }
-                    None => self.line(&result),
-                }
-                if *denied
-                    && output
-                        .content
-                        .contains(reprise_chat::approval::NOT_A_TERMINAL)
-                    && !std::mem::replace(&mut self.said_unattended, true)
-                {
-                    eprint_line(&format!(
-                        "! {who}{name} was not run, nor will any call that needs approval \
-                         be: no one can approve it, stdin is not a terminal. Allow tools with \
-                         --yes, or with [gate] allow = [\"{name}\"] in the config.",
-                        who = subagent_prefix(agent),
-                    ));
-                }
-            }
-            AgentEvent::Retrying {
-                attempt, reason, ..
+            } => self.call_finished(place, &agent, &name, orphan, denied),
+            Change::Retrying {
+                agent,
+                attempt,
+                reason,
             } => {
                 // The failed attempt's text is not kept.
                 self.held.clear();
-                if std::mem::take(&mut self.streamed) && main {
+                if std::mem::take(&mut self.streamed) && agent == DEFAULT_AGENT_NAME {
                     self.line(WITHDRAWN);
                 }
-                let reason = first_clause(reason).to_owned();
+                let reason = first_clause(&reason).to_owned();
                 // A server that cannot be reached fails each attempt the same way:
                 // said once, then the explanation when the turn gives up.
                 if self.last_retry.as_deref() != Some(reason.as_str()) {
@@ -372,35 +319,112 @@ impl Printer {
                     }
                     eprint_line(&format!(
                         "{}(retrying, attempt {attempt}: {reason})",
-                        subagent_prefix(event.agent())
+                        subagent_prefix(&agent)
                     ));
                     self.last_retry = Some(reason);
                 }
             }
-            AgentEvent::ReplyCutOff { agent, max_tokens } => {
+        }
+    }
+
+    /// A notice on the lines beside the replies, a warning on stderr.
+    fn say(&mut self, prefix: &str, item: &LiveItem) {
+        match item {
+            LiveItem::Warning(text) => {
                 if !self.at_line_start {
                     self.print("\n");
                 }
-                eprint_line(&format!(
-                    "! {}",
-                    reprise_chat::text::cut_off_line(agent, *max_tokens)
-                ));
+                eprint_line(&format!("! {prefix}{text}"));
             }
-            AgentEvent::SummaryCutOff { agent, max_tokens } => {
-                if !self.at_line_start {
-                    self.print("\n");
-                }
-                eprint_line(&format!(
-                    "! {}",
-                    reprise_chat::text::summary_cut_off_line(agent, *max_tokens)
-                ));
-            }
-            AgentEvent::Compacted { .. } => {
-                if let Some(line) = reprise_chat::text::compaction_line(event) {
-                    self.line(&line);
-                }
-            }
+            LiveItem::Notice(text) => self.line(&format!("{prefix}{text}")),
             _ => {}
+        }
+    }
+
+    fn call_started(&mut self, redactor: &Redactor, place: Place) {
+        let agent = self.conversation.agent_at(place).to_owned();
+        let Some(LiveItem::Tool(tool)) = self.conversation.item(place) else {
+            return;
+        };
+        // The arguments are redacted already.
+        let args = arguments_preview(&tool.arguments, str::to_owned);
+        let line = format!("⚙ {} {args}", tool.name);
+        if agent == DEFAULT_AGENT_NAME && tool.agent.is_empty() {
+            self.calls.push_back(ShownCall {
+                id: tool.id.clone(),
+                line,
+                shown: false,
+                result: None,
+            });
+            self.flush_calls();
+        } else {
+            let agent = if tool.agent.is_empty() {
+                agent
+            } else {
+                tool.agent.clone()
+            };
+            self.subagent_text(redactor, &agent, true);
+            self.line(&format!(
+                "{}{line}",
+                reprise_chat::text::subagent_indent(&agent)
+            ));
+        }
+    }
+
+    fn call_finished(
+        &mut self,
+        place: Option<Place>,
+        agent: &str,
+        name: &str,
+        orphan: Option<ToolResultView>,
+        denied: bool,
+    ) {
+        let main = agent == DEFAULT_AGENT_NAME;
+        let (id, output) = match place.and_then(|place| self.conversation.item(place)) {
+            Some(LiveItem::Tool(tool)) => (Some(tool.id.clone()), tool.result.clone()),
+            _ => (None, None),
+        };
+        let Some(output) = output.or(orphan) else {
+            return;
+        };
+        let indent = if main {
+            String::new()
+        } else {
+            reprise_chat::text::subagent_indent(agent)
+        };
+        let marker = if output.is_error { "✗" } else { "↳" };
+        let first = output.content.lines().next().unwrap_or("");
+        let more = output.content.lines().count().saturating_sub(1);
+        let result = format!(
+            "{indent}  {marker} {first}{}",
+            reprise_chat::text::more_lines(more)
+        );
+        let waiting = main
+            .then(|| {
+                self.calls
+                    .iter_mut()
+                    .find(|call| Some(&call.id) == id.as_ref() && call.result.is_none())
+            })
+            .flatten();
+        match waiting {
+            Some(call) => {
+                call.result = Some(result);
+                self.flush_calls();
+            }
+            None => self.line(&result),
+        }
+        if denied
+            && output
+                .content
+                .contains(reprise_chat::approval::NOT_A_TERMINAL)
+            && !std::mem::replace(&mut self.said_unattended, true)
+        {
+            eprint_line(&format!(
+                "! {who}{name} was not run, nor will any call that needs approval \
+                 be: no one can approve it, stdin is not a terminal. Allow tools with \
+                 --yes, or with [gate] allow = [\"{name}\"] in the config.",
+                who = subagent_prefix(agent),
+            ));
         }
     }
 }
@@ -423,6 +447,7 @@ pub async fn run(
         carriage: false,
         calls: std::collections::VecDeque::new(),
         said_unattended: false,
+        conversation: LiveView::default(),
         replies_only: !stdout_is_terminal,
         streamed: false,
         last_retry: None,
@@ -859,8 +884,8 @@ async fn show_resumed(
         .collect();
     // Only the end is drawn: a screen holds no more messages than it has rows.
     let entries = session.agent.entries();
-    let start = crate::screens::redraw::tail_start(entries, rows);
-    let items = crate::screens::redraw::redraw_items(&entries[start..]);
+    let start = reprise_chat::view::redraw::tail_start(entries, rows);
+    let items = reprise_chat::view::redraw::redraw_items(&entries[start..]);
     // From the end back, as many items as fit (the resumed line and the prompt
     // take two rows).
     let budget = rows.saturating_sub(2).max(1);
@@ -883,7 +908,7 @@ async fn show_resumed(
         blocks.push(block);
         first_shown = index;
     }
-    let earlier = crate::screens::redraw::shown_messages(&entries[..start])
+    let earlier = reprise_chat::view::redraw::shown_messages(&entries[..start])
         + items[..first_shown]
             .iter()
             .filter(|item| matches!(item, Item::User(_) | Item::Assistant(_)))

@@ -5,7 +5,7 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use reprise_chat::start::resumed_text;
-use reprise_cli::screens::redraw::redraw_items;
+use reprise_chat::view::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item};
 use reprise_runs::{create_run_folder, create_run_store};
@@ -193,8 +193,9 @@ async fn the_redraw_of_a_compacted_run_shows_every_message_and_the_marker() {
     };
     // As a resume redraws it: from the entries the agent loads.
     let loaded = store.load(&key).await.unwrap().unwrap();
-    view.items = redraw_items(&loaded.entries);
-    view.items
+    view.conversation.items = redraw_items(&loaded.entries);
+    view.conversation
+        .items
         .push(Item::Notice(resumed_text("2026-11-30 09:38")));
     let mut terminal = Terminal::new(TestBackend::new(64, 20)).unwrap();
     terminal.draw(|frame| draw(frame, &view)).unwrap();

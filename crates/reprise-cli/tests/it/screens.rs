@@ -6,8 +6,9 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME};
 use reprise_chat::start::{PickerRow, resumed_text};
-use reprise_cli::screens::redraw::redraw_items;
+use reprise_chat::view::redraw::redraw_items;
 use reprise_cli::screens::tui::render::draw;
 use reprise_cli::screens::tui::view::{ChatView, Item, Picker, Question, ToolResultView, ToolView};
 use reprise_provider::Usage;
@@ -31,16 +32,19 @@ fn base_view() -> ChatView {
 #[test]
 fn the_chat_screen_while_a_reply_streams_in() {
     let mut view = base_view();
-    view.items
+    view.conversation
+        .items
         .push(Item::User("How do I list files in Rust?".into()));
-    view.items.push(Item::Assistant(
+    view.conversation.items.push(Item::Assistant(
         "Use `std::fs::read_dir`:\n\n```rust\nfor entry in std::fs::read_dir(\".\")? {\n    println!(\"{:?}\", entry?.path());\n}\n```\n\nIt returns an **iterator** of entries.".into(),
     ));
-    view.items.push(Item::User("and recursively?".into()));
-    view.streaming =
+    view.conversation
+        .items
+        .push(Item::User("and recursively?".into()));
+    view.conversation.streaming =
         "Walk it yourself, or use the *walkdir* crate:\n\n- `WalkDir::new(\".\")`\n- filter".into();
     view.busy = Some(Duration::from_secs(3));
-    view.usage = Some(Usage {
+    view.conversation.usage = Some(Usage {
         prompt_tokens: 812,
         completion_tokens: 64,
         total_tokens: 876,
@@ -56,8 +60,10 @@ fn the_chat_screen_while_a_reply_streams_in() {
 #[test]
 fn tool_calls_are_compact_and_errors_marked() {
     let mut view = base_view();
-    view.items.push(Item::User("what is in my notes?".into()));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation
+        .items
+        .push(Item::User("what is in my notes?".into()));
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_1".into(),
         agent: String::new(),
         name: "read_file".into(),
@@ -68,7 +74,7 @@ fn tool_calls_are_compact_and_errors_marked() {
             is_error: false,
         }),
     }));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_2".into(),
         agent: String::new(),
         name: "read_file".into(),
@@ -79,7 +85,7 @@ fn tool_calls_are_compact_and_errors_marked() {
             is_error: true,
         }),
     }));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_3".into(),
         agent: "researcher".into(),
         name: "list_dir".into(),
@@ -95,8 +101,10 @@ fn tool_calls_are_compact_and_errors_marked() {
 #[test]
 fn a_commands_result_shows_its_exit_status_first() {
     let mut view = base_view();
-    view.items.push(Item::User("run the tests".into()));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation
+        .items
+        .push(Item::User("run the tests".into()));
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_1".into(),
         agent: String::new(),
         name: "run_command".into(),
@@ -116,8 +124,9 @@ fn a_commands_result_shows_its_exit_status_first() {
 #[test]
 fn the_resume_picker_with_a_filter_typed() {
     let mut view = base_view();
-    view.items.push(Item::User("hello".into()));
-    view.items
+    view.conversation.items.push(Item::User("hello".into()));
+    view.conversation
+        .items
         .push(Item::Assistant("Hi! How can I help?".into()));
     let row = |name: &str, date: &str, message: &str| PickerRow {
         name: name.into(),
@@ -187,8 +196,9 @@ async fn the_redraw_after_continue() {
     let loaded = store.load(&key).await.unwrap().unwrap();
     assert!(loaded.warnings.is_empty());
     let mut view = base_view();
-    view.items = redraw_items(&loaded.entries);
-    view.items
+    view.conversation.items = redraw_items(&loaded.entries);
+    view.conversation
+        .items
         .push(Item::Notice(resumed_text("2026-11-30 09:38")));
     // The tool call and its result, folded as the live view folds them.
     let terminal = screen(&view, 60, 20);
@@ -198,8 +208,10 @@ async fn the_redraw_after_continue() {
 #[test]
 fn the_gate_question_in_place_of_the_prompt() {
     let mut view = base_view();
-    view.items.push(Item::User("read my notes".into()));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation
+        .items
+        .push(Item::User("read my notes".into()));
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_1".into(),
         agent: String::new(),
         name: "read_file".into(),
@@ -221,8 +233,12 @@ fn the_gate_question_in_place_of_the_prompt() {
 fn a_long_conversation_shows_its_end_and_scrolls_back() {
     let mut view = base_view();
     for i in 0..2000 {
-        view.items.push(Item::User(format!("question {i}")));
-        view.items.push(Item::Assistant(format!("answer {i}")));
+        view.conversation
+            .items
+            .push(Item::User(format!("question {i}")));
+        view.conversation
+            .items
+            .push(Item::Assistant(format!("answer {i}")));
     }
     let terminal = screen(&view, 40, 10);
     let text = terminal.backend().to_string();
@@ -239,11 +255,15 @@ fn a_long_conversation_shows_its_end_and_scrolls_back() {
 #[test]
 fn a_cut_off_reply_keeps_its_line_breaks() {
     let mut view = base_view();
-    view.items.push(Item::User("list three things".into()));
-    view.items.push(Item::Notice(
+    view.conversation
+        .items
+        .push(Item::User("list three things".into()));
+    view.conversation.items.push(Item::Notice(
         "1. apples\n2. pears\n3. plu … (cut off: this unfinished reply is not kept)".into(),
     ));
-    view.items.push(Item::Notice("(cancelled)".into()));
+    view.conversation
+        .items
+        .push(Item::Notice("(cancelled)".into()));
     let terminal = screen(&view, 60, 12);
     insta::assert_snapshot!(terminal.backend());
 }
@@ -268,7 +288,7 @@ fn a_denial_uses_the_width_of_a_wide_screen() {
                   asked whether read_file may read notes.txt in this run";
     assert!(denial.chars().count() > 110 && denial.chars().count() < 150);
     let mut view = base_view();
-    view.items.push(Item::Tool(ToolView {
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_1".into(),
         agent: String::new(),
         name: "read_file".into(),
@@ -295,8 +315,10 @@ fn a_denial_uses_the_width_of_a_wide_screen() {
 #[test]
 fn a_call_shows_while_its_arguments_arrive() {
     let mut view = base_view();
-    view.items.push(Item::User("write it down".into()));
-    view.arriving.push("write_file".into());
+    view.conversation
+        .items
+        .push(Item::User("write it down".into()));
+    view.conversation.arriving.push("write_file".into());
     view.busy = Some(Duration::from_secs(40));
     let terminal = screen(&view, 72, 10);
     let rows = screen_rows(&terminal).join("\n");
@@ -307,14 +329,35 @@ fn a_call_shows_while_its_arguments_arrive() {
 #[test]
 fn an_attempt_that_broke_off_is_shown_as_withdrawn_and_retries_share_a_line() {
     let mut view = base_view();
-    view.push_delta("Half of a first");
-    view.withdraw_stream();
-    view.retrying("(retrying, attempt 2: the stream was cut)");
-    view.retrying("(retrying, attempt 3: the stream was cut)");
-    view.push_delta("The real answer.");
-    view.finish_stream();
+    // Folded from the agent's events, as the chat folds them.
+    let redactor = reprise_redact::Redactor::new();
+    let delta = |text: &str| AgentEvent::TextDelta {
+        agent: DEFAULT_AGENT_NAME.into(),
+        text: text.into(),
+    };
+    let retry = |attempt| AgentEvent::Retrying {
+        agent: DEFAULT_AGENT_NAME.into(),
+        attempt,
+        reason: "the stream was cut".into(),
+        delay: Duration::ZERO,
+    };
+    let reply = Entry::message(Message::assistant("The real answer."));
+    for event in [
+        delta("Half of a first"),
+        retry(2),
+        retry(3),
+        delta("The real answer."),
+        AgentEvent::MessageRecorded {
+            agent: DEFAULT_AGENT_NAME.into(),
+            key: SessionKey::session(&reply.uuid.to_string()).unwrap(),
+            uuid: reply.uuid,
+            message: Message::assistant("The real answer."),
+        },
+    ] {
+        view.conversation.apply(&event, &redactor);
+    }
     assert_eq!(
-        view.items,
+        view.conversation.items,
         [
             Item::Notice(
                 "Half of a first … (withdrawn: this reply broke off and is asked for again)".into()
@@ -330,7 +373,7 @@ fn the_status_line_is_as_the_chat_guide_shows_it() {
     let mut view = base_view();
     view.model = "qwen2.5:7b".into();
     view.context = Some((1_234, 8_192));
-    view.usage = Some(Usage {
+    view.conversation.usage = Some(Usage {
         prompt_tokens: 812,
         completion_tokens: 64,
         total_tokens: 876,

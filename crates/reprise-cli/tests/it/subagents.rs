@@ -501,15 +501,17 @@ fn the_nested_view_of_subagents_at_work_and_done() {
         run: "2026-11-30T09-38-04-123Z".into(),
         ..ChatView::default()
     };
-    view.items.push(Item::User("look around, twice".into()));
+    view.conversation
+        .items
+        .push(Item::User("look around, twice".into()));
     // A call that returned: its work folded to one line above the result.
-    view.items.push(Item::Tool(tool(
+    view.conversation.items.push(Item::Tool(tool(
         "p1",
         "scout",
         r#"{"task":"list the folder"}"#,
         Some(("The folder holds notes.txt.", false)),
     )));
-    view.work.insert(
+    view.conversation.work.insert(
         1,
         SubagentWork {
             agent: "scout".into(),
@@ -526,13 +528,13 @@ fn the_nested_view_of_subagents_at_work_and_done() {
         },
     );
     // A call still running: the work so far, the reply streaming in.
-    view.items.push(Item::Tool(tool(
+    view.conversation.items.push(Item::Tool(tool(
         "p2",
         "scout",
         r#"{"task":"read the notes"}"#,
         None,
     )));
-    view.work.insert(
+    view.conversation.work.insert(
         2,
         SubagentWork {
             agent: "scout".into(),
@@ -585,10 +587,13 @@ async fn the_redraw_of_a_resumed_run_folds_the_subagents_past_work() {
         .unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].after_shown, 1, "after the person's message");
-    let (items, work) = reprise_cli::screens::tui::app::redraw_with_subagents(&entries, &calls);
+    let (items, work) = reprise_chat::view::redraw::redraw_with_subagents(&entries, &calls);
     let mut view = ChatView {
-        items,
-        work,
+        conversation: reprise_chat::view::live::LiveView {
+            items,
+            work,
+            ..Default::default()
+        },
         ..ChatView::default()
     };
     view.model = "test-model".into();

@@ -181,12 +181,14 @@ fn the_full_screen_shows_controls_as_escapes() {
         run: "2026-11-30T09-38-04-123Z".into(),
         ..ChatView::default()
     };
-    view.items.push(Item::User("clear\x1b[2J please".into()));
-    view.items.push(Item::Assistant(
+    view.conversation
+        .items
+        .push(Item::User("clear\x1b[2J please".into()));
+    view.conversation.items.push(Item::Assistant(
         "Title\x1b]0;owned\x07 and\ta link \x1b]8;;https://evil.example/\x1b\\here\x1b]8;;\x1b\\"
             .into(),
     ));
-    view.items.push(Item::Tool(ToolView {
+    view.conversation.items.push(Item::Tool(ToolView {
         id: "call_1".into(),
         agent: String::new(),
         name: "read_file".into(),
@@ -197,9 +199,10 @@ fn the_full_screen_shows_controls_as_escapes() {
             is_error: false,
         }),
     }));
-    view.items
+    view.conversation
+        .items
         .push(Item::Error("server said: \x07bell\x1b[0m".into()));
-    view.streaming = "streaming \x1b[1;1H\x1b[2J".into();
+    view.conversation.streaming = "streaming \x1b[1;1H\x1b[2J".into();
     let terminal = screen(&view, 72, 20);
     let text = screen_text(&terminal);
     for shown in [

@@ -20,13 +20,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::render;
-use super::view::{Action, ChatView, Item, Picker, Question, SubagentWork, ToolView};
+use super::view::{Action, ChatView, Item, LiveView, Picker, Question, ToolView};
 use super::wrap::wrap_lines;
 use reprise_chat::commands::{ALREADY_IN_THAT_RUN, Outcome, Remember, dispatch, open_resumed};
 use reprise_chat::events::Answer;
 use reprise_chat::events::UiEvent;
 use reprise_chat::session::{ChatSession, Opener, TurnEnd};
 use reprise_chat::start::{StartOptions, StartWith};
+use reprise_chat::turn_clock::TurnClock;
 
 mod steps;
 
@@ -38,42 +39,6 @@ struct Running {
     task: JoinHandle<(ChatSession, TurnEnd)>,
     cancel: CancellationToken,
     clock: TurnClock,
-}
-
-/// How long a turn has worked: the time the step gate waits for the person is
-/// left out, so the elapsed time shown stands still meanwhile.
-struct TurnClock {
-    started: Instant,
-    asking_since: Option<Instant>,
-}
-
-impl TurnClock {
-    fn start(now: Instant) -> TurnClock {
-        TurnClock {
-            started: now,
-            asking_since: None,
-        }
-    }
-
-    /// How long the turn has worked, as of `now`.
-    fn worked(&self, now: Instant) -> Duration {
-        self.asking_since
-            .unwrap_or(now)
-            .saturating_duration_since(self.started)
-    }
-
-    /// The gate asks: the clock stops.
-    fn pause(&mut self, now: Instant) {
-        self.asking_since.get_or_insert(now);
-    }
-
-    /// The person answered (or stopped the turn): the clock goes on from where it
-    /// stopped.
-    fn resume(&mut self, now: Instant) {
-        if let Some(since) = self.asking_since.take() {
-            self.started += now.saturating_duration_since(since);
-        }
-    }
 }
 
 /// The chat's state outside the view: the session (or the turn holding it), the
@@ -123,7 +88,10 @@ pub async fn run(
         view: ChatView {
             model: opener.settings.model.clone(),
             run: session.run_name().to_owned(),
-            usage: session.agent.usage_totals().await,
+            conversation: LiveView {
+                usage: session.agent.usage_totals().await,
+                ..LiveView::default()
+            },
             ..ChatView::default()
         },
         redactor: session.redactor(),
@@ -140,7 +108,7 @@ pub async fn run(
     };
     app.view.input.history = history;
     for notice in notices {
-        app.view.items.push(Item::Notice(notice));
+        app.view.conversation.items.push(Item::Notice(notice));
     }
     if resumed {
         app.show_resumed().await;
@@ -223,7 +191,7 @@ impl App {
                             self.turn_ended(end);
                         }
                         Err(error) => {
-                            self.view.items.push(Item::Error(format!("the turn crashed: {error}")));
+                            self.view.conversation.items.push(Item::Error(format!("the turn crashed: {error}")));
                             self.exit = true;
                         }
                     }
@@ -271,8 +239,8 @@ impl App {
     /// area, once each.
     fn print_finished(&mut self, terminal: &mut ChatTerminal) -> Result<()> {
         let width = usize::from(terminal.size()?.width.max(1));
-        while self.printed < self.view.items.len() {
-            let item = &self.view.items[self.printed];
+        while self.printed < self.view.conversation.items.len() {
+            let item = &self.view.conversation.items[self.printed];
             if matches!(item, Item::Tool(ToolView { result: None, .. })) {
                 break;
             }
@@ -388,9 +356,9 @@ impl App {
             Outcome::PickRewind(menu) => self.open_rewind(menu),
             Outcome::AskForkFiles { default } => self.open_fork_choice(default),
             Outcome::Exit => self.exit = true,
-            Outcome::Notice(text) => self.view.items.push(Item::Notice(text)),
+            Outcome::Notice(text) => self.view.conversation.items.push(Item::Notice(text)),
             Outcome::Unknown(text) | Outcome::Failed(text) => {
-                self.view.items.push(Item::Error(text));
+                self.view.conversation.items.push(Item::Error(text));
             }
             Outcome::PickRun => self.open_picker().await,
             Outcome::Forked {
@@ -398,7 +366,7 @@ impl App {
                 line,
             } => {
                 self.switch_to(*next).await;
-                self.view.items.push(Item::Notice(line));
+                self.view.conversation.items.push(Item::Notice(line));
                 self.show_load_warnings();
                 self.finish_cut_turn();
             }
@@ -411,7 +379,10 @@ impl App {
         if self.session.is_none() {
             return;
         }
-        self.view.items.push(Item::User(message.clone()));
+        self.view
+            .conversation
+            .items
+            .push(Item::User(message.clone()));
         self.view.scroll = 0;
         self.start_in_background(move |mut session, cancel| async move {
             let end = session.turn(&message, cancel).await;
@@ -425,7 +396,10 @@ impl App {
         let Some(line) = self.session.as_ref().and_then(ChatSession::cut_turn_line) else {
             return;
         };
-        self.view.items.push(Item::Notice(line.to_owned()));
+        self.view
+            .conversation
+            .items
+            .push(Item::Notice(line.to_owned()));
         self.start_in_background(move |mut session, cancel| async move {
             let end = session.resume_cut_turn(cancel).await;
             (session, end)
@@ -476,31 +450,37 @@ impl App {
     }
 
     fn turn_ended(&mut self, end: TurnEnd) {
-        self.view.arriving.clear();
-        let unfinished = std::mem::take(&mut self.view.streaming);
+        self.view.conversation.arriving.clear();
+        let unfinished = std::mem::take(&mut self.view.conversation.streaming);
         match end {
             TurnEnd::Answered => {
                 if !unfinished.trim().is_empty() {
-                    self.view.items.push(Item::Assistant(unfinished));
+                    self.view
+                        .conversation
+                        .items
+                        .push(Item::Assistant(unfinished));
                 }
             }
             TurnEnd::Cancelled => {
                 if !unfinished.trim().is_empty() {
-                    self.view.items.push(Item::Notice(format!(
+                    self.view.conversation.items.push(Item::Notice(format!(
                         "{} … (cut off: this unfinished reply is not kept)",
                         unfinished.trim_end()
                     )));
                 }
-                self.view.items.push(Item::Notice("(cancelled)".to_owned()));
+                self.view
+                    .conversation
+                    .items
+                    .push(Item::Notice("(cancelled)".to_owned()));
             }
             TurnEnd::Failed(message) => {
                 if !unfinished.trim().is_empty() {
-                    self.view.items.push(Item::Notice(format!(
+                    self.view.conversation.items.push(Item::Notice(format!(
                         "{} … (cut off: not kept)",
                         unfinished.trim_end()
                     )));
                 }
-                self.view.items.push(Item::Error(message));
+                self.view.conversation.items.push(Item::Error(message));
             }
         }
     }
@@ -527,7 +507,7 @@ impl App {
             UiEvent::Mcp(notice) => {
                 use reprise_mcp::NoticeKind;
                 let text = notice.to_string();
-                self.view.items.push(match notice.kind {
+                self.view.conversation.items.push(match notice.kind {
                     NoticeKind::Started | NoticeKind::Restarted | NoticeKind::Restarting => {
                         Item::Notice(text)
                     }
@@ -536,173 +516,28 @@ impl App {
             }
             UiEvent::Warning(text) => {
                 reprise_chat::start::log_in_run(&self.opener, &self.view.run, &format!("! {text}"));
-                self.view.items.push(Item::Warning(text));
+                self.view.conversation.items.push(Item::Warning(text));
             }
         }
-    }
-
-    /// A subagent's event, shown under the call it works for. Returns the event when
-    /// no call is known for it (then it is shown as the main agent's would be).
-    fn on_subagent_event(&mut self, event: AgentEvent) -> Option<AgentEvent> {
-        if let AgentEvent::SubagentTask { agent, call_id } = &event {
-            self.view.subagent_task(agent, call_id);
-            return None;
-        }
-        let redactor = self.redactor.clone();
-        let Some(work) = self.view.work_of(event.agent()) else {
-            return Some(event);
-        };
-        match event {
-            AgentEvent::TextDelta { text, .. } => work.streaming.push_str(&text),
-            AgentEvent::MessageRecorded { message, .. }
-                if message.role == reprise_session::Role::Assistant =>
-            {
-                work.finish_stream();
-            }
-            AgentEvent::ToolCallStarted {
-                id,
-                name,
-                arguments,
-                ..
-            } => {
-                work.finish_stream();
-                work.items.push(Item::Tool(ToolView {
-                    id,
-                    agent: String::new(),
-                    name,
-                    arguments: redactor.redact(&arguments).into_owned(),
-                    result: None,
-                }));
-            }
-            AgentEvent::ToolCallFinished { id, output, .. } => {
-                let content = redactor.redact(&output.content).into_owned();
-                work.tool_result(&id, content, output.is_error);
-            }
-            AgentEvent::Retrying {
-                attempt, reason, ..
-            } => {
-                work.streaming.clear();
-                work.items.push(Item::Notice(format!(
-                    "(retrying, attempt {attempt}: {reason})"
-                )));
-            }
-            AgentEvent::ReplyCutOff { max_tokens, .. } => {
-                work.finish_stream();
-                work.items
-                    .push(Item::Warning(reprise_chat::text::cut_off_note(max_tokens)));
-            }
-            _ => {}
-        }
-        None
     }
 
     fn on_agent_event(&mut self, event: AgentEvent) {
-        let main = event.agent() == DEFAULT_AGENT_NAME;
-        let event = if main {
-            event
-        } else {
-            match self.on_subagent_event(event) {
-                Some(event) => event,
-                None => return,
-            }
-        };
-        if let AgentEvent::CallResumed {
-            agent,
-            name,
-            action,
-            ..
-        } = &event
-        {
-            let line = reprise_chat::session::resumed_call_line(agent, name, *action);
-            self.view.items.push(Item::Notice(line));
-        }
-        // Printed where it happened; nothing on screen is cleared.
-        if let Some(line) = reprise_chat::text::compaction_line(&event) {
-            self.view.items.push(Item::Notice(line));
+        // The screen redraws from the view model as a whole: what changed needs no
+        // telling.
+        let _ = self.view.conversation.apply(&event, &self.redactor);
+        if event.agent() != DEFAULT_AGENT_NAME {
+            return;
         }
         match event {
-            AgentEvent::TextDelta { text, .. } if main => self.view.push_delta(&text),
-            AgentEvent::MessageRecorded { message, .. }
-                if main && message.role == reprise_session::Role::Assistant =>
-            {
-                self.view.finish_stream();
-                self.view.arriving.clear();
-            }
-            AgentEvent::ToolCallStarted {
-                agent,
-                id,
-                name,
-                arguments,
-            } => {
-                if main {
-                    self.view.finish_stream();
-                    self.view.arriving.clear();
-                }
-                self.view.items.push(Item::Tool(ToolView {
-                    id,
-                    agent: if main { String::new() } else { agent },
-                    name,
-                    arguments: self.redactor.redact(&arguments).into_owned(),
-                    result: None,
-                }));
-            }
-            AgentEvent::ToolCallFinished { id, output, .. } => {
-                let content = self.redactor.redact(&output.content).into_owned();
-                self.view.tool_result(&id, content, output.is_error);
-                if main {
-                    self.view.subagent_done(&id);
-                }
-            }
             AgentEvent::Usage { usage, .. } => {
-                // The session's running totals: every model call, subagents' and
-                // summaries' too, added to what its entries recorded before.
-                let totals = self.view.usage.get_or_insert_with(Default::default);
-                totals.prompt_tokens += usage.prompt_tokens;
-                totals.completion_tokens += usage.completion_tokens;
-                totals.total_tokens += usage.total_tokens;
-                if main && let Some((used, _)) = self.view.context.as_mut() {
+                if let Some((used, _)) = self.view.context.as_mut() {
                     *used = usage.prompt_tokens + usage.completion_tokens;
                 }
             }
             AgentEvent::Compacted { tokens_after, .. } => {
-                if main && let Some((used, _)) = self.view.context.as_mut() {
+                if let Some((used, _)) = self.view.context.as_mut() {
                     *used = tokens_after;
                 }
-            }
-            AgentEvent::Retrying {
-                agent,
-                attempt,
-                reason,
-                ..
-            } => {
-                if main {
-                    self.view.withdraw_stream();
-                }
-                self.view.retrying(&format!(
-                    "{}(retrying, attempt {attempt}: {reason})",
-                    reprise_chat::text::subagent_prefix(&agent)
-                ));
-            }
-            AgentEvent::ReplyCutOff { agent, max_tokens } => {
-                if main {
-                    self.view.finish_stream();
-                }
-                self.view
-                    .items
-                    .push(Item::Warning(reprise_chat::text::cut_off_line(
-                        &agent, max_tokens,
-                    )));
-            }
-            AgentEvent::SummaryCutOff { agent, max_tokens } => {
-                self.view
-                    .items
-                    .push(Item::Warning(reprise_chat::text::summary_cut_off_line(
-                        &agent, max_tokens,
-                    )));
-            }
-            AgentEvent::ToolCallStreaming { name, .. } if main => {
-                self.view.finish_stream();
-                self.view.arriving.push(name);
             }
             _ => {}
         }
@@ -729,7 +564,7 @@ impl App {
     async fn open_picker(&mut self) {
         let open = self.session.as_ref().map(ChatSession::run_name);
         match reprise_chat::start::picker_rows(&*self.opener.runs, open).await {
-            Ok(rows) if rows.is_empty() => self.view.items.push(Item::Notice(
+            Ok(rows) if rows.is_empty() => self.view.conversation.items.push(Item::Notice(
                 "(no other run has a conversation yet)".to_owned(),
             )),
             Ok(rows) => {
@@ -740,6 +575,7 @@ impl App {
             }
             Err(error) => self
                 .view
+                .conversation
                 .items
                 .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
@@ -749,13 +585,17 @@ impl App {
         let folder = match self.opener.runs.find(name).await {
             Ok(folder) => folder,
             Err(error) => {
-                self.view.items.push(Item::Error(format!("{error:#}")));
+                self.view
+                    .conversation
+                    .items
+                    .push(Item::Error(format!("{error:#}")));
                 return;
             }
         };
         match open_resumed(&self.opener, self.session.as_ref(), folder).await {
             Ok(None) => {
                 self.view
+                    .conversation
                     .items
                     .push(Item::Notice(ALREADY_IN_THAT_RUN.to_owned()));
                 return;
@@ -763,7 +603,7 @@ impl App {
             Ok(Some(session)) => {
                 self.switch_to(session).await;
                 if !self.inline {
-                    self.view.clear_items();
+                    self.view.conversation.clear_items();
                 }
                 self.show_resumed().await;
                 self.show_load_warnings();
@@ -771,6 +611,7 @@ impl App {
             }
             Err(error) => self
                 .view
+                .conversation
                 .items
                 .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
@@ -780,7 +621,7 @@ impl App {
     /// Goes on in `next` (a run resumed or forked), closing the session it was in.
     async fn switch_to(&mut self, next: ChatSession) {
         self.view.run = next.run_name().to_owned();
-        self.view.usage = next.agent.usage_totals().await;
+        self.view.conversation.usage = next.agent.usage_totals().await;
         if let Some(old) = self.session.replace(next) {
             old.close().await;
         }
@@ -794,7 +635,7 @@ impl App {
         };
         let line = reprise_chat::start::resumed_line(&*self.opener.runs, &session.folder).await;
         session.log_line(&line);
-        self.view.items.push(Item::Notice(line));
+        self.view.conversation.items.push(Item::Notice(line));
     }
 
     /// Draws the session's conversation (as the agent holds it: what a rewind took
@@ -812,7 +653,7 @@ impl App {
         {
             Ok(calls) => calls.iter().map(|c| c.redacted(&self.redactor)).collect(),
             Err(error) => {
-                self.view.items.push(Item::Warning(format!(
+                self.view.conversation.items.push(Item::Warning(format!(
                     "the subagents' work cannot be redrawn: {}",
                     reprise_chat::error_text::with_causes(&error)
                 )));
@@ -825,19 +666,21 @@ impl App {
         // every message once more for the screen doubled the memory of a resumed
         // 100 MB run, and nobody pages back through tens of thousands of them.
         let entries = session.agent.entries();
-        let start = crate::screens::redraw::tail_start(entries, REDRAWN_MESSAGES);
-        let earlier = crate::screens::redraw::shown_messages(&entries[..start]);
+        let start = reprise_chat::view::redraw::tail_start(entries, REDRAWN_MESSAGES);
+        let earlier = reprise_chat::view::redraw::shown_messages(&entries[..start]);
         if earlier > 0 {
-            self.view.items.push(Item::Notice(format!(
+            self.view.conversation.items.push(Item::Notice(format!(
                 "({}; reprise show {} prints them all)",
                 reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
                 session.run_name()
             )));
         }
-        let (items, work) = redraw_with_subagents(&entries[start..], &calls);
-        let offset = self.view.items.len();
-        self.view.items.extend(items);
+        let (items, work) =
+            reprise_chat::view::redraw::redraw_with_subagents(&entries[start..], &calls);
+        let offset = self.view.conversation.items.len();
+        self.view.conversation.items.extend(items);
         self.view
+            .conversation
             .work
             .extend(work.into_iter().map(|(index, work)| (index + offset, work)));
     }
@@ -845,7 +688,7 @@ impl App {
     fn show_load_warnings(&mut self) {
         if let Some(session) = &self.session {
             for warning in session.load_warnings() {
-                self.view.items.push(Item::Warning(warning));
+                self.view.conversation.items.push(Item::Warning(warning));
             }
         }
     }
@@ -854,72 +697,3 @@ impl App {
 /// How many messages (tool results included) of a resumed conversation the full
 /// screen redraws, at least; earlier ones are counted in a notice.
 pub const REDRAWN_MESSAGES: usize = 1_000;
-
-/// The items that redraw a conversation of `entries` with its calls to subagents,
-/// each call's work folded under it (by the index of its item).
-pub fn redraw_with_subagents(
-    entries: &[reprise_session::Entry],
-    calls: &[reprise_chat::subagents::PastCall],
-) -> (Vec<Item>, std::collections::BTreeMap<usize, SubagentWork>) {
-    use super::view::ToolResultView;
-    use reprise_chat::subagents::PastStep;
-    let items = crate::screens::redraw::redraw_items(entries);
-    let mut work = std::collections::BTreeMap::new();
-    for (index, item) in items.iter().enumerate() {
-        let Item::Tool(tool) = item else {
-            continue;
-        };
-        let Some(call) = calls.iter().find(|call| call.id == tool.id) else {
-            continue;
-        };
-        let steps = call
-            .steps
-            .iter()
-            .map(|step| match step {
-                PastStep::Text(text) => Item::Assistant(text.clone()),
-                PastStep::Tool {
-                    id,
-                    name,
-                    arguments,
-                    result,
-                } => Item::Tool(ToolView {
-                    id: id.clone(),
-                    agent: String::new(),
-                    name: name.clone(),
-                    arguments: arguments.clone(),
-                    result: result.as_ref().map(|r| ToolResultView {
-                        content: r.content.clone(),
-                        is_error: r.is_error,
-                        folded_lines: 0,
-                    }),
-                }),
-            })
-            .collect();
-        work.insert(
-            index,
-            SubagentWork {
-                agent: call.agent.clone(),
-                items: steps,
-                streaming: String::new(),
-            },
-        );
-    }
-    (items, work)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_clock_stands_still_while_the_gate_asks() {
-        let start = Instant::now();
-        let mut clock = TurnClock::start(start);
-        let at = |secs| start + Duration::from_secs(secs);
-        assert_eq!(clock.worked(at(3)), Duration::from_secs(3));
-        clock.pause(at(3));
-        assert_eq!(clock.worked(at(60)), Duration::from_secs(3));
-        clock.resume(at(60));
-        assert_eq!(clock.worked(at(62)), Duration::from_secs(5));
-    }
-}

@@ -21,8 +21,7 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 const ARGUMENTS_SHOWN: usize = 60;
 /// The fewest characters of a result's line shown, however narrow the screen.
 const MIN_RESULT_WIDTH: usize = 20;
-/// How many lines of a tool's result are shown.
-pub const RESULT_LINES_SHOWN: usize = 3;
+use reprise_chat::view::live::RESULT_LINES_SHOWN;
 
 /// Text from outside (the model, tools, run folders, history) as the screen may show
 /// it: controls as visible escapes (see `display::terminal`), and tabs as spaces, since a
@@ -62,15 +61,15 @@ pub fn draw_live(frame: &mut Frame<'_>, view: &ChatView) {
     // Subagents still working are live too: their calls stay out of the scrollback
     // until they return.
     let mut live_lines = Vec::new();
-    for (index, _) in view.work.iter().filter(|(index, _)| {
+    for (index, _) in view.conversation.work.iter().filter(|(index, _)| {
         matches!(
-            view.items.get(**index),
+            view.conversation.items.get(**index),
             Some(Item::Tool(ToolView { result: None, .. }))
         )
     }) {
         live_lines.extend(view_item_lines(view, *index, width));
     }
-    live_lines.extend(markdown::render(&screen_text(&view.streaming)));
+    live_lines.extend(markdown::render(&screen_text(&view.conversation.streaming)));
     live_lines.extend(arriving_lines(view));
     let lines = wrap_lines(&live_lines, width);
     let skip = lines.len().saturating_sub(usize::from(live.height));
@@ -109,7 +108,8 @@ fn draw_bottom(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
 /// The calls whose arguments are arriving now: a call shows from its first
 /// streamed piece, not only once its arguments are complete.
 fn arriving_lines(view: &ChatView) -> Vec<Line<'static>> {
-    view.arriving
+    view.conversation
+        .arriving
         .iter()
         .flat_map(|name| {
             [
@@ -168,7 +168,10 @@ pub fn item_lines(item: &Item, width: usize) -> Vec<Line<'static>> {
 /// The lines of the conversation's item `index`: a call to a subagent carries the
 /// subagent's work under it.
 pub fn view_item_lines(view: &ChatView, index: usize, width: usize) -> Vec<Line<'static>> {
-    match (view.items.get(index), view.work.get(&index)) {
+    match (
+        view.conversation.items.get(index),
+        view.conversation.work.get(&index),
+    ) {
         (Some(Item::Tool(tool)), Some(work)) => tool_lines_with_work(tool, work, width),
         (Some(item), _) => item_lines(item, width),
         (None, _) => Vec::new(),
@@ -220,7 +223,7 @@ pub fn tool_lines_with_work(
 /// that has no result yet (calls are announced, then asked about, one by one).
 fn waiting_call(view: &ChatView) -> Option<usize> {
     let question = view.question.as_ref()?;
-    view.items.iter().rposition(|item| {
+    view.conversation.items.iter().rposition(|item| {
         matches!(item, Item::Tool(tool) if tool.result.is_none() && tool.name == question.tool)
     })
 }
@@ -296,22 +299,25 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     // conversation of thousands of messages costs what a screenful costs.
     let mut blocks: Vec<Vec<Line<'static>>> = Vec::new();
     let mut count = 0;
-    if !view.arriving.is_empty() {
+    if !view.conversation.arriving.is_empty() {
         let lines = wrap_lines(&arriving_lines(view), width);
         count += lines.len();
         blocks.push(lines);
     }
-    if !view.streaming.is_empty() {
-        let lines = wrap_lines(&markdown::render(&screen_text(&view.streaming)), width);
+    if !view.conversation.streaming.is_empty() {
+        let lines = wrap_lines(
+            &markdown::render(&screen_text(&view.conversation.streaming)),
+            width,
+        );
         count += lines.len();
         blocks.push(lines);
     }
     let waiting = waiting_call(view);
-    for index in (0..view.items.len()).rev() {
+    for index in (0..view.conversation.items.len()).rev() {
         if count >= wanted {
             break;
         }
-        let shown = match &view.items[index] {
+        let shown = match &view.conversation.items[index] {
             Item::Tool(tool) if Some(index) == waiting => {
                 tool_lines_pending(tool, "  … waiting for your answer", width)
             }
@@ -324,8 +330,8 @@ fn draw_conversation(frame: &mut Frame<'_>, view: &ChatView, area: Rect) {
     }
     let mut lines: Vec<Line<'static>> = blocks.into_iter().rev().flatten().collect();
     if lines.last().is_some_and(|l| l.width() == 0)
-        && view.streaming.is_empty()
-        && view.arriving.is_empty()
+        && view.conversation.streaming.is_empty()
+        && view.conversation.arriving.is_empty()
     {
         lines.pop();
     }
@@ -371,7 +377,7 @@ fn status_line(view: &ChatView, width: u16) -> Line<'static> {
             status_tokens(u64::from(window))
         ));
     }
-    if let Some(usage) = view.usage {
+    if let Some(usage) = view.conversation.usage {
         right.push_str(&format!(
             "{} in · {} out tokens  ",
             status_tokens(usage.prompt_tokens),

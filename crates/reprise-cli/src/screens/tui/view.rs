@@ -3,94 +3,16 @@
 //! Everything here is plain data and pure functions of it, so the screen can be
 //! snapshot-tested without a terminal.
 
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use reprise_provider::Usage;
 
 use reprise_chat::events::Answer;
 use reprise_chat::start::PickerRow;
 
-/// One thing shown in the conversation.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Item {
-    /// The person's message.
-    User(String),
-    /// The assistant's reply (Markdown).
-    Assistant(String),
-    /// A tool call and, once it returned, its result.
-    Tool(ToolView),
-    /// A line from the chat itself, such as `(resumed the conversation of …)`.
-    Notice(String),
-    /// Something the person should know (a corrupt line skipped, a torn tail cut).
-    Warning(String),
-    /// Something that failed.
-    Error(String),
-}
-
-/// A tool call as shown.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolView {
-    /// The call id.
-    pub id: String,
-    /// The agent that made it (empty for the main agent).
-    pub agent: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments, as JSON text.
-    pub arguments: String,
-    /// The result, once it returned.
-    pub result: Option<ToolResultView>,
-}
-
-/// A tool call's result as shown.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolResultView {
-    /// What the tool returned (in a redrawn conversation, only the lines shown).
-    pub content: String,
-    /// Whether it failed (or was denied).
-    pub is_error: bool,
-    /// Lines left out of `content` (a redrawn result keeps only what is shown, so
-    /// that a long conversation is not held twice).
-    pub folded_lines: usize,
-}
-
-/// A subagent's work, shown under the call that started it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SubagentWork {
-    /// The subagent.
-    pub agent: String,
-    /// Its replies ([`Item::Assistant`]) and tool calls ([`Item::Tool`]), in order.
-    pub items: Vec<Item>,
-    /// Its reply arriving now.
-    pub streaming: String,
-}
-
-impl SubagentWork {
-    /// Moves the reply arriving now into the work.
-    pub fn finish_stream(&mut self) {
-        let text = std::mem::take(&mut self.streaming);
-        if !text.trim().is_empty() {
-            self.items.push(Item::Assistant(text));
-        }
-    }
-
-    /// Records a result on the subagent's call `id`.
-    pub fn tool_result(&mut self, id: &str, content: String, is_error: bool) {
-        if let Some(Item::Tool(tool)) =
-            self.items.iter_mut().rev().find(
-                |item| matches!(item, Item::Tool(tool) if tool.id == id && tool.result.is_none()),
-            )
-        {
-            tool.result = Some(ToolResultView {
-                content,
-                is_error,
-                folded_lines: 0,
-            });
-        }
-    }
-}
+pub use reprise_chat::view::live::{
+    LiveItem as Item, LiveView, SubagentWork, ToolResultView, ToolView,
+};
 
 /// The text being typed, with its cursor and the prompt history.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -255,18 +177,13 @@ pub struct Question {
 /// The whole screen's state.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatView {
-    /// The conversation.
-    pub items: Vec<Item>,
-    /// The reply arriving now.
-    pub streaming: String,
+    /// The conversation, with the reply arriving now, the subagents' work and the
+    /// token totals.
+    pub conversation: LiveView,
     /// How long the model has been working, while it works.
     pub busy: Option<Duration>,
     /// Advances while busy, to animate the spinner.
     pub tick: usize,
-    /// The session's running totals of prompt and completion tokens: what its
-    /// entries recorded when the chat opened it, plus every call since; `None` when
-    /// the server never reported usage.
-    pub usage: Option<Usage>,
     /// The estimated size of the next request and the context window, in tokens.
     pub context: Option<(u64, u32)>,
     /// The prompt.
@@ -288,13 +205,6 @@ pub struct ChatView {
     pub model: String,
     /// The run folder's name, for the status line.
     pub run: String,
-    /// Subagents' work, by the index in `items` of the call that started it.
-    pub work: BTreeMap<usize, SubagentWork>,
-    /// The call each working subagent works for, as an index in `items`.
-    pub working: HashMap<String, usize>,
-    /// The tools of the calls whose arguments are arriving now (shown until the
-    /// reply is complete, when the calls themselves are).
-    pub arriving: Vec<String>,
 }
 
 /// What a key asks the chat to do.
@@ -319,100 +229,6 @@ pub enum Action {
 }
 
 impl ChatView {
-    /// Appends text to the reply arriving now.
-    pub fn push_delta(&mut self, text: &str) {
-        self.streaming.push_str(text);
-    }
-
-    /// Moves the reply arriving now into the conversation.
-    pub fn finish_stream(&mut self) {
-        let text = std::mem::take(&mut self.streaming);
-        if !text.trim().is_empty() {
-            self.items.push(Item::Assistant(text));
-        }
-    }
-
-    /// The reply arriving now broke off and is asked for again: what came of it is
-    /// shown as withdrawn, never as a reply.
-    pub fn withdraw_stream(&mut self) {
-        self.arriving.clear();
-        let text = std::mem::take(&mut self.streaming);
-        if !text.trim().is_empty() {
-            self.items.push(Item::Notice(format!(
-                "{} … (withdrawn: this reply broke off and is asked for again)",
-                text.trim_end()
-            )));
-        }
-    }
-
-    /// Says that a model call is tried again: in place of the line about the
-    /// previous attempt when nothing came between (a server that cannot be
-    /// reached fails every attempt the same way).
-    pub fn retrying(&mut self, line: &str) {
-        let is_retry = |text: &str| text.contains("(retrying, attempt ");
-        match self.items.last_mut() {
-            Some(Item::Notice(last)) if is_retry(last) => *last = line.to_owned(),
-            _ => self.items.push(Item::Notice(line.to_owned())),
-        }
-    }
-
-    /// Records a tool's result on its call.
-    pub fn tool_result(&mut self, id: &str, content: String, is_error: bool) {
-        let call = self.items.iter_mut().rev().find_map(|item| match item {
-            Item::Tool(tool) if tool.id == id && tool.result.is_none() => Some(tool),
-            _ => None,
-        });
-        if let Some(tool) = call {
-            tool.result = Some(ToolResultView {
-                content,
-                is_error,
-                folded_lines: 0,
-            });
-        }
-    }
-
-    /// A subagent took up the task of call `call_id`: its work goes under that call.
-    pub fn subagent_task(&mut self, agent: &str, call_id: &str) {
-        let index = self.items.iter().rposition(|item| {
-            matches!(item, Item::Tool(tool)
-                if tool.id == call_id && tool.name == agent && tool.result.is_none())
-        });
-        if let Some(index) = index {
-            self.working.insert(agent.to_owned(), index);
-            self.work.entry(index).or_insert_with(|| SubagentWork {
-                agent: agent.to_owned(),
-                ..SubagentWork::default()
-            });
-        }
-    }
-
-    /// The work of the call subagent `agent` is working for now.
-    pub fn work_of(&mut self, agent: &str) -> Option<&mut SubagentWork> {
-        let index = *self.working.get(agent)?;
-        self.work.get_mut(&index)
-    }
-
-    /// The main agent's call `id` returned: a subagent working for it is done.
-    pub fn subagent_done(&mut self, id: &str) {
-        let Some(index) = self.items.iter().rposition(
-            |item| matches!(item, Item::Tool(tool) if tool.id == id && tool.result.is_some()),
-        ) else {
-            return;
-        };
-        self.working.retain(|_, working| *working != index);
-        if let Some(work) = self.work.get_mut(&index) {
-            // A reply cut off by a stop is not kept, as the main agent's is not.
-            work.streaming.clear();
-        }
-    }
-
-    /// Empties the conversation (a `/resume` redraws another).
-    pub fn clear_items(&mut self) {
-        self.items.clear();
-        self.work.clear();
-        self.working.clear();
-    }
-
     /// What a key press does: edits the state and maybe asks for an action.
     pub fn on_key(&mut self, key: KeyEvent) -> Option<Action> {
         if key.kind == KeyEventKind::Release {
@@ -775,25 +591,5 @@ mod tests {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(view.on_key(ctrl_c), Some(Action::CancelTurn));
         assert!(view.question.is_none());
-    }
-
-    #[test]
-    fn tool_results_land_on_their_call() {
-        let mut view = ChatView::default();
-        view.items.push(Item::Tool(ToolView {
-            id: "c1".into(),
-            agent: String::new(),
-            name: "read_file".into(),
-            arguments: "{}".into(),
-            result: None,
-        }));
-        view.tool_result("c1", "hello".into(), false);
-        let Item::Tool(tool) = &view.items[0] else {
-            panic!()
-        };
-        assert_eq!(
-            tool.result.as_ref().map(|r| r.content.as_str()),
-            Some("hello")
-        );
     }
 }

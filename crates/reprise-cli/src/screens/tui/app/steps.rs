@@ -121,6 +121,7 @@ impl App {
                     self.carry_out(prepared).await;
                 } else {
                     self.view
+                        .conversation
                         .items
                         .push(Item::Notice("(nothing changed)".to_owned()));
                 }
@@ -181,6 +182,7 @@ impl App {
             }
             Err(error) => self
                 .view
+                .conversation
                 .items
                 .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }
@@ -195,10 +197,10 @@ impl App {
                 // The conversation is drawn again as the model now sees it; the
                 // inline mode cannot take back its scrollback.
                 if !self.inline {
-                    self.view.clear_items();
+                    self.view.conversation.clear_items();
                     self.redraw_conversation().await;
                 }
-                self.view.items.push(Item::Notice(done.line));
+                self.view.conversation.items.push(Item::Notice(done.line));
                 if let Some(text) = done.message
                     && self.view.input.text.is_empty()
                 {
@@ -207,6 +209,7 @@ impl App {
             }
             Err(error) => self
                 .view
+                .conversation
                 .items
                 .push(Item::Error(reprise_chat::error_text::with_causes(&error))),
         }

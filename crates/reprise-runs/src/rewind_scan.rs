@@ -1,9 +1,9 @@
-//! Whether `reprise show` needs a run's whole conversation to mark rewinds (see
-//! [`reprise_chat::view`]): a quick scan of its file for a rewind entry.
+//! Whether a reader needs a run's whole conversation to mark rewinds: a quick scan
+//! of its file for a rewind entry.
 
 use std::io::Read;
 
-use reprise_runs::{CONVERSATION_JSONL, RunFolder};
+use crate::{CONVERSATION_JSONL, RunFolder};
 
 /// The bytes every rewind entry's line holds (the JSON of `"kind":"rewind"` as the
 /// store writes it; quotes inside texts are escaped, so a message cannot).
@@ -47,7 +47,7 @@ mod tests {
     #[test]
     fn the_scan_finds_a_rewind_across_two_reads_and_nothing_in_a_text() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = reprise_runs::create_run_folder(dir.path()).unwrap();
+        let folder = crate::create_run_folder(dir.path()).unwrap();
         let path = folder.dir.join(CONVERSATION_JSONL);
         let mut file = std::fs::File::create(&path).unwrap();
         // A message quoting the bytes has its quotes escaped.

@@ -1,9 +1,16 @@
 //! The pinned versions of llama.cpp's server and the model's weights, read from
-//! `scripts/llama-pins.env` (the file the test install script sources), built in.
+//! `scripts/llama-pins.env` (the file the test install script sources), built in:
+//! what `reprise --local` installs.
 
-use anyhow::{Result, anyhow};
+const PINS: &str = include_str!("../../../scripts/llama-pins.env");
 
-const PINS: &str = include_str!("../../../../scripts/llama-pins.env");
+/// A pin the file does not give.
+#[derive(Debug, thiserror::Error)]
+#[error("scripts/llama-pins.env has no {key}")]
+pub struct MissingPin {
+    /// The key it lacks.
+    pub key: String,
+}
 
 /// What `reprise --local` installs from PyPI.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,12 +40,12 @@ pub struct ModelPins {
 
 impl Pins {
     /// The pins built into this binary.
-    pub fn built_in() -> Result<Pins> {
+    pub fn built_in() -> Result<Pins, MissingPin> {
         Pins::parse(PINS)
     }
 
     /// Reads `KEY="value"` lines; `#` starts a comment line.
-    pub fn parse(text: &str) -> Result<Pins> {
+    pub fn parse(text: &str) -> Result<Pins, MissingPin> {
         let value = |key: &str| {
             text.lines()
                 .map(str::trim)
@@ -48,7 +55,9 @@ impl Pins {
                     (name.trim() == key).then(|| value.trim().trim_matches('"').to_owned())
                 })
                 .filter(|value| !value.is_empty())
-                .ok_or_else(|| anyhow!("scripts/llama-pins.env has no {key}"))
+                .ok_or_else(|| MissingPin {
+                    key: key.to_owned(),
+                })
         };
         Ok(Pins {
             xllamacpp: value("XLLAMACPP_VERSION")?,

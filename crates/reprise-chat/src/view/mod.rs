@@ -11,14 +11,20 @@
 //! what left the view ([`counts_as_message`]).
 //!
 //! Items borrow the entries: each renderer takes the text as it shows it (masked,
-//! cut, made safe for a terminal).
+//! cut, made safe for a terminal). The screens hold owned items instead, which
+//! [`redraw`] makes from these for a resumed conversation and [`live`] grows with
+//! each of the agent's events.
+
+pub mod export;
+pub mod live;
+pub mod redraw;
 
 use std::collections::{HashMap, VecDeque};
 
-use reprise_runs::is_command_expansion;
+use reprise_runs::{CompactionMarkers, is_command_expansion};
 use reprise_session::{
     AfterCrash, CallDecision, Entry, Message, Rewind, Role, StartedCall, ToolCall, awaiting_calls,
-    compaction_marker, decided_call, rewound, started_calls,
+    decided_call, rewound, started_calls,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -178,10 +184,10 @@ pub fn items_of(entries: &[Entry]) -> Vec<Item<'_>> {
         }
     }
     let mut used = vec![false; entries.len()];
-    let mut markers = Markers::default();
+    let mut markers = CompactionMarkers::default();
     let mut items = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
-        markers.count(entry);
+        let marker = markers.next(entry);
         if used[index] {
             continue;
         }
@@ -200,7 +206,7 @@ pub fn items_of(entries: &[Entry]) -> Vec<Item<'_>> {
             });
         }
         let kind = match entry.as_message() {
-            None => match other_kind(entry, entries, &mut markers) {
+            None => match other_kind(entry, entries, marker) {
                 Some(kind) => kind,
                 None => continue,
             },
@@ -266,7 +272,7 @@ fn call_result(entry: &Entry) -> Option<CallResult<'_>> {
 fn other_kind<'a>(
     entry: &'a Entry,
     entries: &[Entry],
-    markers: &mut Markers,
+    marker: Option<String>,
 ) -> Option<ItemKind<'a>> {
     let kind = entry.kind.as_deref().unwrap_or_default();
     let field = |name: &str| entry.extra.get(name).and_then(Value::as_str);
@@ -281,7 +287,7 @@ fn other_kind<'a>(
             summary: field("summary").unwrap_or_default(),
             tokens_before: entry.extra.get("tokens_before").and_then(Value::as_u64),
             tokens_after: entry.extra.get("tokens_after").and_then(Value::as_u64),
-            marker: markers.compaction(entry),
+            marker,
         }),
         reprise_session::REWIND_KIND => Some(ItemKind::Rewind {
             line: rewind_line(&Rewind::from_entry(entry)?, entries),
@@ -396,37 +402,6 @@ impl CallRecords {
             waited: self.waited.contains_key(&key),
             decision: self.decided.get(&key).cloned(),
         }
-    }
-}
-
-/// Counts messages for the compaction markers: how many came up to each entry, and
-/// up to where the last compaction reached.
-#[derive(Default)]
-struct Markers {
-    seen: usize,
-    counted: HashMap<Uuid, usize>,
-    compacted_up_to: usize,
-}
-
-impl Markers {
-    fn count(&mut self, entry: &Entry) {
-        if entry.as_message().is_some() {
-            self.seen += 1;
-        }
-        self.counted.insert(entry.uuid, self.seen);
-    }
-
-    /// The marker line of a compaction entry whose `through` came before it.
-    fn compaction(&mut self, entry: &Entry) -> Option<String> {
-        let compaction = reprise_session::Compaction::from_entry(entry)?;
-        let through = *self.counted.get(&compaction.through)?;
-        let marker = compaction_marker(
-            through.saturating_sub(self.compacted_up_to),
-            compaction.tokens_before,
-            compaction.tokens_after,
-        );
-        self.compacted_up_to = self.compacted_up_to.max(through);
-        Some(marker)
     }
 }
 

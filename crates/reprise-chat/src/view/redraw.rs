@@ -1,16 +1,17 @@
 //! What a resumed conversation shows, from the entries the agent loaded: the
-//! conversation's items ([`reprise_chat::view`]) as the screens draw them, the
+//! conversation's items ([`super::items_of`]) as the screens draw them, the
 //! person's messages, the replies, and the tool calls with their results folded as
 //! the live view folds them. The conversation file is read once, by the agent.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
-use reprise_chat::view::{ItemKind, items_of};
 use reprise_runs::is_command_expansion;
 use reprise_session::{Content, Entry, Message, Role, short_tokens};
 
-use crate::screens::tui::render::RESULT_LINES_SHOWN;
-use crate::screens::tui::view::{Item, ToolResultView, ToolView};
+use super::live::{LiveItem as Item, RESULT_LINES_SHOWN, SubagentWork, ToolResultView, ToolView};
+use super::{ItemKind, items_of};
+use crate::subagents::{PastCall, PastStep};
 
 /// How much of a call's arguments a redrawn call keeps: more than a screen shows,
 /// far less than a file written through a tool.
@@ -64,6 +65,56 @@ pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
         }
     }
     items
+}
+
+/// The items that redraw a conversation of `entries` with its calls to subagents,
+/// each call's work folded under it (by the index of its item).
+pub fn redraw_with_subagents(
+    entries: &[Entry],
+    calls: &[PastCall],
+) -> (Vec<Item>, BTreeMap<usize, SubagentWork>) {
+    let items = redraw_items(entries);
+    let mut work = BTreeMap::new();
+    for (index, item) in items.iter().enumerate() {
+        let Item::Tool(tool) = item else {
+            continue;
+        };
+        let Some(call) = calls.iter().find(|call| call.id == tool.id) else {
+            continue;
+        };
+        let steps = call
+            .steps
+            .iter()
+            .map(|step| match step {
+                PastStep::Text(text) => Item::Assistant(text.clone()),
+                PastStep::Tool {
+                    id,
+                    name,
+                    arguments,
+                    result,
+                } => Item::Tool(ToolView {
+                    id: id.clone(),
+                    agent: String::new(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    result: result.as_ref().map(|r| ToolResultView {
+                        content: r.content.clone(),
+                        is_error: r.is_error,
+                        folded_lines: 0,
+                    }),
+                }),
+            })
+            .collect();
+        work.insert(
+            index,
+            SubagentWork {
+                agent: call.agent.clone(),
+                items: steps,
+                streaming: String::new(),
+            },
+        );
+    }
+    (items, work)
 }
 
 /// Where to start redrawing to show at least the last `wanted` messages: at a
