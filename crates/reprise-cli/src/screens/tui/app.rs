@@ -827,12 +827,12 @@ impl App {
         let entries = session.agent.entries();
         let start = crate::screens::redraw::tail_start(entries, REDRAWN_MESSAGES);
         let earlier = crate::screens::redraw::shown_messages(&entries[..start]);
-        if earlier > 0 {
-            self.view.items.push(Item::Notice(format!(
-                "({}; reprise show {} prints them all)",
-                reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
-                session.run_name()
-            )));
+        if let Some(notice) = crate::screens::redraw::earlier_notice(
+            earlier,
+            session.agent.skipped_history(),
+            session.run_name(),
+        ) {
+            self.view.items.push(Item::Notice(notice));
         }
         let (items, work) = redraw_with_subagents(&entries[start..], &calls);
         let offset = self.view.items.len();
