@@ -47,6 +47,8 @@ struct AgentConfig {
     turn_timeout: Option<Duration>,
     context: ContextSettings,
     before_changes: Option<Arc<dyn BeforeChanges>>,
+    /// Whether transcripts are read from their latest compaction on.
+    resume_from_compaction: bool,
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
@@ -169,6 +171,17 @@ impl AgentBuilder {
     /// use the same window.
     pub fn context_window(mut self, tokens: u32) -> Self {
         self.config.context.window = Some(tokens);
+        self
+    }
+
+    /// Reads a transcript that has a compaction from its latest compaction's
+    /// `through` on, when the store can ([`SessionStore::load_view`]): opening a long
+    /// session then costs what the model sees, not its whole history. The history
+    /// before is not among [`Agent::entries`] and [`Agent::messages`] then
+    /// ([`Agent::skipped_history`] says so); the token totals still count it, from the
+    /// compaction's `usage_before`. Off by default.
+    pub fn resume_from_compaction(mut self, on: bool) -> Self {
+        self.config.resume_from_compaction = on;
         self
     }
 
@@ -327,6 +340,7 @@ async fn load_threads(
             context: config.context,
             // The parent's call that gives the task is preceded by the hook.
             before_changes: None,
+            from_compaction: config.resume_from_compaction,
         })
         .await?;
         warnings.extend_from_slice(thread.warnings());
@@ -354,6 +368,7 @@ async fn load_threads(
         turn_timeout: config.turn_timeout,
         context: config.context,
         before_changes: config.before_changes.clone(),
+        from_compaction: config.resume_from_compaction,
     })
     .await?;
     // The main transcript's warnings first: they are the ones a person reads first.
@@ -411,6 +426,7 @@ impl Agent {
                 turn_timeout: Some(DEFAULT_TURN_TIMEOUT),
                 context: ContextSettings::default(),
                 before_changes: None,
+                resume_from_compaction: false,
             },
             store: None,
             session_id: None,
@@ -604,6 +620,14 @@ impl Agent {
         result
     }
 
+    /// Whether the main transcript's history before its latest compaction was left
+    /// unread when the session was loaded
+    /// ([`AgentBuilder::resume_from_compaction`]): [`Agent::entries`] then start at
+    /// that compaction's `through`.
+    pub fn skipped_history(&self) -> bool {
+        self.thread.skipped_history()
+    }
+
     /// What was wrong in the transcripts when they were loaded (a torn last line
     /// cut, corrupt lines skipped): the main transcript's, then the subagents'.
     pub fn load_warnings(&self) -> &[LoadWarning] {
@@ -631,7 +655,7 @@ impl Agent {
     /// `None` when no call reported any.
     pub async fn usage_totals(&self) -> Option<reprise_provider::Usage> {
         let mut totals = crate::usage::usage_totals(self.thread.entries());
-        if let Some(rewound) = self.thread.rewound_usage() {
+        if let Some(rewound) = self.thread.unheld_usage() {
             crate::usage::add_usage(totals.get_or_insert_with(Default::default), rewound);
         }
         for handle in &self.subagents {

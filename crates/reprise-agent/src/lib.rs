@@ -50,4 +50,4 @@ pub use thread::{
 pub use tool::{
     Approval, OnUnknown, Tool, ToolApprover, ToolContext, ToolEffects, ToolInvocation, ToolOutput,
 };
-pub use usage::{usage_of, usage_totals};
+pub use usage::{USAGE_BEFORE_FIELD, usage_of, usage_totals};

@@ -167,6 +167,8 @@ pub(crate) struct ThreadConfig {
     pub context: ContextSettings,
     /// Told before calls that may change things start.
     pub before_changes: Option<Arc<dyn BeforeChanges>>,
+    /// Whether the transcript is read from its latest compaction on.
+    pub from_compaction: bool,
 }
 
 /// Why a compaction is made; it decides how much stays verbatim.
@@ -251,9 +253,13 @@ pub(crate) struct Thread {
     scale: f64,
     /// Told before calls that may change things start.
     before_changes: Option<Arc<dyn BeforeChanges>>,
-    /// The token counts recorded on the entries a rewind took out of the model's
-    /// view: calls the session made, counted in its totals, though not held here.
-    rewound_usage: Option<reprise_provider::Usage>,
+    /// The token counts recorded on the entries of the transcript not held here (those
+    /// a rewind took out of the model's view, and the history before the latest
+    /// compaction when it was not read): calls the session made, counted in its
+    /// totals.
+    unheld_usage: Option<reprise_provider::Usage>,
+    /// Whether the history before the latest compaction's `through` was not read.
+    skipped_history: bool,
 }
 
 /// A tool call on its way to a result.
@@ -329,22 +335,53 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The transcript `config` names (a missing one is empty), and, when it was read from
+/// its latest compaction on, the token counts recorded before that compaction
+/// (`Some(None)`: none). A compaction that does not record them (written before
+/// they were kept) means reading the transcript whole.
+async fn load_transcript(
+    config: &ThreadConfig,
+) -> Result<
+    (
+        reprise_session::Loaded,
+        Option<Option<reprise_provider::Usage>>,
+    ),
+    AgentError,
+> {
+    if config.from_compaction
+        && let Some(view) = config.store.load_view(&config.key).await?
+    {
+        if view.skipped_bytes.is_none() {
+            return Ok((view.loaded, None));
+        }
+        if let Some(before) = crate::usage::usage_before_view(&view.loaded.entries) {
+            return Ok((view.loaded, Some(before)));
+        }
+    }
+    let loaded = config.store.load(&config.key).await?.unwrap_or_default();
+    Ok((loaded, None))
+}
+
 impl Thread {
     /// Loads the transcript (a missing one is empty), closes the tool calls of earlier
     /// turns that never got a result, and prepares the model view. The open calls of
     /// a last turn that a crash cut are left for the next run to finish.
     pub async fn open(config: ThreadConfig) -> Result<Thread, AgentError> {
-        let mut loaded = config.store.load(&config.key).await?.unwrap_or_default();
+        let (mut loaded, before) = load_transcript(&config).await?;
         // What a rewind took out of the model's view stays in the file only; the
         // calls it holds still count in the session's totals.
         let hidden = reprise_session::rewound(&loaded.entries);
-        let rewound_usage = crate::usage::usage_totals(
+        let mut unheld_usage = crate::usage::usage_totals(
             loaded
                 .entries
                 .iter()
                 .zip(&hidden)
                 .filter_map(|(entry, hidden)| hidden.then_some(entry)),
         );
+        let skipped_history = before.is_some();
+        if let Some(Some(before)) = before {
+            crate::usage::add_usage(unheld_usage.get_or_insert_with(Default::default), before);
+        }
         loaded.entries = visible_entries(std::mem::take(&mut loaded.entries));
         let specs = config.tools.iter().map(|(spec, _)| spec.clone()).collect();
         let (summary, view_start) = match compacted_tail(&loaded.entries) {
@@ -380,7 +417,8 @@ impl Thread {
             measured: None,
             scale: 1.0,
             before_changes: config.before_changes,
-            rewound_usage,
+            unheld_usage,
+            skipped_history,
         };
         thread
             .repair(&RunContext::new(None, CancellationToken::new()))
@@ -415,10 +453,16 @@ impl Thread {
         &self.entries
     }
 
-    /// The token counts of the calls whose entries a rewind took out of view (not
-    /// among [`Thread::entries`]), when any recorded some.
-    pub fn rewound_usage(&self) -> Option<reprise_provider::Usage> {
-        self.rewound_usage
+    /// The token counts of the calls whose entries are not among
+    /// [`Thread::entries`] (a rewind took them out of view, or they are before the
+    /// latest compaction and were not read), when any recorded some.
+    pub fn unheld_usage(&self) -> Option<reprise_provider::Usage> {
+        self.unheld_usage
+    }
+
+    /// Whether the history before the latest compaction's `through` was not read.
+    pub fn skipped_history(&self) -> bool {
+        self.skipped_history
     }
 
     pub fn warnings(&self) -> &[LoadWarning] {
@@ -641,6 +685,16 @@ impl Thread {
             tokens_after: after,
         };
         let mut entry = compaction.to_entry();
+        // Every count recorded before this entry, so that a resume that reads from
+        // here on still has the session's totals.
+        let mut recorded = crate::usage::usage_totals(&self.entries);
+        if let Some(unheld) = self.unheld_usage {
+            crate::usage::add_usage(recorded.get_or_insert_with(Default::default), unheld);
+        }
+        entry.extra.insert(
+            crate::usage::USAGE_BEFORE_FIELD.to_owned(),
+            crate::usage::usage_value(recorded),
+        );
         if let Some(usage) = usage {
             set_usage(&mut entry, usage, self.provider.model());
             ctx.emit(|| AgentEvent::Usage {

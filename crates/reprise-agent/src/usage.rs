@@ -66,6 +66,73 @@ pub fn usage_totals<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Option<
     totals
 }
 
+/// The field of a compaction entry holding the summed counts of every entry recorded
+/// before it in the same transcript (`null`: none had any).
+pub const USAGE_BEFORE_FIELD: &str = "usage_before";
+
+/// `usage` as [`USAGE_BEFORE_FIELD`] holds it.
+pub(crate) fn usage_value(usage: Option<Usage>) -> Value {
+    let Some(usage) = usage else {
+        return Value::Null;
+    };
+    let mut fields = serde_json::Map::new();
+    fields.insert("prompt_tokens".to_owned(), usage.prompt_tokens.into());
+    fields.insert(
+        "completion_tokens".to_owned(),
+        usage.completion_tokens.into(),
+    );
+    fields.insert("total_tokens".to_owned(), usage.total_tokens.into());
+    if let Some(cached) = usage.cached_tokens {
+        fields.insert("cached_tokens".to_owned(), cached.into());
+    }
+    Value::Object(fields)
+}
+
+/// The counts [`USAGE_BEFORE_FIELD`] holds: `None` when it is absent or malformed,
+/// `Some(None)` when it says no entry before had any.
+fn usage_from_value(value: &Value) -> Option<Option<Usage>> {
+    if value.is_null() {
+        return Some(None);
+    }
+    let count = |name: &str| value.get(name).and_then(Value::as_u64);
+    Some(Some(Usage {
+        prompt_tokens: count("prompt_tokens")?,
+        completion_tokens: count("completion_tokens")?,
+        total_tokens: count("total_tokens")?,
+        cached_tokens: count("cached_tokens"),
+    }))
+}
+
+/// The counts recorded before the first of `entries`, read from the latest
+/// compaction's `through` on: the latest compaction no rewind hides records those of
+/// every entry before it ([`USAGE_BEFORE_FIELD`]), and those of the entries read
+/// before it are taken out. `None` when it does not say.
+pub(crate) fn usage_before_view(entries: &[Entry]) -> Option<Option<Usage>> {
+    let hidden = reprise_session::rewound(entries);
+    let at = entries.iter().zip(&hidden).rposition(|(entry, hidden)| {
+        !*hidden && entry.kind.as_deref() == Some(reprise_session::COMPACTION_KIND)
+    })?;
+    let recorded = usage_from_value(entries[at].extra.get(USAGE_BEFORE_FIELD)?)?;
+    let read = usage_totals(&entries[..at]);
+    Some(match (recorded, read) {
+        (recorded, None) => recorded,
+        // The field says fewer than the entries read hold: not to be believed.
+        (None, Some(_)) => return None,
+        (Some(recorded), Some(read)) => Some(Usage {
+            prompt_tokens: recorded.prompt_tokens.checked_sub(read.prompt_tokens)?,
+            completion_tokens: recorded
+                .completion_tokens
+                .checked_sub(read.completion_tokens)?,
+            total_tokens: recorded.total_tokens.checked_sub(read.total_tokens)?,
+            cached_tokens: match (recorded.cached_tokens, read.cached_tokens) {
+                (cached, None) => cached,
+                (Some(cached), Some(read)) => Some(cached.checked_sub(read)?),
+                (None, Some(_)) => return None,
+            },
+        }),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

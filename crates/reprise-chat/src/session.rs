@@ -210,6 +210,9 @@ impl Opener {
             .compact_threshold(self.settings.compact_threshold)
             .approver(approver)
             .before_changes(Arc::new(checkpoints.clone()))
+            // A long run opens in what its model sees: the history before its latest
+            // compaction is read by `reprise show`, /rewind and forks, not here.
+            .resume_from_compaction(true)
             .build()
             .await;
         let agent = match built {

@@ -18,15 +18,20 @@
 //!   per entry;
 //! - `reprise runs --json` over 10,000 and then 100,000 runs, the list cache warm.
 //!
+//! - `reprise --continue` (plain and full screen) of sessions of short turns whose
+//!   last compaction is near the end (its `through` 40 entries before the end, 20
+//!   entries after it): 10 MB, 1 GB, and with `REPRISE_BENCH_10GB=1` 10 GB, side by
+//!   side in one run: time to the resumed line and peak RSS (`-- resume`).
+//!
 //! `show --json` is also set against the seed's Python loader (`json.loads` of every
 //! line of the file) where `python3` is on the machine.
 //!
 //! Run with `cargo bench -p reprise-cli --bench chat` (`-- big` runs only the 100 MB
 //! part, `-- short` only its short-turn run, `-- listing` only the listing at scale,
-//! `-- small` only the rest). With `REPRISE_BENCH_KEEP=DIR` the runs are written
-//! under `DIR` and kept, to profile by hand. With `REPRISE_BENCH_BEFORE=BINARY` the
-//! listing at scale also times that build of `reprise` in the same rounds, to set a
-//! change against what came before it.
+//! `-- resume` only the compacted sessions, `-- small` only the rest). With
+//! `REPRISE_BENCH_KEEP=DIR` the runs are written under `DIR` and kept, to profile by
+//! hand. With `REPRISE_BENCH_BEFORE=BINARY` the listing at scale also times that
+//! build of `reprise` in the same rounds, to set a change against what came before it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -559,6 +564,123 @@ fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u
     (shown, elapsed, peak.finish())
 }
 
+/// A run of short turns of about `bytes` whose last compaction is near the end: its
+/// `through` is the reply 40 entries before the compaction entry, which records the
+/// counts of every reply before it (`usage_before`), as the agent writes it; 20 more
+/// entries follow it.
+async fn make_compacted_run(runs_dir: &Path, bytes: u64) -> BigRun {
+    const KEPT: usize = 40;
+    const AFTER: usize = 20;
+    // About 520 bytes a line (measured on the first batch below).
+    let per_entry = 520u64;
+    let before = ((bytes / per_entry) as usize).max(2 * KEPT) & !1;
+    let mut counts = (0u64, 0u64, 0u64);
+    let mut through = None;
+    let mut done = false;
+    write_big_run(runs_dir, |i| {
+        if done {
+            return Vec::new();
+        }
+        if i < before {
+            let batch: Vec<Entry> = (i..(i + 2000).min(before)).map(short_turn_entry).collect();
+            for entry in &batch {
+                if let Some(usage) = entry.usage.as_ref().and_then(|u| u.counts()) {
+                    counts.0 += usage.prompt_tokens;
+                    counts.1 += usage.completion_tokens;
+                    counts.2 += usage.total_tokens;
+                }
+            }
+            if i + batch.len() == before {
+                // The reply KEPT entries before the end (odd entries are replies).
+                through = batch
+                    .iter()
+                    .rev()
+                    .nth(KEPT - 1)
+                    .map(|entry| entry.uuid)
+                    .or(through);
+            }
+            return batch;
+        }
+        done = true;
+        let mut compaction = reprise_session::Compaction {
+            summary: "The person and the assistant went through the parser's records,                       the schema check and the report of rejected rows; the strict mode                       stops at the first bad row."
+                .repeat(8),
+            through: through.expect("a reply to compact through"),
+            tokens_before: 120_000,
+            tokens_after: 9_000,
+        }
+        .to_entry();
+        compaction.extra.insert(
+            reprise_agent::USAGE_BEFORE_FIELD.to_owned(),
+            serde_json::json!({
+                "prompt_tokens": counts.0,
+                "completion_tokens": counts.1,
+                "total_tokens": counts.2,
+            }),
+        );
+        let mut batch = vec![compaction];
+        batch.extend((before..before + AFTER).map(short_turn_entry));
+        batch
+    })
+    .await
+}
+
+/// `--continue` of compacted sessions of 10 MB, 1 GB and (with
+/// `REPRISE_BENCH_10GB=1`) 10 GB, side by side: time to the resumed line and peak
+/// RSS, plain and full screen.
+async fn resume_bench(root: &Path) {
+    let mut sizes = vec![10_000_000u64, 1_000_000_000];
+    if std::env::var_os("REPRISE_BENCH_10GB").is_some() {
+        sizes.push(10_000_000_000);
+    }
+    let mut folders = Vec::new();
+    for bytes in sizes {
+        let cwd = root.join(format!("compacted-{bytes}"));
+        std::fs::create_dir_all(cwd.join("xdg")).unwrap();
+        let setup = Instant::now();
+        let run = make_compacted_run(&cwd.join(".run"), bytes).await;
+        println!(
+            "setup: {:.1} MB compacted run of {} entries written in {}",
+            run.len as f64 / 1e6,
+            run.entries,
+            ms(setup.elapsed())
+        );
+        folders.push((cwd, run.len));
+    }
+    let args = [
+        "--plain",
+        "--continue",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    // Alternating rounds over the sizes, so that a burst of load falls on all.
+    let mut plain = vec![Vec::new(); folders.len()];
+    let mut full = vec![Vec::new(); folders.len()];
+    for (cwd, _) in &folders {
+        let _ = timed_peak(cwd, &args, "(resumed the conversation of");
+    }
+    for _ in 0..REPEAT {
+        for (at, (cwd, _)) in folders.iter().enumerate() {
+            plain[at].push(timed_peak(cwd, &args, "(resumed the conversation of"));
+            full[at].push(full_screen_continue(cwd));
+        }
+    }
+    for (at, (_, len)) in folders.iter().enumerate() {
+        let mb = *len as f64 / 1e6;
+        let plain_time = median(plain[at].iter().map(|(d, _, _)| *d).collect());
+        let plain_peak = plain[at].iter().map(|(_, _, kib)| *kib).max().unwrap_or(0);
+        let full_time = median(full[at].iter().map(|(d, _)| *d).collect());
+        let full_peak = full[at].iter().map(|(_, kib)| *kib).max().unwrap_or(0);
+        println!(
+            "compacted run, {mb:.1} MB: --plain --continue to the resumed line: median {}, peak RSS {:.1} MiB; full screen: median {}, peak RSS {:.1} MiB",
+            ms(plain_time),
+            plain_peak as f64 / 1024.0,
+            ms(full_time),
+            full_peak as f64 / 1024.0
+        );
+    }
+}
+
 /// Run folders for the listing at scale: `count` more runs under `runs_dir`, named
 /// after start times a minute apart from `first` on, each as the chat leaves it
 /// (`session.log`, a conversation of a prompt and a reply, `session.json` and
@@ -669,6 +791,9 @@ async fn main() {
     }
     if only.as_deref() == Some("listing") {
         return listing_bench(root);
+    }
+    if only.as_deref() == Some("resume") {
+        return resume_bench(root).await;
     }
     if only.as_deref() != Some("small") {
         big_bench(root).await;

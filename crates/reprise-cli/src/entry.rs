@@ -360,6 +360,18 @@ async fn chat(
     code
 }
 
+/// The file this process runs, to be started again as `run_command`'s trampoline.
+/// `/proc/self/exe` names that very file even when its path was replaced since
+/// (an upgrade during the chat) or runs through folders the user may not search
+/// (a binary run by another user's path); the path is the fallback without `/proc`.
+fn this_binary() -> Option<std::path::PathBuf> {
+    let proc_exe = std::path::Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Some(proc_exe.to_path_buf());
+    }
+    std::env::current_exe().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,16 +384,4 @@ mod tests {
         assert_eq!(mode_for(false, true, true, false), Mode::Plain);
         assert_eq!(mode_for(true, false, true, true), Mode::Plain);
     }
-}
-
-/// The file this process runs, to be started again as `run_command`'s trampoline.
-/// `/proc/self/exe` names that very file even when its path was replaced since
-/// (an upgrade during the chat) or runs through folders the user may not search
-/// (a binary run by another user's path); the path is the fallback without `/proc`.
-fn this_binary() -> Option<std::path::PathBuf> {
-    let proc_exe = std::path::Path::new("/proc/self/exe");
-    if proc_exe.exists() {
-        return Some(proc_exe.to_path_buf());
-    }
-    std::env::current_exe().ok()
 }

@@ -31,6 +31,7 @@ use crate::meta::{SESSION_JSON, SessionJson};
 use crate::summary::{RUN_SUMMARY, SummaryRecord, SummaryWriter};
 use reprise_session::IoError;
 use reprise_session::JsonlWriter;
+use reprise_session::LoadedView;
 use reprise_session::Role;
 use reprise_session::fs::{
     DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
@@ -501,23 +502,33 @@ impl BlockingStore for Inner {
             return load_file_beneath(self.root(), &self.transcript_path(key), id);
         }
         let loaded = self.writer(&mut state, key).load()?;
-        let state = &mut *state;
-        // As the writer, heal the listing fields from the transcript itself.
-        if let (None, Some(loaded)) = (key.subagent_name(), loaded.as_ref())
-            && let Some(meta) = state.meta.as_mut()
-            && listing_is_stale(meta, &loaded.entries)
-        {
-            meta.message_count = 0;
-            meta.last_message = None;
-            meta.first_message = None;
-            account(
-                meta,
-                &loaded.entries.iter().collect::<Vec<_>>(),
-                &state.redactor,
-            );
-            self.write_summary(state)?;
-        }
+        self.heal_listing(&mut state, key, loaded.as_ref())?;
         Ok(loaded)
+    }
+
+    fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
+        let id = key.session_id();
+        let mut state = self.state();
+        match self.meta(&mut state)? {
+            Some(meta) if meta.session_id == id => {}
+            _ => return Ok(None),
+        }
+        if !self.locks.holds(id) {
+            return Ok(
+                load_file_beneath(self.root(), &self.transcript_path(key), id)?.map(|loaded| {
+                    LoadedView {
+                        loaded,
+                        skipped_bytes: None,
+                    }
+                }),
+            );
+        }
+        let view = self.writer(&mut state, key).load_view()?;
+        // The listing's counts are checked against a whole transcript only.
+        if let Some(view) = view.as_ref().filter(|view| view.skipped_bytes.is_none()) {
+            self.heal_listing(&mut state, key, Some(&view.loaded))?;
+        }
+        Ok(view)
     }
 
     fn list_subkeys(&self, id: &str) -> Result<Vec<SessionKey>, StoreError> {
@@ -874,6 +885,34 @@ fn commit_fork(staging: &Path, target: &Path) -> Result<(), CommitError> {
     }
     sync_dir(target)?;
     Ok(())
+}
+
+impl Inner {
+    /// As the writer, heals the listing fields of `session.json` from the main
+    /// transcript itself, read whole.
+    fn heal_listing(
+        &self,
+        state: &mut RunState,
+        key: &SessionKey,
+        loaded: Option<&Loaded>,
+    ) -> Result<(), StoreError> {
+        let state = &mut *state;
+        if let (None, Some(loaded)) = (key.subagent_name(), loaded)
+            && let Some(meta) = state.meta.as_mut()
+            && listing_is_stale(meta, &loaded.entries)
+        {
+            meta.message_count = 0;
+            meta.last_message = None;
+            meta.first_message = None;
+            account(
+                meta,
+                &loaded.entries.iter().collect::<Vec<_>>(),
+                &state.redactor,
+            );
+            self.write_summary(state)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ pub use fs::IoError;
 /// The fast entry decoder alone: the fuzz targets check it against serde's.
 #[doc(hidden)]
 pub use store::FastEntryDecoder;
+pub use store::VIEW_SEARCH_LIMIT;
 /// Switches the loader to serde's decoder alone: the storage benchmark compares the two.
 #[doc(hidden)]
 pub use store::decode_with_serde_only;
@@ -48,15 +49,15 @@ pub use store::{
     AppendReport, Arguments, AwaitingCall, COMPACTION_KIND, CallDecision, Compaction, Content,
     ContentPart, DanglingCall, DecidedCall, Durability, Entry, EntryLineDecoder, Fields,
     FileSessionStore, ForkOrigin, FunctionCall, INTERRUPTED, IdError, JsonlWriter, LoadWarning,
-    Loaded, MAX_ID_LEN, MODEL_FIELD, MemoryStore, Message, ReleasableLock, RepairReport, Role,
-    SessionInfo, SessionKey, SessionMeta, SessionStore, StartedCall, StoreError, StoredUsage,
-    TOOL_START_KIND, TURN_STOPPED_KIND, TokenCounts, ToolCall, USAGE_FIELD, WriterLock,
-    approval_decision_entry, approval_pending_entry, arguments_are_an_object, arguments_hash,
-    awaiting_calls, compacted_tail, compaction_marker, cut_turn, decided_call, inspect,
-    inspect_messages, interrupted_result, load_file, model_view, model_view_messages, now_millis,
-    repair_entries, repair_entries_except, repair_messages, request_message, results_unanswered,
-    short_tokens, started_calls, tool_start_entry, turn_stopped_entry, validate_id,
-    visit_model_view, was_started,
+    Loaded, LoadedView, MAX_ID_LEN, MODEL_FIELD, MemoryStore, Message, ReleasableLock,
+    RepairReport, Role, SessionInfo, SessionKey, SessionMeta, SessionStore, StartedCall,
+    StoreError, StoredUsage, TOOL_START_KIND, TURN_STOPPED_KIND, TokenCounts, ToolCall,
+    USAGE_FIELD, WriterLock, approval_decision_entry, approval_pending_entry,
+    arguments_are_an_object, arguments_hash, awaiting_calls, compacted_tail, compaction_marker,
+    cut_turn, decided_call, inspect, inspect_messages, interrupted_result, load_file, model_view,
+    model_view_messages, now_millis, repair_entries, repair_entries_except, repair_messages,
+    request_message, results_unanswered, short_tokens, started_calls, tool_start_entry,
+    turn_stopped_entry, validate_id, visit_model_view, was_started,
 };
 pub use store::{
     CHECKPOINT_FIELD, REWIND_KIND, Rewind, checkpoint_of, last_rewind, rewound, visible_entries,

@@ -148,6 +148,23 @@ pub fn shown_messages(entries: &[Entry]) -> usize {
         .count()
 }
 
+/// The line above a redraw that leaves messages out: how many of the loaded ones
+/// are not drawn, and, when the history before the latest compaction was not read
+/// (`skipped_history`), that it holds more; `None` when nothing is left out.
+pub fn earlier_notice(earlier: usize, skipped_history: bool, run: &str) -> Option<String> {
+    let counted = crate::text::counted(earlier, "earlier message", "earlier messages");
+    match (earlier, skipped_history) {
+        (0, false) => None,
+        (_, false) => Some(format!("({counted}; reprise show {run} prints them all)")),
+        (0, true) => Some(format!(
+            "(earlier messages before the last compaction; reprise show {run} prints them all)"
+        )),
+        (_, true) => Some(format!(
+            "({counted} since the last compaction, and those before it; reprise show {run} prints them all)"
+        )),
+    }
+}
+
 /// A message's text, borrowed when it is one string (most are).
 fn text_of(message: &Message) -> Cow<'_, str> {
     match &message.content {

@@ -914,12 +914,13 @@ async fn show_resumed(
             .filter(|item| matches!(item, Item::User(_) | Item::Assistant(_)))
             .count();
     let mut text = String::new();
-    if earlier > 0 {
-        text.push_str(&format!(
-            "({}; reprise show {} prints them all)\n",
-            reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
-            session.run_name()
-        ));
+    if let Some(notice) = reprise_chat::view::redraw::earlier_notice(
+        earlier,
+        session.agent.skipped_history(),
+        session.run_name(),
+    ) {
+        text.push_str(&notice);
+        text.push('\n');
     }
     for block in blocks.iter().rev() {
         text.push_str(block);

@@ -34,6 +34,7 @@ mod plain_mode;
 mod real_llama;
 mod redaction;
 mod restore_kills;
+mod resume_view;
 mod rewind;
 mod rewind_chat;
 mod rewind_kills;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::store::id::SessionKey;
 use crate::store::session_store::{
-    AppendReport, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
+    AppendReport, Loaded, LoadedView, SessionInfo, SessionStore, StoreError, WriterLock,
 };
 
 /// A store's synchronous operations, one per [`SessionStore`] method, with its meaning.
@@ -24,6 +24,13 @@ pub trait BlockingStore: Send + Sync + 'static {
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError>;
     /// [`SessionStore::load`].
     fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError>;
+    /// [`SessionStore::load_view`]; by default the whole transcript.
+    fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
+        Ok(self.load(key)?.map(|loaded| LoadedView {
+            loaded,
+            skipped_bytes: None,
+        }))
+    }
     /// [`SessionStore::list_subkeys`].
     fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError>;
     /// [`SessionStore::list_sessions`].
@@ -85,6 +92,11 @@ impl<S: OverBlockingStore> SessionStore for S {
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
         let key = key.clone();
         off_runtime(self.blocking_store(), move |store| store.load(&key)).await
+    }
+
+    async fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
+        let key = key.clone();
+        off_runtime(self.blocking_store(), move |store| store.load_view(&key)).await
     }
 
     async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError> {

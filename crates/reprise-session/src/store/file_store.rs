@@ -33,7 +33,7 @@ use crate::store::id::{SessionKey, validate_id};
 use crate::store::jsonl::Durability;
 use crate::store::jsonl_writer::JsonlWriter;
 use crate::store::session_store::{
-    AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock,
+    AppendReport, ForkOrigin, Loaded, LoadedView, SessionInfo, StoreError, WriterLock,
 };
 use crate::store::writer_lock::LockRegistry;
 
@@ -337,6 +337,27 @@ impl BlockingStore for Inner {
         } else {
             writer.read()
         }
+    }
+
+    fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
+        let id = key.session_id();
+        // Only the writer reads from the view's start: a reader has no index to keep.
+        if !self.locks.holds(id) {
+            return Ok(self.load(key)?.map(|loaded| LoadedView {
+                loaded,
+                skipped_bytes: None,
+            }));
+        }
+        let writers = self.writers(id);
+        let mut writers = lock_plain(&writers);
+        let writer = match key.subagent_name() {
+            None => &mut writers.main,
+            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
+                JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                    .part_of(&self.main_path(id))
+            }),
+        };
+        writer.load_view()
     }
 
     fn list_subkeys(&self, id: &str) -> Result<Vec<SessionKey>, StoreError> {

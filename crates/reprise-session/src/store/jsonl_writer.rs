@@ -17,7 +17,7 @@ use crate::fs::{IoError, io_err, open_beneath, parent_of, sync_dir};
 use crate::store::jsonl::{
     Durability, LineReader, UuidSet, push_expected, read_from, torn_warning,
 };
-use crate::store::session_store::{AppendReport, LoadWarning, Loaded, StoreError};
+use crate::store::session_store::{AppendReport, LoadWarning, Loaded, LoadedView, StoreError};
 use crate::store::stopped_writes;
 
 /// What a writer knows about its file, so that an append does not re-read it.
@@ -27,8 +27,12 @@ struct FileIndex {
     identity: (u64, u64),
     /// Bytes of complete lines.
     len: u64,
-    /// Lines in those bytes.
+    /// Lines in those bytes from `counted_from` on.
     lines: usize,
+    /// Where the line count starts: 0 after a whole read; the start of the model
+    /// view after a read from there ([`JsonlWriter::load_view`]). Lines before it are
+    /// counted only when a warning needs their number.
+    counted_from: u64,
     /// Uuids the file holds.
     uuids: UuidSet,
     /// The last bytes before `len`: if they changed, someone rewrote the file (cut it
@@ -290,6 +294,7 @@ impl JsonlWriter {
                 identity,
                 len: 0,
                 lines: 0,
+                counted_from: 0,
                 uuids: UuidSet::default(),
                 tail: Vec::new(),
                 stamp: None,
@@ -319,7 +324,34 @@ impl JsonlWriter {
             read_from(file, index.len, &mut reader, &mut |_| {})?
         };
         let lines = reader.line;
-        let mut warnings = reader.warnings;
+        let warnings = reader.warnings;
+        let warnings = self.finish_read(file, &mut index, end, lines, warnings, cut)?;
+        self.index = Some(index);
+        Ok((entries, warnings))
+    }
+
+    /// Ends a read that left `index` at `lines` lines: numbers the warnings from the
+    /// start of the file, cuts off a torn tail (with `cut`) or warns of it, and
+    /// records where the complete lines end.
+    fn finish_read(
+        &self,
+        file: &File,
+        index: &mut FileIndex,
+        end: crate::store::jsonl::ReadEnd,
+        lines: usize,
+        mut warnings: Vec<LoadWarning>,
+        cut: bool,
+    ) -> Result<Vec<LoadWarning>, StoreError> {
+        let mut lines = lines;
+        if index.counted_from > 0 && (!warnings.is_empty() || end.torn_len > 0) {
+            let before = crate::store::view_start::count_lines(file, index.counted_from)
+                .map_err(io_err("read", &self.path))?;
+            for warning in &mut warnings {
+                warning.line += before;
+            }
+            lines += before;
+            index.counted_from = 0;
+        }
         if end.torn_len > 0 && !cut {
             warnings.push(torn_warning(&self.path, lines + 1, end.torn_len, "ignored"));
         } else if end.torn_len > 0 {
@@ -342,8 +374,90 @@ impl JsonlWriter {
         index.len = end.complete_len;
         index.lines = lines;
         index.tail = read_tail(file, &self.path, index.len)?;
+        Ok(warnings)
+    }
+
+    /// Reads the transcript as its writer for a resume, from the line of the latest
+    /// compaction's `through` when that is near the end
+    /// ([`find_view_start`](crate::store::view_start::find_view_start)) and what is
+    /// read from there holds the whole model view; otherwise whole, as
+    /// [`JsonlWriter::load`]. `None` when the file does not exist.
+    ///
+    /// After a read from the view's start, the writer knows the uuids of the entries
+    /// read, not of those before: an append of an entry whose uuid only the earlier
+    /// history holds is written again.
+    pub fn load_view(&mut self) -> Result<Option<LoadedView>, StoreError> {
+        let opened = open_beneath(
+            &self.root,
+            &self.path,
+            OFlags::RDWR | OFlags::APPEND,
+            "open",
+        );
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                self.index = None;
+                return Ok(None);
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let meta = file.metadata().map_err(io_err("stat", &self.path))?;
+        let start = crate::store::view_start::find_view_start(&file, meta.len())
+            .map_err(io_err("read", &self.path))?;
+        if let Some(start) = start
+            && let Some(view) = self.read_view_from(&file, &meta, &start)?
+        {
+            return Ok(Some(view));
+        }
+        let (entries, warnings) = self.refresh(&file, true, true)?;
+        Ok(Some(LoadedView {
+            loaded: Loaded { entries, warnings },
+            skipped_bytes: None,
+        }))
+    }
+
+    /// Reads from `start` to the end; `None` (nothing changed) when what was read
+    /// does not hold the whole model view.
+    fn read_view_from(
+        &mut self,
+        file: &File,
+        meta: &std::fs::Metadata,
+        start: &crate::store::view_start::ViewStart,
+    ) -> Result<Option<LoadedView>, StoreError> {
+        let mut index = FileIndex {
+            identity: (meta.dev(), meta.ino()),
+            len: start.offset,
+            lines: 0,
+            counted_from: start.offset,
+            uuids: UuidSet::default(),
+            tail: Vec::new(),
+            stamp: None,
+        };
+        let mut entries = Vec::new();
+        let expected = Cell::new(0);
+        let mut reader = LineReader {
+            path: &self.path,
+            session_id: &self.session_id,
+            seen: &mut index.uuids,
+            line: 0,
+            warnings: Vec::new(),
+            expected: &expected,
+            lean: false,
+        };
+        let end = read_from(file, start.offset, &mut reader, &mut |entry| {
+            push_expected(&mut entries, &expected, entry)
+        })?;
+        let lines = reader.line;
+        let warnings = reader.warnings;
+        if !crate::store::view_start::covers_the_view(&entries, start) {
+            return Ok(None);
+        }
+        let warnings = self.finish_read(file, &mut index, end, lines, warnings, true)?;
         self.index = Some(index);
-        Ok((entries, warnings))
+        Ok(Some(LoadedView {
+            loaded: Loaded { entries, warnings },
+            skipped_bytes: Some(start.offset),
+        }))
     }
 
     /// Reads the whole file as its writer: like [`load_file`](crate::store::jsonl::load_file), but a torn tail is cut

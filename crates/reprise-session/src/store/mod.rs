@@ -21,6 +21,7 @@ pub(crate) mod session_store;
 pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
 pub(crate) mod turn_stop;
+pub(crate) mod view_start;
 pub(crate) mod writer_lock;
 
 pub use approval::{
@@ -48,11 +49,12 @@ pub use reprise_message::{
 };
 pub use rewind::{REWIND_KIND, Rewind, last_rewind, rewound, visible_entries};
 pub use session_store::{
-    AppendReport, ForkOrigin, LoadWarning, Loaded, ReleasableLock, SessionInfo, SessionStore,
-    StoreError, WriterLock,
+    AppendReport, ForkOrigin, LoadWarning, Loaded, LoadedView, ReleasableLock, SessionInfo,
+    SessionStore, StoreError, WriterLock,
 };
 pub use tool_start::{
     AFTER_CRASH, AfterCrash, CHECKPOINT_FIELD, StartedCall, TOOL_START_KIND, checkpoint_of,
     started_calls, tool_start_entry, was_started,
 };
 pub use turn_stop::{TURN_STOPPED_KIND, turn_stopped_entry};
+pub use view_start::VIEW_SEARCH_LIMIT;

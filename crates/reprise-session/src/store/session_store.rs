@@ -158,6 +158,17 @@ pub struct Loaded {
     pub warnings: Vec<LoadWarning>,
 }
 
+/// A transcript read back for a resume ([`SessionStore::load_view`]): perhaps from
+/// the latest compaction's `through` on rather than whole.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadedView {
+    /// The entries read, in file order, and the problems met reading them.
+    pub loaded: Loaded,
+    /// How many bytes at the start of the file were not read (the history before
+    /// the latest compaction's `through`); `None` when the whole file was read.
+    pub skipped_bytes: Option<u64>,
+}
+
 /// Where a forked session came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkOrigin {
@@ -281,6 +292,18 @@ pub trait SessionStore: Send + Sync {
 
     /// Reads a transcript back; `None` when it does not exist.
     async fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError>;
+
+    /// Reads a transcript back for a resume: everything the model view is built
+    /// from, and perhaps nothing of the history a compaction's summary replaced
+    /// (see [`LoadedView::skipped_bytes`]). The file stores read from the latest
+    /// compaction's `through` on when it is near the end of the file and what
+    /// follows it holds the whole view; every other store reads it whole.
+    async fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
+        Ok(self.load(key).await?.map(|loaded| LoadedView {
+            loaded,
+            skipped_bytes: None,
+        }))
+    }
 
     /// The subagent transcripts of a session.
     async fn list_subkeys(&self, session_id: &str) -> Result<Vec<SessionKey>, StoreError>;

@@ -668,12 +668,12 @@ impl App {
         let entries = session.agent.entries();
         let start = reprise_chat::view::redraw::tail_start(entries, REDRAWN_MESSAGES);
         let earlier = reprise_chat::view::redraw::shown_messages(&entries[..start]);
-        if earlier > 0 {
-            self.view.conversation.items.push(Item::Notice(format!(
-                "({}; reprise show {} prints them all)",
-                reprise_chat::text::counted(earlier, "earlier message", "earlier messages"),
-                session.run_name()
-            )));
+        if let Some(notice) = reprise_chat::view::redraw::earlier_notice(
+            earlier,
+            session.agent.skipped_history(),
+            session.run_name(),
+        ) {
+            self.view.conversation.items.push(Item::Notice(notice));
         }
         let (items, work) =
             reprise_chat::view::redraw::redraw_with_subagents(&entries[start..], &calls);
