@@ -378,8 +378,7 @@ impl JsonlWriter {
     }
 
     /// Reads the transcript as its writer for a resume, from the line of the latest
-    /// compaction's `through` when that is near the end
-    /// ([`find_view_start`](crate::store::view_start::find_view_start)) and what is
+    /// compaction's `through` when that is within the file's last 64 MiB and what is
     /// read from there holds the whole model view; otherwise whole, as
     /// [`JsonlWriter::load`]. `None` when the file does not exist.
     ///
