@@ -301,6 +301,11 @@ impl Inner {
         }
     }
 
+    /// Whether this run folder holds the session `id` (its `session.json` says so).
+    fn is_run_of(&self, state: &mut RunState, id: &str) -> Result<bool, StoreError> {
+        Ok(self.meta(state)?.is_some_and(|meta| meta.session_id == id))
+    }
+
     fn meta<'s>(&self, state: &'s mut RunState) -> Result<Option<&'s mut SessionJson>, StoreError> {
         if !state.meta_read {
             state.meta = read_session_json(&self.meta_path())?;
@@ -494,9 +499,8 @@ impl BlockingStore for Inner {
     fn load(&self, key: &SessionKey) -> Result<Option<Loaded>, StoreError> {
         let id = key.session_id();
         let mut state = self.state();
-        match self.meta(&mut state)? {
-            Some(meta) if meta.session_id == id => {}
-            _ => return Ok(None),
+        if !self.is_run_of(&mut state, id)? {
+            return Ok(None);
         }
         if !self.locks.holds(id) {
             return load_file_beneath(self.root(), &self.transcript_path(key), id);
@@ -509,9 +513,8 @@ impl BlockingStore for Inner {
     fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
         let id = key.session_id();
         let mut state = self.state();
-        match self.meta(&mut state)? {
-            Some(meta) if meta.session_id == id => {}
-            _ => return Ok(None),
+        if !self.is_run_of(&mut state, id)? {
+            return Ok(None);
         }
         if !self.locks.holds(id) {
             return Ok(
@@ -534,9 +537,8 @@ impl BlockingStore for Inner {
     fn list_subkeys(&self, id: &str) -> Result<Vec<SessionKey>, StoreError> {
         validate_id("session", id)?;
         let mut state = self.state();
-        match self.meta(&mut state)? {
-            Some(meta) if meta.session_id == id => {}
-            _ => return Ok(Vec::new()),
+        if !self.is_run_of(&mut state, id)? {
+            return Ok(Vec::new());
         }
         Ok(jsonl_stems(&self.dir.join(SUBAGENTS_DIR))?
             .into_iter()
@@ -575,10 +577,9 @@ impl BlockingStore for Inner {
     fn delete(&self, key: &SessionKey) -> Result<(), StoreError> {
         let id = key.session_id();
         let mut state = self.state();
-        match self.meta(&mut state)? {
+        if !self.is_run_of(&mut state, id)? {
             // Another session, or none: nothing of it here to delete.
-            Some(meta) if meta.session_id == id => {}
-            _ => return Ok(()),
+            return Ok(());
         }
         self.locks
             .with_writer(id, self.root(), &self.dir.join(RUN_LOCK), || {

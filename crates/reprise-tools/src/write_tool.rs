@@ -17,7 +17,8 @@ use crate::workspace::Workspace;
 /// The tool's name.
 const NAME: &str = "write_file";
 
-/// The arguments as the model is told them (the schema).
+// The arguments as the model is told them (the schema). Not a doc comment: schemars
+// would send it to the model as the schema's description.
 #[derive(JsonSchema)]
 #[allow(dead_code)] // only its schema is used: the arguments are read as `RawArgs`
 struct WriteFileArgs {

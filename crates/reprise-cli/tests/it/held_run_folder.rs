@@ -39,12 +39,24 @@ fn unprivileged_in(
     runs: RunsDir,
     args: &[&str],
 ) -> tokio::process::Command {
+    let binary = Path::new(env!("CARGO_BIN_EXE_reprise"));
+    unprivileged_of(sandbox, binary, workdir, runs, args)
+}
+
+/// [`unprivileged_in`] with the binary at `binary`.
+fn unprivileged_of(
+    sandbox: &Sandbox,
+    binary: &Path,
+    workdir: &Path,
+    runs: RunsDir,
+    args: &[&str],
+) -> tokio::process::Command {
     let wrapper = unprivileged::argv("");
     let wrapper: Vec<&str> = wrapper[..wrapper.len() - 1]
         .iter()
         .map(|part| part.to_str().unwrap())
         .collect();
-    let mut command = sandbox.command_through(&wrapper, args);
+    let mut command = sandbox.command_of(binary, &wrapper, args);
     command.current_dir(workdir);
     if let RunsDir::Absolute = runs {
         command.env("REPRISE_RUNS_DIR", workdir.join(".run"));
@@ -305,11 +317,6 @@ async fn a_binary_in_a_folder_the_user_cannot_search_still_protects_the_runs_fol
         Reply::text("Done."),
     ]);
     let base_url = server.base_url();
-    let wrapper = unprivileged::argv("");
-    let wrapper: Vec<&str> = wrapper[..wrapper.len() - 1]
-        .iter()
-        .map(|part| part.to_str().unwrap())
-        .collect();
     let args = [
         "--plain",
         "--base-url",
@@ -318,8 +325,7 @@ async fn a_binary_in_a_folder_the_user_cannot_search_still_protects_the_runs_fol
         "test-model",
         "--yes",
     ];
-    let mut command = sandbox.command_of(&binary, &wrapper, &args);
-    command.current_dir(&workdir);
+    let command = unprivileged_of(&sandbox, &binary, &workdir, RunsDir::Default, &args);
     let out = run_command(command, "make a file\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(

@@ -210,6 +210,22 @@ impl Inner {
         }
     }
 
+    /// Runs `work` with the writer of `key`'s transcript (a subagent's is made at
+    /// its first use), its session's writers locked meanwhile.
+    fn with_writer<T>(&self, key: &SessionKey, work: impl FnOnce(&mut JsonlWriter) -> T) -> T {
+        let id = key.session_id();
+        let writers = self.writers(id);
+        let mut writers = lock_plain(&writers);
+        let writer = match key.subagent_name() {
+            None => &mut writers.main,
+            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
+                JsonlWriter::new(self.transcript_path(key), id, self.durability)
+                    .part_of(&self.main_path(id))
+            }),
+        };
+        work(writer)
+    }
+
     fn writers(&self, id: &str) -> Arc<Mutex<SessionWriters>> {
         let mut sessions = lock_plain(&self.sessions);
         let writers = sessions.entry(id.to_owned()).or_insert_with(|| {
@@ -323,20 +339,13 @@ impl BlockingStore for Inner {
         let as_writer = self.locks.holds(id);
         // Read through the session's writer so that its uuid index is ready for the
         // next append; as the lock holder, also cut a torn tail off.
-        let writers = self.writers(id);
-        let mut writers = lock_plain(&writers);
-        let writer = match key.subagent_name() {
-            None => &mut writers.main,
-            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
-                JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                    .part_of(&self.main_path(id))
-            }),
-        };
-        if as_writer {
-            writer.load()
-        } else {
-            writer.read()
-        }
+        self.with_writer(key, |writer| {
+            if as_writer {
+                writer.load()
+            } else {
+                writer.read()
+            }
+        })
     }
 
     fn load_view(&self, key: &SessionKey) -> Result<Option<LoadedView>, StoreError> {
@@ -348,16 +357,7 @@ impl BlockingStore for Inner {
                 skipped_bytes: None,
             }));
         }
-        let writers = self.writers(id);
-        let mut writers = lock_plain(&writers);
-        let writer = match key.subagent_name() {
-            None => &mut writers.main,
-            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
-                JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                    .part_of(&self.main_path(id))
-            }),
-        };
-        writer.load_view()
+        self.with_writer(key, JsonlWriter::load_view)
     }
 
     fn list_subkeys(&self, id: &str) -> Result<Vec<SessionKey>, StoreError> {

@@ -392,13 +392,8 @@ impl JsonlWriter {
             OFlags::RDWR | OFlags::APPEND,
             "open",
         );
-        let file = match opened {
-            Ok(file) => file,
-            Err(error) if error.kind() == ErrorKind::NotFound => {
-                self.index = None;
-                return Ok(None);
-            }
-            Err(error) => return Err(error.into()),
+        let Some(file) = self.found(opened)? else {
+            return Ok(None);
         };
         let meta = file.metadata().map_err(io_err("stat", &self.path))?;
         let start = crate::store::view_start::find_view_start(&file, meta.len())
@@ -486,16 +481,23 @@ impl JsonlWriter {
         opened: Result<File, IoError>,
         cut: bool,
     ) -> Result<Option<Loaded>, StoreError> {
-        let file = match opened {
-            Ok(file) => file,
-            Err(error) if error.kind() == ErrorKind::NotFound => {
-                self.index = None;
-                return Ok(None);
-            }
-            Err(error) => return Err(error.into()),
+        let Some(file) = self.found(opened)? else {
+            return Ok(None);
         };
         let (entries, warnings) = self.refresh(&file, true, cut)?;
         Ok(Some(Loaded { entries, warnings }))
+    }
+
+    /// The file as opened, or `None` when it does not exist (its index dropped).
+    fn found(&mut self, opened: Result<File, IoError>) -> Result<Option<File>, StoreError> {
+        match opened {
+            Ok(file) => Ok(Some(file)),
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                self.index = None;
+                Ok(None)
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Appends the entries whose uuid the file does not hold yet, in order, with one
