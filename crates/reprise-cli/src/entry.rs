@@ -316,7 +316,7 @@ async fn chat(
     crate::warnings::to_chat(ui_tx.clone());
     // Each command starts through this binary, which makes the runs folder
     // read-only in a mount namespace of the command's own (see main.rs).
-    settings.run_command.sandbox.trampoline = this_binary();
+    settings.run_command.sandbox.trampoline = reprise_tools::this_binary();
     if let Some(warning) = reprise_chat::builtins::sandbox_warning(
         &settings,
         reprise_tools::SandboxSupport::detect(),
@@ -358,18 +358,6 @@ async fn chat(
         server.stop().await;
     }
     code
-}
-
-/// The file this process runs, to be started again as `run_command`'s trampoline.
-/// `/proc/self/exe` names that very file even when its path was replaced since
-/// (an upgrade during the chat) or runs through folders the user may not search
-/// (a binary run by another user's path); the path is the fallback without `/proc`.
-fn this_binary() -> Option<std::path::PathBuf> {
-    let proc_exe = std::path::Path::new("/proc/self/exe");
-    if proc_exe.exists() {
-        return Some(proc_exe.to_path_buf());
-    }
-    std::env::current_exe().ok()
 }
 
 #[cfg(test)]

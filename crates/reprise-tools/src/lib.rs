@@ -66,5 +66,5 @@ pub use tools::{
     BUILTIN_TOOL_NAMES, builtin_tools, edit_file_tool, list_dir_tool, read_file_tool,
     run_command_tool, write_file_tool,
 };
-pub use trampoline::run_trampoline_if_asked;
+pub use trampoline::{run_trampoline_if_asked, this_binary};
 pub use workspace::Workspace;

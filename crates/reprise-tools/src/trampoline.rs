@@ -97,7 +97,7 @@ enum Task {
 /// run_trampoline_if_asked();
 /// // Then the program as usual, which names itself as the trampoline.
 /// let mut commands = CommandSettings::default();
-/// commands.sandbox.trampoline = std::env::current_exe().ok();
+/// commands.sandbox.trampoline = reprise_tools::this_binary();
 /// ```
 pub fn run_trampoline_if_asked() {
     let mut args = std::env::args_os();
@@ -149,6 +149,20 @@ pub(crate) fn command_for(
         .arg0(ARG0)
         .args(arguments(mounts, confinement, limits, command));
     tokio::process::Command::from(started)
+}
+
+/// The file this process runs, to name as the trampoline of the commands it
+/// starts ([`SandboxSettings::trampoline`](crate::SandboxSettings::trampoline)).
+/// `/proc/self/exe` names that very file even when its path was replaced since
+/// (an upgrade while the program runs) or lies in folders the user may not search
+/// (a binary started through another user's path); the path is the fallback
+/// without `/proc`.
+pub fn this_binary() -> Option<PathBuf> {
+    let proc_exe = Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Some(proc_exe.to_path_buf());
+    }
+    std::env::current_exe().ok()
 }
 
 /// Whether `program` works as the trampoline here: whether it is one, and the
