@@ -7,14 +7,7 @@
 /// `error: cause: cause…`, each error of the source chain once; a path through a
 /// held runs folder is named by its real path (`reprise_runs::held`).
 pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    reprise_runs::held::shown(&text).into_owned()
+    reprise_runs::held::shown(&reprise_runs::error_chain(error)).into_owned()
 }
 
 #[cfg(test)]

@@ -102,3 +102,16 @@ fn excerpt(spec: &str) -> String {
         None => spec.to_owned(),
     }
 }
+
+/// `error: cause: cause…`: an error and each error of its source chain once, on
+/// one line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -76,7 +76,7 @@ pub use conversation::{
     subagent_names,
 };
 pub use conversation_stream::ConversationStream;
-pub use error::RunError;
+pub use error::{RunError, error_chain};
 pub use folder::{
     CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunList, SESSION_LOG, create_run_folder,
     create_run_folder_at, find_run, find_run_or_title, fold_title, list_runs, new_run_folder,

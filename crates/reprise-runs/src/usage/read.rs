@@ -89,7 +89,7 @@ pub async fn read_usage(catalog: &dyn RunCatalog) -> Result<UsageLedger, Catalog
             Err(error) => ledger.warnings.push(LoadWarning {
                 file: run.dir.clone(),
                 line: 0,
-                message: format!("not counted: {}", error_chain(&error)),
+                message: format!("not counted: {}", crate::error::error_chain(&error)),
             }),
         }
     }
@@ -157,16 +157,4 @@ fn add_entry(
             tool: call.function.name.clone(),
         });
     }
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

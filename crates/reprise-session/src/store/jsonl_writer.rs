@@ -386,12 +386,7 @@ impl JsonlWriter {
     /// read, not of those before: an append of an entry whose uuid only the earlier
     /// history holds is written again.
     pub fn load_view(&mut self) -> Result<Option<LoadedView>, StoreError> {
-        let opened = open_beneath(
-            &self.root,
-            &self.path,
-            OFlags::RDWR | OFlags::APPEND,
-            "open",
-        );
+        let opened = self.open_for_writing();
         let Some(file) = self.found(opened)? else {
             return Ok(None);
         };
@@ -459,12 +454,7 @@ impl JsonlWriter {
     /// file does not exist.
     pub fn load(&mut self) -> Result<Option<Loaded>, StoreError> {
         // Cutting a torn tail needs the file open for writing.
-        let opened = open_beneath(
-            &self.root,
-            &self.path,
-            OFlags::RDWR | OFlags::APPEND,
-            "open",
-        );
+        let opened = self.open_for_writing();
         self.read_whole(opened, true)
     }
 
@@ -486,6 +476,16 @@ impl JsonlWriter {
         };
         let (entries, warnings) = self.refresh(&file, true, cut)?;
         Ok(Some(Loaded { entries, warnings }))
+    }
+
+    /// The file, as it is, opened for appending (a torn tail may be cut off).
+    fn open_for_writing(&self) -> Result<File, IoError> {
+        open_beneath(
+            &self.root,
+            &self.path,
+            OFlags::RDWR | OFlags::APPEND,
+            "open",
+        )
     }
 
     /// The file as opened, or `None` when it does not exist (its index dropped).
