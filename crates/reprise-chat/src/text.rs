@@ -21,8 +21,35 @@ const PREVIEW_MARGIN: usize = 1000;
 /// arguments are cut and say their size (`… (1048600 bytes)`). Only the start of
 /// the arguments is read, however long they are.
 pub fn arguments_preview(arguments: &str, redact: impl FnOnce(&str) -> String) -> String {
+    arguments_preview_of(arguments, None, redact)
+}
+
+/// How much of a tool call's arguments a live view keeps (bytes): far more than
+/// [`arguments_preview`] reads unless the arguments are mostly whitespace, far less
+/// than a file written through a tool.
+pub const ARGUMENTS_HEAD: usize = 64 * 1024;
+
+/// The start of `arguments` that a view keeps, at most [`ARGUMENTS_HEAD`] bytes, and
+/// their whole size when that start is not all of them.
+pub fn arguments_head(arguments: &str) -> (&str, Option<usize>) {
+    if arguments.len() <= ARGUMENTS_HEAD {
+        return (arguments, None);
+    }
+    (
+        &arguments[..arguments.floor_char_boundary(ARGUMENTS_HEAD)],
+        Some(arguments.len()),
+    )
+}
+
+/// [`arguments_preview`] of arguments of which only the start is at hand (see
+/// [`arguments_head`]): `len` is their whole size when they were cut.
+pub fn arguments_preview_of(
+    arguments: &str,
+    len: Option<usize>,
+    redact: impl FnOnce(&str) -> String,
+) -> String {
     let mut head = String::new();
-    let mut cut = false;
+    let mut cut = len.is_some();
     for word in arguments.split_whitespace() {
         if !head.is_empty() {
             head.push(' ');
@@ -44,7 +71,7 @@ pub fn arguments_preview(arguments: &str, redact: impl FnOnce(&str) -> String) -
         return shown;
     }
     let kept: String = shown.chars().take(ARGUMENTS_PREVIEW).collect();
-    format!("{kept}… ({} bytes)", arguments.len())
+    format!("{kept}… ({} bytes)", len.unwrap_or(arguments.len()))
 }
 
 /// `text` cut to at most `max` characters, the cut marked with `…`.

@@ -18,6 +18,7 @@
 mod engine;
 mod env;
 mod patterns;
+mod pieces;
 mod prefixes;
 mod value;
 
@@ -26,6 +27,9 @@ use std::fmt;
 
 use regex::Regex;
 use serde_json::Value;
+
+pub use pieces::PieceRedactor;
+pub use value::AssignmentScan;
 
 /// What a secret is replaced with.
 pub const MASK: &str = "[REDACTED]";
@@ -174,6 +178,19 @@ impl Redactor {
         }
     }
 
+    /// Redacts a text too long to hold twice, given in pieces: see [`PieceRedactor`].
+    /// What it passes on is what [`redact`](Redactor::redact) gives for the whole
+    /// text, unless one match is longer than the 64 KiB looked at around each cut.
+    pub fn pieces(&self) -> PieceRedactor<'_> {
+        PieceRedactor::new(self)
+    }
+
+    /// Whether [`redact_json`](Redactor::redact_json) masks whole a string `value`
+    /// stored under `key` (`"password": "…"`).
+    pub fn masks_assigned(key: &str, value: &str) -> bool {
+        value != MASK && value::accept_assignment(key, value, false, "")
+    }
+
     /// Redacts a JSON value in place: every string inside it, at any depth. A string
     /// stored under a secret-looking key (`"password"`, `"api_key"`, `"token"`, …) is
     /// masked whole unless it is a placeholder, since once parsed the key and the
@@ -189,8 +206,7 @@ impl Redactor {
             Value::Object(map) => {
                 for (key, item) in map.iter_mut() {
                     if let Value::String(text) = item
-                        && text != MASK
-                        && value::accept_assignment(key, text, false, "")
+                        && Redactor::masks_assigned(key, text)
                     {
                         *text = MASK.to_owned();
                     } else {
@@ -200,6 +216,12 @@ impl Redactor {
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
+    }
+}
+
+impl pieces::RedactText for Redactor {
+    fn redact_text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redact(text)
     }
 }
 

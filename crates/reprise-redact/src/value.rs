@@ -71,16 +71,25 @@ pub(crate) fn key_class(key: &str) -> Option<KeyClass> {
         "token",
         "credential",
         "api",
-        "auth",
         "access",
         "private",
-        "pat",
         "session",
         "signing",
         "encryption",
         "master",
     ];
     if TOKENISH.iter().any(|word| key.contains(word)) {
+        return Some(KeyClass::Token);
+    }
+    // `pat` (a personal access token) and `auth` name a secret only as words of their
+    // own: `github_pat`, `GITHUB_PAT`, `auth_header`, but never `path`, `file_path`,
+    // `pattern`, `author` or `authority`, which tools take all the time.
+    let words = key.split(|c: char| !c.is_ascii_alphanumeric());
+    if words.clone().any(|word| word.ends_with("pat"))
+        || words
+            .filter(|word| !word.starts_with("author"))
+            .any(|word| word.contains("auth"))
+    {
         return Some(KeyClass::Token);
     }
     Some(KeyClass::Key)
@@ -246,6 +255,73 @@ pub(crate) fn accept_assignment(key: &str, value: &str, bare: bool, after: &str)
     }
 }
 
+/// Whether a string assigned to a key might be masked whole, judged from its
+/// characters as they arrive in pieces, for a text too long to hold twice: only when
+/// it might be must it be held whole for [`Redactor::masks_assigned`](crate::Redactor::masks_assigned)
+/// to decide. Under an ordinary name (`content`, `command`) a value is masked whole
+/// only when it looks machine-generated, which one space or line end rules out.
+#[derive(Clone, Debug)]
+pub struct AssignmentScan {
+    class: Option<KeyClass>,
+    chars: usize,
+    /// Every character so far is one a random-looking value may hold.
+    random_chars: bool,
+    digit: bool,
+    upper: bool,
+    lower: bool,
+}
+
+impl AssignmentScan {
+    /// A scan of a value assigned to `key`.
+    pub fn new(key: &str) -> Self {
+        AssignmentScan {
+            class: key_class(key),
+            chars: 0,
+            random_chars: true,
+            digit: false,
+            upper: false,
+            lower: false,
+        }
+    }
+
+    /// Looks at the next piece of the value.
+    pub fn push(&mut self, piece: &str) {
+        if self.is_settled() {
+            return;
+        }
+        for c in piece.chars() {
+            self.chars += 1;
+            if !(c.is_ascii_alphanumeric() || "+/=_.-~".contains(c)) {
+                self.random_chars = false;
+                return;
+            }
+            self.digit |= c.is_ascii_digit();
+            self.upper |= c.is_ascii_uppercase();
+            self.lower |= c.is_ascii_lowercase();
+        }
+    }
+
+    /// Whether the rest of the value can no longer change [`might_be_masked`](Self::might_be_masked).
+    pub fn is_settled(&self) -> bool {
+        !matches!(self.class, Some(KeyClass::Key)) || !self.random_chars
+    }
+
+    /// Whether the value seen so far might be masked whole; `false` means it is not.
+    pub fn might_be_masked(&self) -> bool {
+        match self.class {
+            None => false,
+            Some(KeyClass::Password | KeyClass::Token) => true,
+            // `looks_random`, counted as the pieces went by.
+            Some(KeyClass::Key) => {
+                self.random_chars
+                    && self.chars >= 12
+                    && ((self.digit && (self.upper || self.lower))
+                        || (self.chars >= 20 && self.upper && self.lower))
+            }
+        }
+    }
+}
+
 /// Whether a command-line flag's value is a secret to mask.
 pub(crate) fn accept_flag(value: &str) -> bool {
     value.chars().count() >= 3 && !value.starts_with('-') && !is_placeholder(value)
@@ -298,6 +374,14 @@ mod tests {
         assert_eq!(key_class("client_secret"), Some(KeyClass::Token));
         assert_eq!(key_class("OPENAI_API_KEY"), Some(KeyClass::Token));
         assert_eq!(key_class("AccountKey"), Some(KeyClass::Key));
+        assert_eq!(key_class("GITHUB_PAT"), Some(KeyClass::Token));
+        assert_eq!(key_class("githubpat"), Some(KeyClass::Token));
+        assert_eq!(key_class("auth_header"), Some(KeyClass::Token));
+        assert_eq!(key_class("oauth"), Some(KeyClass::Token));
+        assert_eq!(key_class("path"), Some(KeyClass::Key));
+        assert_eq!(key_class("file_path"), Some(KeyClass::Key));
+        assert_eq!(key_class("pattern"), Some(KeyClass::Key));
+        assert_eq!(key_class("author"), Some(KeyClass::Key));
         assert_eq!(key_class("PublicKey"), None);
         assert_eq!(key_class("key"), None);
         assert_eq!(key_class("bypass"), None);

@@ -103,14 +103,27 @@ pub(crate) fn append_json_line(
     value: &serde_json::Value,
     durable: bool,
 ) -> Result<(), IoError> {
+    // A value's only encoding errors are the writer's.
+    append_line_with(file, path, durable, |out| {
+        Ok(serde_json::to_writer(out, value)?)
+    })
+}
+
+/// Appends one line that `write` encodes straight into the file (it writes the line
+/// without its `\n`), as [`append_json_line`] does.
+pub(crate) fn append_line_with(
+    file: &File,
+    path: &Path,
+    durable: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), IoError> {
     let torn = ends_torn(file, path)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
     let written = (|| -> std::io::Result<()> {
         if torn {
             out.write_all(b"\n")?;
         }
-        // A value's only encoding errors are the writer's.
-        serde_json::to_writer(&mut out, value)?;
+        write(&mut out)?;
         out.write_all(b"\n")?;
         out.flush()
     })();

@@ -52,6 +52,7 @@ mod labels;
 mod leftovers;
 mod list_cache;
 mod listing_redaction;
+mod long_record;
 mod meta;
 mod record;
 mod recover;

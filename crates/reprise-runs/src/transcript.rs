@@ -9,7 +9,8 @@
 //! passes [`Redactor::redact`] before anything reaches the file. Arguments that are
 //! valid JSON are written as JSON, so that each string inside is redacted after JSON
 //! unescaping (a secret written as `\u0073k-…` is still found); other arguments are
-//! written as one redacted string.
+//! written as one redacted string. Arguments or results over 1 MiB give the same
+//! line without being copied or parsed whole (see `long_record`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,8 @@ use reprise_redact::Redactor;
 use serde_json::{Map, Value};
 
 use crate::error::RunError;
-use crate::fs::{append_json_line, open_private_append};
+use crate::fs::{append_json_line, append_line_with, open_private_append};
+use crate::long_record::{Body, LONG, write_record};
 use reprise_session::{Arguments, now_millis};
 
 /// The transcript's file name inside a run folder.
@@ -118,8 +120,23 @@ impl TranscriptRecord {
         self
     }
 
-    /// The JSON object written for this record at time `ts`, before redaction.
-    fn to_json(&self, ts: &str) -> Map<String, Value> {
+    /// The arguments or result, when too long for [`to_json`](Self::to_json) to copy:
+    /// the key they go under, and how they are walked.
+    fn long_body(&self) -> Option<(&'static str, Body<'_>)> {
+        match &self.event {
+            TranscriptEvent::ToolCall { arguments } if arguments.len() > LONG => {
+                Some(("arguments", Body::of_arguments(arguments)))
+            }
+            TranscriptEvent::ToolResult { content, .. } if content.len() > LONG => {
+                Some(("content", Body::Text(content)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The JSON object written for this record at time `ts`, before redaction; with
+    /// `body` false, `null` stands in the place of the arguments or result.
+    fn to_json(&self, ts: &str, body: bool) -> Map<String, Value> {
         let mut object = Map::new();
         object.insert("ts".into(), Value::String(ts.to_owned()));
         object.insert("agent".into(), Value::String(self.agent.clone()));
@@ -131,13 +148,20 @@ impl TranscriptRecord {
         object.insert("id".into(), Value::String(self.id.clone()));
         object.insert("name".into(), Value::String(self.name.clone()));
         match &self.event {
+            TranscriptEvent::ToolCall { .. } if !body => {
+                object.insert("arguments".into(), Value::Null);
+            }
             TranscriptEvent::ToolCall { arguments } => {
                 let value = serde_json::from_str::<Value>(arguments)
                     .unwrap_or_else(|_| Value::String(arguments.to_string()));
                 object.insert("arguments".into(), value);
             }
             TranscriptEvent::ToolResult { content, is_error } => {
-                object.insert("content".into(), Value::String(content.clone()));
+                let content = match body {
+                    true => Value::String(content.clone()),
+                    false => Value::Null,
+                };
+                object.insert("content".into(), content);
                 object.insert("is_error".into(), Value::Bool(*is_error));
             }
         }
@@ -189,7 +213,11 @@ impl Transcript {
     /// Redacts a record and appends it as one line.
     pub fn record(&self, record: &TranscriptRecord) -> Result<(), RunError> {
         let ts = format!("{:.3}", now_millis());
-        let mut object = redact_value(&self.redactor, Value::Object(record.to_json(&ts)));
+        let long_body = record.long_body();
+        let mut object = redact_value(
+            &self.redactor,
+            Value::Object(record.to_json(&ts, long_body.is_none())),
+        );
         keep_ids(&mut object, record);
         let mut file = self
             .file
@@ -202,7 +230,14 @@ impl Transcript {
                 &self.path,
             )?),
         };
-        append_json_line(file, &self.path, &object, true)?;
+        match (long_body, &object) {
+            (Some((key, body)), Value::Object(fields)) => {
+                append_line_with(file, &self.path, true, |out| {
+                    write_record(out, fields, key, &body, &self.redactor)
+                })?;
+            }
+            _ => append_json_line(file, &self.path, &object, true)?,
+        }
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use reprise_provider::Usage;
 use reprise_redact::Redactor;
 use reprise_session::Role;
 
-use crate::text::{compaction_line, cut_off_line, cut_off_note, subagent_prefix};
+use crate::text::{arguments_head, compaction_line, cut_off_line, cut_off_note, subagent_prefix};
 
 /// How many lines of a tool's result a screen shows under its call.
 pub const RESULT_LINES_SHOWN: usize = 3;
@@ -42,8 +42,11 @@ pub struct ToolView {
     pub agent: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as JSON text (redacted).
+    /// The arguments, as JSON text (redacted); of long arguments only the start
+    /// (see [`arguments_head`](crate::text::arguments_head)).
     pub arguments: String,
+    /// The arguments' whole size in bytes, when `arguments` holds only their start.
+    pub arguments_len: Option<usize>,
     /// The result, once it returned.
     pub result: Option<ToolResultView>,
 }
@@ -330,7 +333,8 @@ impl LiveView {
                     id: id.clone(),
                     agent: if main { String::new() } else { agent.clone() },
                     name: name.clone(),
-                    arguments: redactor.redact(arguments).into_owned(),
+                    arguments: redactor.redact(arguments_head(arguments).0).into_owned(),
+                    arguments_len: arguments_head(arguments).1,
                     result: None,
                 }));
                 changes.push(Change::CallStarted(Place::Main(self.items.len() - 1)));
@@ -454,7 +458,8 @@ impl LiveView {
                     id: id.clone(),
                     agent: String::new(),
                     name: name.clone(),
-                    arguments: redactor.redact(arguments).into_owned(),
+                    arguments: redactor.redact(arguments_head(arguments).0).into_owned(),
+                    arguments_len: arguments_head(arguments).1,
                     result: None,
                 }));
                 changes.push(Change::CallStarted(at(work)));

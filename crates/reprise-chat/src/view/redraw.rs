@@ -39,6 +39,7 @@ pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
                         agent: String::new(),
                         name: call.call.function.name.clone(),
                         arguments: prefix(&call.call.function.arguments, ARGUMENTS_KEPT),
+                        arguments_len: None,
                         result: call
                             .result
                             .map(|result| folded(&text_of(result.message), result.is_error)),
@@ -97,6 +98,7 @@ pub fn redraw_with_subagents(
                     agent: String::new(),
                     name: name.clone(),
                     arguments: arguments.clone(),
+                    arguments_len: None,
                     result: result.as_ref().map(|r| ToolResultView {
                         content: r.content.clone(),
                         is_error: r.is_error,

@@ -24,7 +24,7 @@ use reprise_chat::rewind_steps::{RewindChoice, RewindDone, RewindMenu};
 use reprise_chat::session::AGAIN_QUESTION;
 use reprise_chat::session::{ChatSession, Opener, TurnEnd};
 use reprise_chat::start::{StartOptions, StartWith};
-use reprise_chat::text::{arguments_preview, one_line, subagent_prefix};
+use reprise_chat::text::{arguments_preview, arguments_preview_of, one_line, subagent_prefix};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -347,7 +347,7 @@ impl Printer {
             return;
         };
         // The arguments are redacted already.
-        let args = arguments_preview(&tool.arguments, str::to_owned);
+        let args = arguments_preview_of(&tool.arguments, tool.arguments_len, str::to_owned);
         let line = format!("⚙ {} {args}", tool.name);
         if agent == DEFAULT_AGENT_NAME && tool.agent.is_empty() {
             self.calls.push_back(ShownCall {
@@ -944,8 +944,9 @@ fn redraw_text(item: &Item, redactor: &reprise_redact::Redactor) -> String {
             }
         }
         Item::Tool(tool) => {
-            let args =
-                arguments_preview(&tool.arguments, |text| redactor.redact(text).into_owned());
+            let args = arguments_preview_of(&tool.arguments, tool.arguments_len, |text| {
+                redactor.redact(text).into_owned()
+            });
             text.push_str(&format!("⚙ {} {args}\n", tool.name));
             if let Some(result) = &tool.result {
                 let marker = if result.is_error { "✗" } else { "↳" };

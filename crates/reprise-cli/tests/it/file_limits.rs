@@ -178,3 +178,77 @@ async fn a_megabyte_of_arguments_shows_as_a_bounded_preview_full_screen() {
         pty.bytes_written()
     );
 }
+
+/// Secrets a transcript must never hold, each planted where a piece (64 KiB) or a
+/// window (1 MiB) of the long-record path may end.
+const PLANTED: [&str; 3] = [
+    "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    "password=hunter22hunter22",
+    "AKIAIOSFODNN7EXAMPLE",
+];
+
+/// About 3 MiB of text with escapes (quotes, line ends, a tab, non-ASCII, an emoji)
+/// and the planted secrets at the edges of pieces and windows.
+fn long_content_with_secrets() -> String {
+    let line = "let s = \"quoted\\tvalue\"; // é日本😀\n";
+    let mut content = String::new();
+    let edges = [1 << 16, 3 << 16, 1 << 20, (1 << 20) + (1 << 16), 2 << 20];
+    for (at, edge) in edges.iter().enumerate() {
+        while content.len() + 12 < *edge {
+            content.push_str(line);
+        }
+        content.push(' ');
+        content.push_str(PLANTED[at % PLANTED.len()]);
+        content.push_str(" \n");
+    }
+    while content.len() < 3 << 20 {
+        content.push_str(line);
+    }
+    content
+}
+
+#[tokio::test]
+async fn a_write_of_megabytes_is_recorded_in_the_transcript_redacted_as_a_short_one_is() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, "context_window = 8000000\n");
+    let content = long_content_with_secrets();
+    let arguments = serde_json::json!({ "path": "big.txt", "content": content }).to_string();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "write_file", &arguments).chunk_chars(64 * 1024),
+        Reply::text("Done."),
+    ]);
+    let out = sandbox
+        .chat(&server.base_url(), &["--yes"], "write it\n")
+        .await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path().join("big.txt")).unwrap(),
+        content
+    );
+
+    let run = sandbox.conversations().remove(0);
+    let transcript = std::fs::read_to_string(run.join("transcript.jsonl")).unwrap();
+    for secret in PLANTED {
+        assert!(
+            !transcript.contains(secret),
+            "{secret} reached the transcript"
+        );
+    }
+    let call = transcript
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|record| record["type"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["id"], "call_1");
+    assert_eq!(call["name"], "write_file");
+    assert_eq!(call["arguments"]["path"], "big.txt");
+    let redactor = reprise_redact::Redactor::new();
+    let recorded = call["arguments"]["content"].as_str().unwrap();
+    assert_eq!(recorded.len(), redactor.redact(&content).len());
+    assert!(
+        recorded == redactor.redact(&content),
+        "the content was redacted otherwise"
+    );
+    assert_eq!(recorded.matches(reprise_redact::MASK).count(), 5);
+}

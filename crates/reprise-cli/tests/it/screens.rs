@@ -68,6 +68,7 @@ fn tool_calls_are_compact_and_errors_marked() {
         agent: String::new(),
         name: "read_file".into(),
         arguments: "{\"path\": \"notes.txt\"}".into(),
+        arguments_len: None,
         result: Some(ToolResultView {
             folded_lines: 0,
             content: "buy milk\ncall mum\nfix the bike\nwater the plants\npay rent".into(),
@@ -79,6 +80,7 @@ fn tool_calls_are_compact_and_errors_marked() {
         agent: String::new(),
         name: "read_file".into(),
         arguments: "{\"path\": \"../secrets.txt\", \"why\": \"a long reason that goes on and on past the width\"}".into(),
+        arguments_len: None,
         result: Some(ToolResultView {
             folded_lines: 0,
             content: "../secrets.txt: paths may not go up with ..".into(),
@@ -90,6 +92,7 @@ fn tool_calls_are_compact_and_errors_marked() {
         agent: "researcher".into(),
         name: "list_dir".into(),
         arguments: "{}".into(),
+        arguments_len: None,
         result: None,
     }));
     view.busy = Some(Duration::from_secs(12));
@@ -109,6 +112,7 @@ fn a_commands_result_shows_its_exit_status_first() {
         agent: String::new(),
         name: "run_command".into(),
         arguments: "{\"command\": \"cargo test 2>&1 | tail -3\"}".into(),
+        arguments_len: None,
         result: Some(ToolResultView {
             folded_lines: 0,
             content: "exit status 101\n--- stdout ---\ntest parse ... FAILED\n\nfailures:\n    \
@@ -216,6 +220,7 @@ fn the_gate_question_in_place_of_the_prompt() {
         agent: String::new(),
         name: "read_file".into(),
         arguments: "{\"path\":\"notes.txt\"}".into(),
+        arguments_len: None,
         result: None,
     }));
     view.question = Some(Question {
@@ -293,6 +298,7 @@ fn a_denial_uses_the_width_of_a_wide_screen() {
         agent: String::new(),
         name: "read_file".into(),
         arguments: r#"{"path":"notes.txt"}"#.into(),
+        arguments_len: None,
         result: Some(ToolResultView {
             content: denial.into(),
             is_error: true,

@@ -486,6 +486,7 @@ fn tool(id: &str, name: &str, arguments: &str, result: Option<(&str, bool)>) -> 
         agent: String::new(),
         name: name.into(),
         arguments: arguments.into(),
+        arguments_len: None,
         result: result.map(|(content, is_error)| ToolResultView {
             content: content.into(),
             is_error,

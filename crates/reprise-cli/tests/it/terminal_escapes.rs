@@ -193,6 +193,7 @@ fn the_full_screen_shows_controls_as_escapes() {
         agent: String::new(),
         name: "read_file".into(),
         arguments: "{\"path\": \"notes\\u001b.txt\"}".into(),
+        arguments_len: None,
         result: Some(ToolResultView {
             folded_lines: 0,
             content: "clip\x1b]52;c;aGVsbG8=\x07\ncsi\u{9b}31m red\nback\x08 cr\rover".into(),
