@@ -28,11 +28,11 @@ use uuid::Uuid;
 
 use crate::listing_redaction::{ListingRedaction, Pending, last_message_text};
 use crate::meta::{SESSION_JSON, SessionJson};
+use crate::person_message::typed_text;
 use crate::summary::{RUN_SUMMARY, SummaryRecord, SummaryWriter};
 use reprise_session::IoError;
 use reprise_session::JsonlWriter;
 use reprise_session::LoadedView;
-use reprise_session::Role;
 use reprise_session::fs::{
     DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
@@ -62,16 +62,6 @@ pub const RUN_LOCK: &str = ".lock";
 /// (a run from before `firstMessage` existed gets none rather than a later one).
 pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Redactor) {
     account_with(meta, entries, redactor, None);
-}
-
-/// A message the person typed, with text (a slash-command expansion is not).
-fn typed_text(entry: &Entry) -> Option<String> {
-    let message = entry.as_message()?;
-    if message.role != Role::User || crate::command_expansion::is_command_expansion(entry) {
-        return None;
-    }
-    let text = message.text();
-    (!text.trim().is_empty()).then_some(text)
 }
 
 /// The newest message the person typed among `entries`: the one [`account`] keeps
