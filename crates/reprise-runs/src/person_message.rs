@@ -31,20 +31,40 @@ impl<'a> PersonMessage<'a> {
     /// Whether the person typed it: not a slash command's expansion, and with text
     /// (not an image alone, nor blanks). Copies no text.
     pub fn is_typed(&self) -> bool {
-        !self.expansion
-            && match &self.message.content {
-                None => false,
-                Some(Content::Text(text)) => !text.trim().is_empty(),
-                Some(Content::Parts(parts)) => parts
-                    .iter()
-                    .filter_map(|part| part.text.as_deref())
-                    .any(|text| !text.trim().is_empty()),
-            }
+        !self.expansion && holds_text(self.message)
     }
 
     /// Its text, when the person typed it ([`PersonMessage::is_typed`]).
     pub fn typed_text(&self) -> Option<String> {
         self.is_typed().then(|| self.message.text())
+    }
+}
+
+/// Whether `entry` shows as a message where a conversation is read (`reprise show`,
+/// `read_conversation`, the screens' redraw): a message the person typed
+/// ([`PersonMessage::is_typed`]), or a reply with text. Copies no text.
+pub fn shows_as_message(entry: &Entry) -> bool {
+    match PersonMessage::of(entry) {
+        Some(person) => person.is_typed(),
+        None => {
+            entry
+                .as_message()
+                .is_some_and(|message| message.role == Role::Assistant && holds_text(message))
+                && !is_command_expansion(entry)
+        }
+    }
+}
+
+/// Whether `message` holds text other than blanks (its [`Message::text`] is not
+/// blank), found without copying it.
+fn holds_text(message: &Message) -> bool {
+    match &message.content {
+        None => false,
+        Some(Content::Text(text)) => !text.trim().is_empty(),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .filter_map(|part| part.text.as_deref())
+            .any(|text| !text.trim().is_empty()),
     }
 }
 
@@ -72,5 +92,8 @@ mod tests {
         assert_eq!(typed_text(&Entry::message(Message::user(" \n"))), None);
         assert_eq!(typed_text(&Entry::message(Message::assistant("hi"))), None);
         assert_eq!(typed_text(&Entry::message(Message::tool("c1", "hi"))), None);
+        assert!(shows_as_message(&Entry::message(Message::assistant("hi"))));
+        assert!(!shows_as_message(&Entry::message(Message::assistant(" "))));
+        assert!(!shows_as_message(&expansion));
     }
 }

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use reprise_runs::PersonMessage;
+use reprise_runs::shows_as_message;
 use reprise_session::{Content, Entry, Message, Role, short_tokens};
 
 use super::live::{LiveItem as Item, RESULT_LINES_SHOWN, SubagentWork, ToolResultView, ToolView};
@@ -136,12 +136,7 @@ pub fn tail_start(entries: &[Entry], wanted: usize) -> usize {
 pub fn shown_messages(entries: &[Entry]) -> usize {
     entries
         .iter()
-        .filter(|entry| match PersonMessage::of(entry) {
-            Some(person) => person.is_typed(),
-            None => entry.as_message().is_some_and(|message| {
-                message.role == Role::Assistant && !text_of(message).trim().is_empty()
-            }),
-        })
+        .filter(|entry| shows_as_message(entry))
         .count()
 }
 
