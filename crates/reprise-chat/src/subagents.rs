@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::text::arguments_preview;
 use reprise_agent::PARENT_CALL_FIELD;
-use reprise_runs::{RunCatalog, RunFolder, is_command_expansion};
+use reprise_runs::{RunCatalog, RunFolder, shows_as_message};
 use reprise_session::{Entry, Role};
 
 /// A tool call's result as kept: its text and whether it was an error.
@@ -167,10 +167,7 @@ pub async fn past_calls_of(
         let Some(message) = entry.as_message() else {
             continue;
         };
-        let is_shown = matches!(message.role, Role::User | Role::Assistant)
-            && !message.text().trim().is_empty()
-            && !is_command_expansion(entry);
-        if is_shown {
+        if shows_as_message(entry) {
             shown += 1;
         }
         match message.role {

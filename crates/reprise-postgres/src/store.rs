@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use jiff::Timestamp;
 use reprise_redact::Redactor;
-use reprise_runs::{clean_tag, clean_title, is_command_expansion, last_message_text};
+use reprise_runs::{clean_tag, clean_title, last_message_text, typed_text};
 use reprise_session::{
-    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, Role, SessionInfo,
+    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, SessionInfo,
     SessionKey, SessionStore, StoreError, WriterLock, validate_id,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -560,17 +560,6 @@ fn prefix_end(prefix: &str) -> Option<String> {
     String::from_utf8(end).ok()
 }
 
-/// The text of a message the person typed (not a slash-command expansion), as
-/// listings show the last one.
-fn shown_person_message(entry: &Entry) -> Option<String> {
-    let message = entry.as_message()?;
-    if message.role != Role::User || is_command_expansion(entry) {
-        return None;
-    }
-    let text = message.text();
-    (!text.trim().is_empty()).then_some(text)
-}
-
 /// The subagent column of a key: `''` for the main transcript.
 fn subagent(key: &SessionKey) -> &str {
     key.subagent_name().unwrap_or("")
@@ -643,12 +632,8 @@ impl PgSessionStore {
             .count();
         let shown =
             |text: String| encode(&last_message_text(&self.redactor.redact(&text))).into_owned();
-        let first = copied.iter().find_map(shown_person_message).map(shown);
-        let last = copied
-            .iter()
-            .rev()
-            .find_map(shown_person_message)
-            .map(shown);
+        let first = copied.iter().find_map(typed_text).map(shown);
+        let last = copied.iter().rev().find_map(typed_text).map(shown);
         Ok(Some((
             i64::try_from(count).unwrap_or(i64::MAX),
             first,
@@ -683,7 +668,7 @@ impl SessionStore for PgSessionStore {
                 continue;
             }
             messages.push(entry.as_message().is_some());
-            if let Some(text) = shown_person_message(entry).filter(|_| main) {
+            if let Some(text) = typed_text(entry).filter(|_| main) {
                 if first_message.is_none() {
                     first_message = Some((entry.uuid, text.clone()));
                 }

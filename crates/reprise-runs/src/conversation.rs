@@ -15,13 +15,13 @@ use std::path::Path;
 
 use uuid::Uuid;
 
-use crate::command_expansion::is_command_expansion;
 use crate::error::RunError;
+use crate::person_message::shows_as_message;
 use crate::store::CONVERSATION_JSONL;
 use reprise_session::Entry;
 use reprise_session::parts::push_expected;
 use reprise_session::{Compaction, compaction_marker};
-use reprise_session::{Content, Message, Role};
+use reprise_session::{Content, Role};
 use reprise_session::{LoadWarning, Loaded};
 
 /// One message to redraw.
@@ -209,10 +209,18 @@ impl Shown {
                 text,
             });
         }
-        if entry.as_message().is_none() || is_command_expansion(&entry) {
+        if !shows_as_message(&entry) {
             return None;
         }
-        shown_message(entry.message.take()?)
+        let message = entry.message.take()?;
+        let text = match message.content {
+            Some(Content::Text(text)) => text,
+            _ => message.text(),
+        };
+        Some(ConversationMessage {
+            role: message.role,
+            text,
+        })
     }
 }
 
@@ -299,22 +307,4 @@ pub fn subagent_names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// A message as shown: the person's and the agent's, when they hold text.
-fn shown_message(message: Message) -> Option<ConversationMessage> {
-    if !matches!(message.role, Role::User | Role::Assistant) {
-        return None;
-    }
-    let text = match message.content {
-        Some(Content::Text(text)) => text,
-        _ => message.text(),
-    };
-    if text.trim().is_empty() {
-        return None;
-    }
-    Some(ConversationMessage {
-        role: message.role,
-        text,
-    })
 }

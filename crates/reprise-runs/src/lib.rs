@@ -54,6 +54,7 @@ mod list_cache;
 mod listing_redaction;
 mod long_record;
 mod meta;
+mod person_message;
 mod record;
 mod recover;
 mod rewind_scan;
@@ -94,6 +95,7 @@ pub use labels::{
 pub use list_cache::LIST_CACHE;
 pub use listing_redaction::{LAST_MESSAGE_CHARS, last_message_text};
 pub use meta::{SESSION_JSON, SessionJson};
+pub use person_message::{PersonMessage, shows_as_message, typed_text};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
 pub use rewind_scan::may_hold_rewinds;
 pub use run::{PrunePlan, RunFolder, RunSummary, RunWarning};

@@ -28,11 +28,11 @@ use uuid::Uuid;
 
 use crate::listing_redaction::{ListingRedaction, Pending, last_message_text};
 use crate::meta::{SESSION_JSON, SessionJson};
+use crate::person_message::typed_text;
 use crate::summary::{RUN_SUMMARY, SummaryRecord, SummaryWriter};
 use reprise_session::IoError;
 use reprise_session::JsonlWriter;
 use reprise_session::LoadedView;
-use reprise_session::Role;
 use reprise_session::fs::{
     DirSync, create_new_private, create_private_dir_all, exists, io_err, move_no_replace,
     remove_dir_if_exists, remove_file_if_exists, sync_dir, temp_sibling, write_file_atomic,
@@ -43,6 +43,7 @@ use reprise_session::parts::jsonl_stems;
 use reprise_session::parts::load_file_beneath;
 use reprise_session::parts::{BlockingStore, OverBlockingStore};
 use reprise_session::parts::{LockRegistry, acquire};
+use reprise_session::parts::{TranscriptFiles, Transcripts};
 use reprise_session::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
 use reprise_session::{Durability, load_file};
 use reprise_session::{Entry, now_millis};
@@ -62,16 +63,6 @@ pub const RUN_LOCK: &str = ".lock";
 /// (a run from before `firstMessage` existed gets none rather than a later one).
 pub(crate) fn account(meta: &mut SessionJson, entries: &[&Entry], redactor: &Redactor) {
     account_with(meta, entries, redactor, None);
-}
-
-/// A message the person typed, with text (a slash-command expansion is not).
-fn typed_text(entry: &Entry) -> Option<String> {
-    let message = entry.as_message()?;
-    if message.role != Role::User || crate::command_expansion::is_command_expansion(entry) {
-        return None;
-    }
-    let text = message.text();
-    (!text.trim().is_empty()).then_some(text)
 }
 
 /// The newest message the person typed among `entries`: the one [`account`] keeps
@@ -139,8 +130,8 @@ struct RunState {
     /// `session.json` as last read or written; `None` before the first append.
     meta: Option<SessionJson>,
     meta_read: bool,
-    main: Option<JsonlWriter>,
-    subagents: std::collections::HashMap<String, JsonlWriter>,
+    /// The writers of the conversation and the subagents' transcripts.
+    transcripts: Transcripts,
     /// `.summary.json`, open once the session is written to.
     summary: Option<SummaryWriter>,
     /// The conversation's length the summary described when it was read.
@@ -199,8 +190,7 @@ impl RunStore {
                 state: Mutex::new(RunState {
                     meta: None,
                     meta_read: false,
-                    main: None,
-                    subagents: std::collections::HashMap::new(),
+                    transcripts: Transcripts::default(),
                     summary: None,
                     summary_bytes: None,
                     redactor: Redactor::new(),
@@ -343,7 +333,7 @@ impl Inner {
             empty => empty.insert(SummaryWriter::open(&self.summary_path())?),
         };
         let mut record = summary_of(meta);
-        record.conversation_bytes = state.main.as_ref().and_then(JsonlWriter::indexed_len);
+        record.conversation_bytes = state.transcripts.main().and_then(JsonlWriter::indexed_len);
         writer.write(&record)
     }
 
@@ -351,7 +341,11 @@ impl Inner {
     /// the summary described (emptied, cut or replaced by hand), recounts the listing
     /// fields from it, so that the next summary is not built on stale counts.
     fn recount_if_stale(&self, state: &mut RunState, id: &str) -> Result<(), StoreError> {
-        if state.main.as_ref().is_some_and(JsonlWriter::is_indexed) {
+        if state
+            .transcripts
+            .main()
+            .is_some_and(JsonlWriter::is_indexed)
+        {
             return Ok(());
         }
         let Some(expected) = state.summary_bytes.take() else {
@@ -391,20 +385,19 @@ impl Inner {
             ))),
         }
     }
+}
 
-    fn writer<'s>(&self, state: &'s mut RunState, key: &SessionKey) -> &'s mut JsonlWriter {
-        let id = key.session_id();
+impl TranscriptFiles for Inner {
+    fn new_writer(&self, key: &SessionKey) -> JsonlWriter {
         // A run has a handful of transcripts: each writer keeps its file open.
-        let new = || {
-            JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                .beneath(self.root())
-                .part_of(&self.dir.join(CONVERSATION_JSONL))
-                .keeping_file_open()
-        };
-        match key.subagent_name() {
-            None => state.main.get_or_insert_with(new),
-            Some(name) => state.subagents.entry(name.to_owned()).or_insert_with(new),
-        }
+        JsonlWriter::new(self.transcript_path(key), key.session_id(), self.durability)
+            .beneath(self.root())
+            .part_of(&self.dir.join(CONVERSATION_JSONL))
+            .keeping_file_open()
+    }
+
+    fn subagents_dir(&self, _id: &str) -> PathBuf {
+        self.dir.join(SUBAGENTS_DIR)
     }
 }
 
@@ -420,15 +413,7 @@ impl BlockingStore for Inner {
         let Ok(state) = self.state.try_lock() else {
             return false;
         };
-        state.meta_read
-            && state.summary.is_some()
-            && state.main.as_ref().is_some_and(JsonlWriter::is_indexed)
-            && key.subagent_name().is_none_or(|name| {
-                state
-                    .subagents
-                    .get(name)
-                    .is_some_and(JsonlWriter::is_indexed)
-            })
+        state.meta_read && state.summary.is_some() && state.transcripts.are_indexed(key)
     }
 
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
@@ -441,7 +426,7 @@ impl BlockingStore for Inner {
             .with_writer(id, self.root(), &self.dir.join(RUN_LOCK), || {
                 let state = &mut *state;
                 // A session whose writes stopped gets nothing, session.json included.
-                self.writer(state, key).check_writable()?;
+                state.transcripts.writer(self, key).check_writable()?;
                 if !known {
                     // session.json first: a conversation.jsonl is never without one.
                     let meta = SessionJson {
@@ -453,36 +438,40 @@ impl BlockingStore for Inner {
                     state.meta = Some(meta);
                     state.meta_read = true;
                 }
-                if let Some(name) = key.subagent_name() {
-                    // The conversation file exists as soon as the session does.
-                    self.writer(state, &key.main()).append(&[])?;
-                    create_private_dir_all(
-                        &self.dir.join(SUBAGENTS_DIR),
-                        DirSync::when(sync_dirs),
-                    )?;
-                    let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");
-                    if let Some(meta) = state.meta.as_mut()
-                        && meta.subagents.get(name) != Some(&relative)
-                    {
-                        meta.subagents.insert(name.to_owned(), relative);
-                        write_session_json(&self.meta_path(), meta, sync_dirs)?;
-                    }
-                }
-                if key.subagent_name().is_none() {
+                let main = key.subagent_name().is_none();
+                if main {
                     self.recount_if_stale(state, id)?;
                 }
-                let main = key.subagent_name().is_none();
+                // session.json names each subagent before its transcript is written.
+                let register = || match key.subagent_name() {
+                    Some(name) => {
+                        let relative = format!("{SUBAGENTS_DIR}/{name}.jsonl");
+                        match state.meta.as_mut() {
+                            Some(meta) if meta.subagents.get(name) != Some(&relative) => {
+                                meta.subagents.insert(name.to_owned(), relative);
+                                write_session_json(&self.meta_path(), meta, sync_dirs)
+                            }
+                            _ => Ok(()),
+                        }
+                    }
+                    None => Ok(()),
+                };
                 let redactor = state.redactor.clone();
                 let mut newest = None;
                 // The listing's redaction runs while the conversation is synced.
-                let (written, report, _warnings) =
-                    self.writer(state, key)
-                        .append_indices_then(entries, |written| {
-                            let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
-                            if main && let Some(text) = newest_typed_text(&new) {
-                                newest = Some(self.listing().start(text, &redactor));
-                            }
-                        })?;
+                let (written, report) = state.transcripts.append_then(
+                    self,
+                    key,
+                    entries,
+                    DirSync::when(sync_dirs),
+                    register,
+                    |written| {
+                        let new: Vec<&Entry> = written.iter().map(|&i| &entries[i]).collect();
+                        if main && let Some(text) = newest_typed_text(&new) {
+                            newest = Some(self.listing().start(text, &redactor));
+                        }
+                    },
+                )?;
                 if main
                     && report.written > 0
                     && let Some(meta) = state.meta.as_mut()
@@ -505,7 +494,7 @@ impl BlockingStore for Inner {
         if !self.locks.holds(id) {
             return load_file_beneath(self.root(), &self.transcript_path(key), id);
         }
-        let loaded = self.writer(&mut state, key).load()?;
+        let loaded = state.transcripts.writer(self, key).load()?;
         self.heal_listing(&mut state, key, loaded.as_ref())?;
         Ok(loaded)
     }
@@ -526,7 +515,7 @@ impl BlockingStore for Inner {
                 }),
             );
         }
-        let view = self.writer(&mut state, key).load_view()?;
+        let view = state.transcripts.writer(self, key).load_view()?;
         // The listing's counts are checked against a whole transcript only.
         if let Some(view) = view.as_ref().filter(|view| view.skipped_bytes.is_none()) {
             self.heal_listing(&mut state, key, Some(&view.loaded))?;
@@ -595,12 +584,11 @@ impl BlockingStore for Inner {
                         remove_file_if_exists(&self.transcript_path(key))?;
                         remove_dir_if_exists(&self.dir.join(SUBAGENTS_DIR))?;
                         state.meta = None;
-                        state.main = None;
-                        state.subagents.clear();
+                        state.transcripts.forget_all();
                     }
                     Some(name) => {
                         remove_file_if_exists(&self.transcript_path(key))?;
-                        state.subagents.remove(name);
+                        state.transcripts.forget_subagent(name);
                         if let Some(meta) = state.meta.as_mut()
                             && meta.subagents.remove(name).is_some()
                         {

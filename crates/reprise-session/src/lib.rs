@@ -21,7 +21,8 @@ mod store;
 
 /// The parts of the file stores that another file-backed store builds on: the
 /// blocking face behind the async [`SessionStore`], reading JSONL without following
-/// links, the one-writer lock, and forks' copies and background syncs.
+/// links, the one-writer lock, forks' copies and background syncs, and the writers of
+/// a session's transcripts with the one path an append takes through them.
 ///
 /// They are public so that a store kept in another crate (the run folder of
 /// `reprise-runs`) reads, locks and forks exactly as [`FileSessionStore`] does.
@@ -30,9 +31,8 @@ pub mod parts {
     pub use crate::store::file_store::jsonl_stems;
     pub use crate::store::fork_copy::copy_lines;
     pub use crate::store::fork_sync::{ForkSyncs, without_stalling};
-    pub use crate::store::jsonl::{
-        load_file_beneath, push_expected, read_file_beneath, read_view_beneath,
-    };
+    pub use crate::store::jsonl::{load_file_beneath, push_expected, read_view_beneath};
+    pub use crate::store::transcripts::{Appended, TranscriptFiles, Transcripts};
     pub use crate::store::writer_lock::{HeldLock, LockRegistry, acquire};
 }
 

@@ -277,11 +277,11 @@ pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Shown> {
         .map(|shown| {
             let ts = shown.entry.ts;
             let item = match shown.kind {
-                ItemKind::Person { message, expansion } => Item::User {
+                ItemKind::Person(person) => Item::User {
                     ts,
-                    text: text(&text_of(message)),
-                    images: images_of(message),
-                    meta: expansion,
+                    text: text(&text_of(person.message)),
+                    images: images_of(person.message),
+                    meta: person.expansion,
                 },
                 ItemKind::Reply { message, calls } => Item::Assistant {
                     ts,

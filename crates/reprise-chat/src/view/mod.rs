@@ -21,7 +21,7 @@ pub mod redraw;
 
 use std::collections::{HashMap, VecDeque};
 
-use reprise_runs::{CompactionMarkers, is_command_expansion};
+use reprise_runs::{CompactionMarkers, PersonMessage};
 use reprise_session::{
     AfterCrash, CallDecision, Entry, Message, Rewind, Role, StartedCall, ToolCall, awaiting_calls,
     decided_call, rewound, started_calls,
@@ -45,14 +45,10 @@ pub struct Item<'a> {
 /// What an item is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ItemKind<'a> {
-    /// A message of the person's; `expansion`: one the chat wrote for a slash
-    /// command in their name.
-    Person {
-        /// The message.
-        message: &'a Message,
-        /// Written by the program, not typed.
-        expansion: bool,
-    },
+    /// A message in the person's name: typed, or written by the chat for a slash
+    /// command ([`PersonMessage::typed_text`] tells which, as the run's listing
+    /// does).
+    Person(PersonMessage<'a>),
     /// A reply of the model's, with its tool calls.
     Reply {
         /// The message.
@@ -211,9 +207,9 @@ pub fn items_of(entries: &[Entry]) -> Vec<Item<'_>> {
                 None => continue,
             },
             Some(message) => match message.role {
-                Role::User => ItemKind::Person {
-                    message,
-                    expansion: is_command_expansion(entry),
+                Role::User => match PersonMessage::of(entry) {
+                    Some(person) => ItemKind::Person(person),
+                    None => ItemKind::System(message),
                 },
                 Role::Assistant => {
                     let calls = message
@@ -415,7 +411,7 @@ mod tests {
             .iter()
             .map(|item| {
                 let kind = match &item.kind {
-                    ItemKind::Person { .. } => "person".to_owned(),
+                    ItemKind::Person(_) => "person".to_owned(),
                     ItemKind::Reply { calls, .. } => format!("reply({})", calls.len()),
                     ItemKind::Result(_) => "result".to_owned(),
                     ItemKind::System(_) => "system".to_owned(),

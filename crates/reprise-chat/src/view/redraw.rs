@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use reprise_runs::is_command_expansion;
+use reprise_runs::shows_as_message;
 use reprise_session::{Content, Entry, Message, Role, short_tokens};
 
 use super::live::{LiveItem as Item, RESULT_LINES_SHOWN, SubagentWork, ToolResultView, ToolView};
@@ -27,10 +27,7 @@ pub fn redraw_items(entries: &[Entry]) -> Vec<Item> {
     };
     for shown in items_of(entries) {
         match shown.kind {
-            ItemKind::Person {
-                message,
-                expansion: false,
-            } => items.extend(text_item(message, Item::User)),
+            ItemKind::Person(person) => items.extend(person.typed_text().map(Item::User)),
             ItemKind::Reply { message, calls } => {
                 items.extend(text_item(message, Item::Assistant));
                 items.extend(calls.into_iter().map(|call| {
@@ -141,12 +138,7 @@ pub fn tail_start(entries: &[Entry], wanted: usize) -> usize {
 pub fn shown_messages(entries: &[Entry]) -> usize {
     entries
         .iter()
-        .filter(|entry| {
-            entry.as_message().is_some_and(|message| {
-                matches!(message.role, Role::User | Role::Assistant)
-                    && !text_of(message).trim().is_empty()
-            }) && !is_command_expansion(entry)
-        })
+        .filter(|entry| shows_as_message(entry))
         .count()
 }
 

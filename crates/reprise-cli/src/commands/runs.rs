@@ -297,10 +297,11 @@ async fn show_entries(
             ))
         };
         match item.kind {
-            ItemKind::Person {
-                message: person,
-                expansion: false,
-            } => rows.extend(message(Role::User, person.text())),
+            ItemKind::Person(person) => rows.extend(
+                person
+                    .typed_text()
+                    .and_then(|text| message(Role::User, text)),
+            ),
             ItemKind::Reply {
                 message: reply,
                 calls,

@@ -152,3 +152,82 @@ async fn show_the_exports_and_the_screens_agree_on_a_rewound_session() {
     assert!(!said.contains("crash"), "{said}");
     assert_contains!(said, "after the fork");
 }
+
+/// A Claude Code session whose last lines in the person's name are a slash
+/// command's expansion and a blank message, neither typed by the person.
+fn session_ending_on_an_expansion() -> String {
+    let line = |uuid: &str, parent: Option<&str>, role: &str, content: &str, meta: bool| {
+        let mut message =
+            serde_json::json!({"role": role, "content": [{"type": "text", "text": content}]});
+        if role == "assistant" {
+            message["id"] = format!("msg_{uuid}").into();
+            message["type"] = "message".into();
+            message["model"] = "claude-sonnet-4-20250514".into();
+            message["stop_reason"] = "end_turn".into();
+        }
+        let mut record = serde_json::json!({
+            "type": role,
+            "timestamp": "2025-07-01T10:00:00.000Z",
+            "parentUuid": parent,
+            "isSidechain": false,
+            "sessionId": "s1",
+            "uuid": uuid,
+            "message": message,
+        });
+        if meta {
+            record["isMeta"] = true.into();
+        }
+        format!("{record}\n")
+    };
+    [
+        line("u1", None, "user", "Start here", false),
+        line("a1", Some("u1"), "assistant", "Ready", false),
+        line("u2", Some("a1"), "user", "Review the parser please", false),
+        line(
+            "u3",
+            Some("u2"),
+            "user",
+            "<command-message>review</command-message>\nReview the changes on this branch.",
+            true,
+        ),
+        line("a2", Some("u3"), "assistant", "Reviewed", false),
+        line("u4", Some("a2"), "user", "  \n", false),
+    ]
+    .concat()
+}
+
+/// The listing the picker draws and `show` take the same message for the person's
+/// last: not a slash command's expansion, nor a blank message after it.
+#[tokio::test]
+async fn the_listing_and_show_name_the_same_last_message() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.path().join("ends-on-an-expansion.jsonl");
+    std::fs::write(&file, session_ending_on_an_expansion()).unwrap();
+    let out = sandbox.run(&["import", file.to_str().unwrap()], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+
+    let out = sandbox.run(&["runs", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let listed: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let listed_last = listed[0]["lastMessage"].as_str().unwrap().to_owned();
+
+    let out = sandbox.run(&["show", "last", "--json"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let shown_last = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|row| row["role"] == "user")
+        .and_then(|row| row["text"].as_str())
+        .unwrap()
+        .to_owned();
+    assert_eq!(listed_last, shown_last);
+    assert_eq!(shown_last, "Review the parser please");
+    assert_eq!(listed[0]["firstMessage"], "Start here");
+
+    let out = sandbox.run(&["show", "last"], "").await;
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "Review the parser please");
+    assert!(!out.stdout.contains("<command-message>"), "{}", out.stdout);
+}

@@ -50,6 +50,27 @@ async fn seen(catalog: &dyn RunCatalog, runs: &[RunSummary], query: &SearchQuery
         .collect()
 }
 
+/// Whether each hit of a case-blind search for `key`, at most `max_per_run` a run,
+/// says its run had more.
+async fn more_in_run(
+    catalog: &dyn RunCatalog,
+    runs: &[RunSummary],
+    max_per_run: usize,
+) -> Vec<bool> {
+    let query = SearchQuery {
+        max_per_run: Some(max_per_run),
+        ignore_case: true,
+        ..query("key")
+    };
+    catalog
+        .search(runs, &query)
+        .await
+        .unwrap_or_else(|error| panic!("searching {query:?}: {error}"))
+        .iter()
+        .map(|hit| hit.more_in_run)
+        .collect()
+}
+
 async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunCatalog>) {
     let check = "searches find the same messages in the same order";
     let asked = Entry::message(Message::user("Where is the Silver Key?"));
@@ -251,34 +272,10 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         "{check}: the first two hits of each run"
     );
     // The last hit kept of a run that had more says so; a run within its limit not.
-    let more: Vec<bool> = catalog
-        .search(
-            &runs,
-            &SearchQuery {
-                max_per_run: Some(2),
-                ..ignoring_case("key")
-            },
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|hit| hit.more_in_run)
-        .collect();
+    let more = more_in_run(&*catalog, &runs, 2).await;
     assert_eq!(more, [false, false, true], "{check}: runs with more hits");
     // The older run's only hit past four is a subagent's.
-    let more: Vec<bool> = catalog
-        .search(
-            &runs,
-            &SearchQuery {
-                max_per_run: Some(4),
-                ..ignoring_case("key")
-            },
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|hit| hit.more_in_run)
-        .collect();
+    let more = more_in_run(&*catalog, &runs, 4).await;
     assert_eq!(
         more,
         [false, false, false, false, true],

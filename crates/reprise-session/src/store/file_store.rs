@@ -35,6 +35,7 @@ use crate::store::jsonl_writer::JsonlWriter;
 use crate::store::session_store::{
     AppendReport, ForkOrigin, Loaded, LoadedView, SessionInfo, StoreError, WriterLock,
 };
+use crate::store::transcripts::{TranscriptFiles, Transcripts};
 use crate::store::writer_lock::LockRegistry;
 
 /// The contents of `<id>.meta.json`.
@@ -83,11 +84,10 @@ pub(crate) mod ts_millis {
 }
 
 /// The writers of one session, kept between appends so that an append does not
-/// re-read the transcript.
-#[derive(Debug)]
+/// re-read the transcript, and its meta file as last read or written.
+#[derive(Debug, Default)]
 struct SessionWriters {
-    main: JsonlWriter,
-    subagents: HashMap<String, JsonlWriter>,
+    transcripts: Transcripts,
     meta: Option<SessionMeta>,
 }
 
@@ -210,32 +210,17 @@ impl Inner {
         }
     }
 
-    /// Runs `work` with the writer of `key`'s transcript (a subagent's is made at
-    /// its first use), its session's writers locked meanwhile.
+    /// Runs `work` with the writer of `key`'s transcript (made at its first use),
+    /// its session's writers locked meanwhile.
     fn with_writer<T>(&self, key: &SessionKey, work: impl FnOnce(&mut JsonlWriter) -> T) -> T {
-        let id = key.session_id();
-        let writers = self.writers(id);
+        let writers = self.writers(key.session_id());
         let mut writers = lock_plain(&writers);
-        let writer = match key.subagent_name() {
-            None => &mut writers.main,
-            Some(name) => writers.subagents.entry(name.to_owned()).or_insert_with(|| {
-                JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                    .part_of(&self.main_path(id))
-            }),
-        };
-        work(writer)
+        work(writers.transcripts.writer(self, key))
     }
 
     fn writers(&self, id: &str) -> Arc<Mutex<SessionWriters>> {
         let mut sessions = lock_plain(&self.sessions);
-        let writers = sessions.entry(id.to_owned()).or_insert_with(|| {
-            Arc::new(Mutex::new(SessionWriters {
-                main: JsonlWriter::new(self.main_path(id), id, self.durability),
-                subagents: HashMap::new(),
-                meta: None,
-            }))
-        });
-        Arc::clone(writers)
+        Arc::clone(sessions.entry(id.to_owned()).or_default())
     }
 
     fn read_meta(&self, id: &str) -> Option<SessionMeta> {
@@ -264,6 +249,21 @@ impl Inner {
     }
 }
 
+impl TranscriptFiles for Inner {
+    fn new_writer(&self, key: &SessionKey) -> JsonlWriter {
+        let id = key.session_id();
+        let writer = JsonlWriter::new(self.transcript_path(key), id, self.durability);
+        match key.subagent_name() {
+            None => writer,
+            Some(_) => writer.part_of(&self.main_path(id)),
+        }
+    }
+
+    fn subagents_dir(&self, id: &str) -> PathBuf {
+        Inner::subagents_dir(self, id)
+    }
+}
+
 impl BlockingStore for Inner {
     /// Waits until the data of every fork this store (any clone of it) made is on disk.
     fn close(&self) -> Result<(), StoreError> {
@@ -277,14 +277,7 @@ impl BlockingStore for Inner {
         let Ok(writers) = writers.try_lock() else {
             return false;
         };
-        writers.meta.is_some()
-            && writers.main.is_indexed()
-            && key.subagent_name().is_none_or(|name| {
-                writers
-                    .subagents
-                    .get(name)
-                    .is_some_and(JsonlWriter::is_indexed)
-            })
+        writers.meta.is_some() && writers.transcripts.are_indexed(key)
     }
 
     fn append(&self, key: &SessionKey, entries: &[Entry]) -> Result<AppendReport, StoreError> {
@@ -296,20 +289,14 @@ impl BlockingStore for Inner {
         self.locks
             .with_writer(id, &self.dir, &self.lock_path(id), || {
                 let writers = &mut *writers;
-                // The main transcript comes first: its file is what makes a session exist.
-                let mut report = writers.main.append(if key.subagent_name().is_none() {
-                    entries
-                } else {
-                    &[]
-                })?;
-                if let Some(name) = key.subagent_name() {
-                    create_private_dir_all(&self.subagents_dir(id), DirSync::when(sync_dirs))?;
-                    let writer = writers.subagents.entry(name.to_owned()).or_insert_with(|| {
-                        JsonlWriter::new(self.transcript_path(key), id, self.durability)
-                            .part_of(&self.main_path(id))
-                    });
-                    report = writer.append(entries)?;
-                }
+                let (_, report) = writers.transcripts.append_then(
+                    self,
+                    key,
+                    entries,
+                    DirSync::when(sync_dirs),
+                    || Ok(()),
+                    |_| {},
+                )?;
                 let now = now_millis();
                 if writers.meta.is_none() {
                     writers.meta = self.read_meta(id);
@@ -330,7 +317,7 @@ impl BlockingStore for Inner {
                         writers.meta = Some(meta);
                     }
                 }
-                Ok(report.0)
+                Ok(report)
             })
     }
 
@@ -429,15 +416,14 @@ impl BlockingStore for Inner {
                         remove_file_if_exists(&self.main_path(id))?;
                         remove_file_if_exists(&self.meta_path(id))?;
                         remove_dir_if_exists(&self.dir.join(id))?;
-                        writers.main = JsonlWriter::new(self.main_path(id), id, self.durability);
-                        writers.subagents.clear();
+                        writers.transcripts.forget_all();
                         writers.meta = None;
                         Ok(sync_dir(&self.dir)?)
                     }
                     Some(name) => {
                         let path = self.transcript_path(key);
                         remove_file_if_exists(&path)?;
-                        writers.subagents.remove(name);
+                        writers.transcripts.forget_subagent(name);
                         let dir = self.subagents_dir(id);
                         if exists(&dir) {
                             sync_dir(&dir)?;
@@ -476,8 +462,7 @@ impl BlockingStore for Inner {
                 let staged = Staged::new(&self.dir, target);
                 let result = self.stage_and_commit(&staged, source, target, up_to);
                 staged.clean();
-                writers.main = JsonlWriter::new(target_path, target, self.durability);
-                writers.subagents.clear();
+                writers.transcripts.forget_all();
                 writers.meta = None;
                 result
             })

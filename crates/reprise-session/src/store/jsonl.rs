@@ -92,7 +92,25 @@ pub(crate) struct LineReader<'a> {
     pub(crate) lean: bool,
 }
 
-impl LineReader<'_> {
+impl<'a> LineReader<'a> {
+    /// A reader of `path` from its first line, decoding whole entries.
+    pub(crate) fn new(
+        path: &'a Path,
+        session_id: &'a str,
+        seen: &'a mut UuidSet,
+        expected: &'a Cell<usize>,
+    ) -> Self {
+        LineReader {
+            path,
+            session_id,
+            seen,
+            line: 0,
+            warnings: Vec::new(),
+            expected,
+            lean: false,
+        }
+    }
+
     fn warn(&mut self, line: usize, message: String) {
         tracing::warn!(file = %self.path.display(), line, "{message}");
         self.warnings.push(LoadWarning {
@@ -742,30 +760,19 @@ pub fn load_file_beneath(
 ) -> Result<Option<Loaded>, StoreError> {
     let mut entries = Vec::new();
     let expected = Cell::new(0);
-    let warnings = read_file_beneath(root, path, session_id, &expected, &mut |entry| {
+    let warnings = read_beneath(root, path, session_id, &expected, false, &mut |entry| {
         push_expected(&mut entries, &expected, entry)
     })?;
     Ok(warnings.map(|warnings| Loaded { entries, warnings }))
 }
 
-/// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink` as
-/// soon as it is in order rather than collecting them; returns the warnings, or
-/// `None` when the file does not exist. `expected` is set as
-/// `LineReader::expected` says.
-pub fn read_file_beneath(
-    root: &Path,
-    path: &Path,
-    session_id: &str,
-    expected: &Cell<usize>,
-    sink: &mut dyn FnMut(Entry),
-) -> Result<Option<Vec<LoadWarning>>, StoreError> {
-    read_beneath(root, path, session_id, expected, false, sink)
-}
-
-/// [`read_file_beneath`] for a reader that shows the conversation: the entries come
-/// without their `model` field (the model a reply's call asked for, which only the
-/// usage ledger reads). A chat-written session has one on every reply, and building
-/// it was six allocations per reply, a tenth of `show`'s time on short turns.
+/// Reads a transcript for a reader that shows the conversation, handing each entry
+/// to `sink` as soon as it is in order rather than collecting them; returns the
+/// warnings, or `None` when the file does not exist. `expected` is set as
+/// `LineReader::expected` says. The entries come without their `model` field (the
+/// model a reply's call asked for, which only the usage ledger reads). A
+/// chat-written session has one on every reply, and building it was six allocations
+/// per reply, a tenth of `show`'s time on short turns.
 pub fn read_view_beneath(
     root: &Path,
     path: &Path,
@@ -776,7 +783,8 @@ pub fn read_view_beneath(
     read_beneath(root, path, session_id, expected, true, sink)
 }
 
-/// [`read_file_beneath`], or with `lean` [`read_view_beneath`].
+/// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink`;
+/// with `lean`, as [`read_view_beneath`] does.
 fn read_beneath(
     root: &Path,
     path: &Path,
@@ -790,13 +798,8 @@ fn read_beneath(
     };
     let mut seen = UuidSet::default();
     let mut reader = LineReader {
-        path,
-        session_id,
-        seen: &mut seen,
-        line: 0,
-        warnings: Vec::new(),
-        expected,
         lean,
+        ..LineReader::new(path, session_id, &mut seen, expected)
     };
     let end = read_from(&file, 0, &mut reader, sink)?;
     let mut warnings = reader.warnings;
@@ -929,14 +932,10 @@ mod tests {
         let len = file.metadata().unwrap().len();
         let mut seen = UuidSet::default();
         let mut entries = Vec::new();
+        let expected = Cell::new(0);
         let mut reader = LineReader {
-            path,
-            session_id: "s",
-            seen: &mut seen,
             line: first,
-            warnings: Vec::new(),
-            expected: &Cell::new(0),
-            lean: false,
+            ..LineReader::new(path, "s", &mut seen, &expected)
         };
         let mut sink = |entry| entries.push(entry);
         let pos = read_parallel(file, offset, len, threads, chunk, &mut reader, &mut sink).unwrap();

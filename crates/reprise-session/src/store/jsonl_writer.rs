@@ -308,13 +308,8 @@ impl JsonlWriter {
         let mut entries = Vec::new();
         let expected = Cell::new(0);
         let mut reader = LineReader {
-            path: &self.path,
-            session_id: &self.session_id,
-            seen: &mut index.uuids,
             line: index.lines,
-            warnings: Vec::new(),
-            expected: &expected,
-            lean: false,
+            ..LineReader::new(&self.path, &self.session_id, &mut index.uuids, &expected)
         };
         let end = if collect {
             read_from(file, index.len, &mut reader, &mut |entry| {
@@ -424,15 +419,7 @@ impl JsonlWriter {
         };
         let mut entries = Vec::new();
         let expected = Cell::new(0);
-        let mut reader = LineReader {
-            path: &self.path,
-            session_id: &self.session_id,
-            seen: &mut index.uuids,
-            line: 0,
-            warnings: Vec::new(),
-            expected: &expected,
-            lean: false,
-        };
+        let mut reader = LineReader::new(&self.path, &self.session_id, &mut index.uuids, &expected);
         let end = read_from(file, start.offset, &mut reader, &mut |entry| {
             push_expected(&mut entries, &expected, entry)
         })?;

@@ -20,6 +20,7 @@ pub(crate) mod rewind;
 pub(crate) mod session_store;
 pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
+pub(crate) mod transcripts;
 pub(crate) mod turn_stop;
 pub(crate) mod view_start;
 pub(crate) mod writer_lock;

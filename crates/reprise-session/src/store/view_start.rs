@@ -251,6 +251,17 @@ mod tests {
         serde_json::to_string(entry).unwrap()
     }
 
+    /// A compaction entry whose summary replaces everything up to `through`.
+    fn compaction_through(summary: &str, through: Uuid) -> Entry {
+        Compaction {
+            summary: summary.into(),
+            through,
+            tokens_before: 1,
+            tokens_after: 1,
+        }
+        .to_entry()
+    }
+
     #[test]
     fn lines_come_back_last_first_across_steps_and_without_a_torn_tail() {
         // Lines of many lengths, some longer than a step, over several steps.
@@ -279,20 +290,8 @@ mod tests {
         let entries: Vec<Entry> = (0..50)
             .map(|i| Entry::message(Message::user(format!("m{i} \"compaction\""))))
             .collect();
-        let old = Compaction {
-            summary: "old".into(),
-            through: entries[10].uuid,
-            tokens_before: 1,
-            tokens_after: 1,
-        }
-        .to_entry();
-        let latest = Compaction {
-            summary: "new".into(),
-            through: entries[40].uuid,
-            tokens_before: 1,
-            tokens_after: 1,
-        }
-        .to_entry();
+        let old = compaction_through("old", entries[10].uuid);
+        let latest = compaction_through("new", entries[40].uuid);
         let mut lines: Vec<String> = entries[..30].iter().map(line).collect();
         lines.push(line(&old));
         lines.extend(entries[30..].iter().map(line));
@@ -330,15 +329,7 @@ mod tests {
         let len = file.metadata().unwrap().len();
         assert_eq!(find_view_start(&file, len).unwrap(), None);
         let mut lines = lines;
-        lines.push(line(
-            &Compaction {
-                summary: "s".into(),
-                through: Uuid::now_v7(),
-                tokens_before: 1,
-                tokens_after: 1,
-            }
-            .to_entry(),
-        ));
+        lines.push(line(&compaction_through("s", Uuid::now_v7())));
         let file = file_of(&lines, "");
         let len = file.metadata().unwrap().len();
         assert_eq!(find_view_start(&file, len).unwrap(), None);
