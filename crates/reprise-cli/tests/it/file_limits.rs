@@ -111,20 +111,27 @@ fn megabyte_arguments() -> String {
     serde_json::json!({ "path": "big.txt", "content": "x".repeat(1 << 20) }).to_string()
 }
 
-#[tokio::test]
-async fn a_megabyte_of_arguments_shows_as_a_bounded_preview_in_plain_mode() {
-    let sandbox = Sandbox::new();
-    write_config(&sandbox, WIDE_WINDOW);
-    let arguments = megabyte_arguments();
+/// One `write_file` call with `arguments` (streamed in 64 KiB pieces), then "Done.",
+/// through the chat in plain mode with `--yes`; the chat must succeed.
+async fn write_in_plain_mode(sandbox: &Sandbox, arguments: &str) -> crate::support::Output {
     let server = ScriptedServer::start().await;
     server.push_all([
-        Reply::tool_call("call_1", "write_file", &arguments).chunk_chars(64 * 1024),
+        Reply::tool_call("call_1", "write_file", arguments).chunk_chars(64 * 1024),
         Reply::text("Done."),
     ]);
     let out = sandbox
         .chat(&server.base_url(), &["--yes"], "write it\n")
         .await;
     assert_eq!(out.status, 0, "{}", out.stderr);
+    out
+}
+
+#[tokio::test]
+async fn a_megabyte_of_arguments_shows_as_a_bounded_preview_in_plain_mode() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, WIDE_WINDOW);
+    let arguments = megabyte_arguments();
+    let out = write_in_plain_mode(&sandbox, &arguments).await;
     assert_eq!(
         std::fs::metadata(sandbox.path().join("big.txt"))
             .unwrap()
@@ -213,15 +220,7 @@ async fn a_write_of_megabytes_is_recorded_in_the_transcript_redacted_as_a_short_
     write_config(&sandbox, "context_window = 8000000\n");
     let content = long_content_with_secrets();
     let arguments = serde_json::json!({ "path": "big.txt", "content": content }).to_string();
-    let server = ScriptedServer::start().await;
-    server.push_all([
-        Reply::tool_call("call_1", "write_file", &arguments).chunk_chars(64 * 1024),
-        Reply::text("Done."),
-    ]);
-    let out = sandbox
-        .chat(&server.base_url(), &["--yes"], "write it\n")
-        .await;
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    write_in_plain_mode(&sandbox, &arguments).await;
     assert_eq!(
         std::fs::read_to_string(sandbox.path().join("big.txt")).unwrap(),
         content
