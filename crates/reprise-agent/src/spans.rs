@@ -68,6 +68,25 @@ fn record_provider(span: &Span, provider: Option<&str>) {
     }
 }
 
+/// A span of the GenAI operation `$operation` on `$subject` (its `otel.name`) in
+/// the session `$session`, with the status fields [`record_error`] fills; `$fields`
+/// are the operation's own.
+macro_rules! operation_span {
+    ($operation:literal, $subject:expr, $session:expr, $($fields:tt)*) => {
+        tracing::info_span!(
+            target: "reprise_agent",
+            $operation,
+            otel.name = %format_args!("{} {}", $operation, $subject),
+            gen_ai.operation.name = $operation,
+            gen_ai.conversation.id = $session,
+            $($fields)*
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            error.type = Empty,
+        )
+    };
+}
+
 /// One run of an agent (a prompt answered, a pending turn taken up).
 pub(crate) fn invoke_agent(
     agent: &str,
@@ -75,19 +94,14 @@ pub(crate) fn invoke_agent(
     model: &str,
     provider: Option<&str>,
 ) -> Span {
-    let span = tracing::info_span!(
-        target: "reprise_agent",
+    let span = operation_span!(
         "invoke_agent",
-        otel.name = %format_args!("invoke_agent {agent}"),
-        gen_ai.operation.name = "invoke_agent",
+        agent,
+        session,
         gen_ai.agent.name = agent,
-        gen_ai.conversation.id = session,
         gen_ai.request.model = model,
         gen_ai.provider.name = Empty,
         gen_ai.system = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-        error.type = Empty,
     );
     record_provider(&span, provider);
     span
@@ -108,13 +122,11 @@ pub(crate) fn chat(
     max_tokens: Option<u32>,
     temperature: Option<f64>,
 ) -> Span {
-    let span = tracing::info_span!(
-        target: "reprise_agent",
+    let span = operation_span!(
         "chat",
-        otel.name = %format_args!("chat {model}"),
+        model,
+        session,
         otel.kind = "client",
-        gen_ai.operation.name = "chat",
-        gen_ai.conversation.id = session,
         gen_ai.request.model = model,
         gen_ai.provider.name = Empty,
         gen_ai.system = Empty,
@@ -125,9 +137,6 @@ pub(crate) fn chat(
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.usage.cache_read.input_tokens = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-        error.type = Empty,
     );
     record_provider(&span, provider);
     if let Some(limit) = max_tokens {
@@ -167,20 +176,15 @@ pub(crate) fn execute_tool(
     subagent: bool,
     arguments: &str,
 ) -> Span {
-    let span = tracing::info_span!(
-        target: "reprise_agent",
+    let span = operation_span!(
         "execute_tool",
-        otel.name = %format_args!("execute_tool {tool}"),
-        gen_ai.operation.name = "execute_tool",
-        gen_ai.conversation.id = session,
+        tool,
+        session,
         gen_ai.tool.name = tool,
         gen_ai.tool.call.id = call_id,
         // A subagent is an agent called as a tool.
         gen_ai.tool.type = if subagent { "agent" } else { "function" },
         reprise.tool.idempotency_key = idempotency_key,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-        error.type = Empty,
     );
     if let Some(text) = content(arguments) {
         span.set_attribute("gen_ai.tool.call.arguments", text);

@@ -1449,6 +1449,17 @@ impl Thread {
         .await;
     }
 
+    /// Tells what the resume of a turn a crash cut does with `call`.
+    async fn announce_resumed(&self, call: &ToolCall, action: AfterCrash, ctx: &RunContext) {
+        ctx.emit(|| AgentEvent::CallResumed {
+            agent: self.name.clone(),
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+            action,
+        })
+        .await;
+    }
+
     /// Decides about one call: the approver is asked (or, for a call of a turn a
     /// crash cut, what `plan` says is done). The call is not started here.
     /// `reply` is the assistant entry that holds the call.
@@ -1553,13 +1564,7 @@ impl Thread {
             }
         };
         if let Some((action, _)) = resumed {
-            ctx.emit(|| AgentEvent::CallResumed {
-                agent: self.name.clone(),
-                id: call.id.clone(),
-                name: name.clone(),
-                action,
-            })
-            .await;
+            self.announce_resumed(call, action, ctx).await;
         }
         let allowed = |start: Option<StartedCall>, continued: bool, mark| Slot {
             pending: Pending::Allowed {
@@ -1619,13 +1624,7 @@ impl Thread {
             other => ResumePlan::crash_mark(other),
         };
         if let Some(action) = mark {
-            ctx.emit(|| AgentEvent::CallResumed {
-                agent: self.name.clone(),
-                id: call.id.clone(),
-                name: name.clone(),
-                action,
-            })
-            .await;
+            self.announce_resumed(call, action, ctx).await;
         }
         let allowed_by = match &self.approver {
             None => "no approver: every call runs".to_owned(),

@@ -368,6 +368,18 @@ impl ChatSession {
         self.notes.push(note);
     }
 
+    /// The agent, and where the events of its runs go.
+    fn agent_and_sinks(&mut self) -> (&mut Agent, EventSinks<'_>) {
+        let sinks = EventSinks {
+            log: &mut self.log,
+            transcript: &self.transcript,
+            decisions: &self.decisions,
+            redactor: &self.redactor,
+            ui: &self.ui,
+        };
+        (&mut self.agent, sinks)
+    }
+
     /// Writes a line to `session.log` (what the screen shows that is not a turn).
     pub fn log_line(&mut self, line: &str) {
         if let Err(error) = self.log.write_line(line) {
@@ -406,16 +418,9 @@ impl ChatSession {
     /// during a turn.
     pub async fn compact(&mut self, focus: Option<&str>, cancel: CancellationToken) -> TurnEnd {
         let (events_tx, events_rx) = unbounded_channel();
-        let run = self.agent.compact(focus, Some(events_tx.into()), cancel);
-        let forward = forward_events(
-            events_rx,
-            &mut self.log,
-            &self.transcript,
-            &self.decisions,
-            &self.redactor,
-            &self.ui,
-        );
-        let (result, _) = tokio::join!(run, forward);
+        let (agent, mut sinks) = self.agent_and_sinks();
+        let run = agent.compact(focus, Some(events_tx.into()), cancel);
+        let (result, _) = tokio::join!(run, sinks.forward(events_rx));
         match result {
             Ok(Some(_)) => TurnEnd::Answered,
             Ok(None) => {
@@ -495,16 +500,9 @@ impl ChatSession {
         ) -> futures::future::BoxFuture<'a, Result<(), AgentError>>,
     ) -> TurnEnd {
         let (events_tx, events_rx) = unbounded_channel();
-        let run = work(&mut self.agent, events_tx);
-        let forward = follow_events(
-            events_rx,
-            &mut self.log,
-            &self.transcript,
-            &self.decisions,
-            &self.redactor,
-            &self.ui,
-        );
-        let (result, ()) = tokio::join!(run, forward);
+        let (agent, mut sinks) = self.agent_and_sinks();
+        let run = work(agent, events_tx);
+        let (result, ()) = tokio::join!(run, sinks.follow(events_rx));
         self.checkpoints.settle().await;
         self.end_of(result)
     }
@@ -540,210 +538,195 @@ impl ChatSession {
     }
 }
 
-/// [`forward_events`] until the run ends, then `session.log` ended at a line start
-/// and flushed.
-async fn follow_events(
-    events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
-    log: &mut SessionLog,
-    transcript: &Transcript,
-    decisions: &Decisions,
-    redactor: &Redactor,
-    ui: &UnboundedSender<UiEvent>,
-) {
-    let at_line_start = forward_events(events_rx, log, transcript, decisions, redactor, ui).await;
-    if !at_line_start {
-        let _ = log.write("\n");
-    }
-    if let Err(error) = log.flush() {
-        tracing::warn!("session.log: {}", with_causes(&error));
-    }
+/// Where the events of a run go: the run's logs and the screen.
+struct EventSinks<'s> {
+    log: &'s mut SessionLog,
+    transcript: &'s Transcript,
+    decisions: &'s Decisions,
+    redactor: &'s Redactor,
+    ui: &'s UnboundedSender<UiEvent>,
 }
 
-/// Records each event of a run in the run's logs and passes it to the screen, until
-/// the run ends. Returns whether `session.log` was left at a line start.
-async fn forward_events(
-    mut events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
-    log: &mut SessionLog,
-    transcript: &Transcript,
-    decisions: &Decisions,
-    redactor: &Redactor,
-    ui: &UnboundedSender<UiEvent>,
-) -> bool {
-    let mut at_line_start = true;
-    while let Some(event) = events_rx.recv().await {
-        record_event(
-            log,
-            transcript,
-            decisions,
-            redactor,
-            ui,
-            &event,
-            &mut at_line_start,
-        );
-        let _ = ui.send(UiEvent::Agent(event));
+impl EventSinks<'_> {
+    /// [`EventSinks::forward`] until the run ends, then `session.log` ended at a
+    /// line start and flushed.
+    async fn follow(&mut self, events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>) {
+        let at_line_start = self.forward(events_rx).await;
+        if !at_line_start {
+            let _ = self.log.write("\n");
+        }
+        if let Err(error) = self.log.flush() {
+            tracing::warn!("session.log: {}", with_causes(&error));
+        }
     }
-    at_line_start
-}
 
-fn record_event(
-    log: &mut SessionLog,
-    transcript: &Transcript,
-    decisions: &Decisions,
-    redactor: &Redactor,
-    ui: &UnboundedSender<UiEvent>,
-    event: &AgentEvent,
-    at_line_start: &mut bool,
-) {
-    // The transcript is the run's record of its tool calls: a record that may be
-    // missing from it is said, not only logged.
-    let record = |record: &TranscriptRecord| {
-        if let Err(error) = transcript.record(record) {
-            let _ = ui.send(UiEvent::Warning(format!(
-                "{}: this tool {} may not be kept: {}",
-                reprise_runs::held::shown(&transcript.path().display().to_string()),
-                match record.event {
-                    reprise_runs::TranscriptEvent::ToolCall { .. } => "call",
-                    reprise_runs::TranscriptEvent::ToolResult { .. } => "result",
-                },
-                with_causes(&error)
-            )));
+    /// Records each event of a run in the run's logs and passes it to the screen,
+    /// until the run ends. Returns whether `session.log` was left at a line start.
+    async fn forward(
+        &mut self,
+        mut events_rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    ) -> bool {
+        let mut at_line_start = true;
+        while let Some(event) = events_rx.recv().await {
+            self.record(&event, &mut at_line_start);
+            let _ = self.ui.send(UiEvent::Agent(event));
         }
-    };
-    let write = |log: &mut SessionLog, text: &str| warn_on_error(log.write(text));
-    match event {
-        AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
-            write(log, text);
-            *at_line_start = text.ends_with('\n');
-        }
-        AgentEvent::ToolCallStarted {
-            agent,
-            id,
-            name,
-            arguments,
-        } => {
-            if !*at_line_start {
-                write(log, "\n");
+        at_line_start
+    }
+
+    fn record(&mut self, event: &AgentEvent, at_line_start: &mut bool) {
+        let log = &mut *self.log;
+        let (transcript, decisions, redactor, ui) =
+            (self.transcript, self.decisions, self.redactor, self.ui);
+        // The transcript is the run's record of its tool calls: a record that may be
+        // missing from it is said, not only logged.
+        let record = |record: &TranscriptRecord| {
+            if let Err(error) = transcript.record(record) {
+                let _ = ui.send(UiEvent::Warning(format!(
+                    "{}: this tool {} may not be kept: {}",
+                    reprise_runs::held::shown(&transcript.path().display().to_string()),
+                    match record.event {
+                        reprise_runs::TranscriptEvent::ToolCall { .. } => "call",
+                        reprise_runs::TranscriptEvent::ToolResult { .. } => "result",
+                    },
+                    with_causes(&error)
+                )));
+            }
+        };
+        let write = |log: &mut SessionLog, text: &str| warn_on_error(log.write(text));
+        match event {
+            AgentEvent::TextDelta { agent, text } if agent == reprise_agent::DEFAULT_AGENT_NAME => {
+                write(log, text);
+                *at_line_start = text.ends_with('\n');
+            }
+            _ if let Some(call) = event.started_call() => {
+                if !*at_line_start {
+                    write(log, "\n");
+                    *at_line_start = true;
+                }
+                // The reply so far is redacted as one block, before the tool line.
+                warn_on_error(log.flush());
+                write(
+                    log,
+                    &format!(
+                        "{}⚙ {} {}\n",
+                        subagent_indent(call.agent),
+                        call.name,
+                        arguments_preview(call.arguments, |text| redactor
+                            .redact(text)
+                            .into_owned())
+                    ),
+                );
+                warn_on_error(log.flush());
+                record(&TranscriptRecord::tool_call(
+                    call.agent,
+                    call.id,
+                    call.name,
+                    call.arguments.clone(),
+                ));
+            }
+            AgentEvent::ToolCallFinished {
+                agent,
+                id,
+                name,
+                output,
+                ..
+            } => {
+                let marker = if output.is_error { "✗" } else { "↳" };
+                let first = output.content.lines().next().unwrap_or("");
+                write(
+                    log,
+                    &format!(
+                        "{}  {marker} {}\n",
+                        subagent_indent(agent),
+                        redactor.redact(first)
+                    ),
+                );
+                warn_on_error(log.flush());
+                let mut result = TranscriptRecord::tool_result(
+                    agent.clone(),
+                    id.clone(),
+                    name.clone(),
+                    output.content.clone(),
+                    output.is_error,
+                );
+                if let Some((decision, reason)) = decisions.take(id) {
+                    result = result
+                        .with_decision(decision)
+                        .with_field("reason", serde_json::Value::String(reason));
+                }
+                record(&result);
+            }
+            // A subagent's replies, whole, under the call that started it.
+            AgentEvent::MessageRecorded { agent, message, .. }
+                if agent != reprise_agent::DEFAULT_AGENT_NAME
+                    && message.role == reprise_session::Role::Assistant
+                    && !message.text().trim().is_empty() =>
+            {
+                if !*at_line_start {
+                    write(log, "\n");
+                    *at_line_start = true;
+                }
+                warn_on_error(log.flush());
+                let indent = subagent_indent(agent);
+                let text: String = message
+                    .text()
+                    .trim_end()
+                    .lines()
+                    .map(|line| format!("{indent}{line}\n"))
+                    .collect();
+                write(log, &text);
+                warn_on_error(log.flush());
+            }
+            AgentEvent::CallResumed {
+                agent,
+                name,
+                action,
+                ..
+            } => {
+                if !*at_line_start {
+                    write(log, "\n");
+                }
+                write(
+                    log,
+                    &format!("{}\n", resumed_call_line(agent, name, *action)),
+                );
                 *at_line_start = true;
             }
-            // The reply so far is redacted as one block, before the tool line.
-            warn_on_error(log.flush());
-            write(
-                log,
-                &format!(
-                    "{}⚙ {name} {}\n",
-                    subagent_indent(agent),
-                    arguments_preview(arguments, |text| redactor.redact(text).into_owned())
-                ),
-            );
-            warn_on_error(log.flush());
-            record(&TranscriptRecord::tool_call(
-                agent.clone(),
-                id.clone(),
-                name.clone(),
-                arguments.clone(),
-            ));
-        }
-        AgentEvent::ToolCallFinished {
-            agent,
-            id,
-            name,
-            output,
-            ..
-        } => {
-            let marker = if output.is_error { "✗" } else { "↳" };
-            let first = output.content.lines().next().unwrap_or("");
-            write(
-                log,
-                &format!(
-                    "{}  {marker} {}\n",
-                    subagent_indent(agent),
-                    redactor.redact(first)
-                ),
-            );
-            warn_on_error(log.flush());
-            let mut result = TranscriptRecord::tool_result(
-                agent.clone(),
-                id.clone(),
-                name.clone(),
-                output.content.clone(),
-                output.is_error,
-            );
-            if let Some((decision, reason)) = decisions.take(id) {
-                result = result
-                    .with_decision(decision)
-                    .with_field("reason", serde_json::Value::String(reason));
-            }
-            record(&result);
-        }
-        // A subagent's replies, whole, under the call that started it.
-        AgentEvent::MessageRecorded { agent, message, .. }
-            if agent != reprise_agent::DEFAULT_AGENT_NAME
-                && message.role == reprise_session::Role::Assistant
-                && !message.text().trim().is_empty() =>
-        {
-            if !*at_line_start {
-                write(log, "\n");
+            AgentEvent::Retrying {
+                attempt, reason, ..
+            } => {
+                write(log, &format!("(retrying, attempt {attempt}: {reason})\n"));
                 *at_line_start = true;
             }
-            warn_on_error(log.flush());
-            let indent = subagent_indent(agent);
-            let text: String = message
-                .text()
-                .trim_end()
-                .lines()
-                .map(|line| format!("{indent}{line}\n"))
-                .collect();
-            write(log, &text);
-            warn_on_error(log.flush());
-        }
-        AgentEvent::CallResumed {
-            agent,
-            name,
-            action,
-            ..
-        } => {
-            if !*at_line_start {
-                write(log, "\n");
+            AgentEvent::ReplyCutOff { agent, max_tokens } => {
+                if !*at_line_start {
+                    write(log, "\n");
+                }
+                write(log, &format!("! {}\n", cut_off_line(agent, *max_tokens)));
+                *at_line_start = true;
             }
-            write(
-                log,
-                &format!("{}\n", resumed_call_line(agent, name, *action)),
-            );
-            *at_line_start = true;
-        }
-        AgentEvent::Retrying {
-            attempt, reason, ..
-        } => {
-            write(log, &format!("(retrying, attempt {attempt}: {reason})\n"));
-            *at_line_start = true;
-        }
-        AgentEvent::ReplyCutOff { agent, max_tokens } => {
-            if !*at_line_start {
-                write(log, "\n");
+            AgentEvent::SummaryCutOff { agent, max_tokens } => {
+                if !*at_line_start {
+                    write(log, "\n");
+                }
+                write(
+                    log,
+                    &format!("! {}\n", summary_cut_off_line(agent, *max_tokens)),
+                );
+                *at_line_start = true;
             }
-            write(log, &format!("! {}\n", cut_off_line(agent, *max_tokens)));
-            *at_line_start = true;
-        }
-        AgentEvent::SummaryCutOff { agent, max_tokens } => {
-            if !*at_line_start {
-                write(log, "\n");
+            AgentEvent::Compacted { .. } => {
+                if !*at_line_start {
+                    write(log, "\n");
+                }
+                if let Some(line) = compaction_line(event) {
+                    write(log, &format!("{line}\n"));
+                }
+                *at_line_start = true;
             }
-            write(
-                log,
-                &format!("! {}\n", summary_cut_off_line(agent, *max_tokens)),
-            );
-            *at_line_start = true;
+            _ => {}
         }
-        AgentEvent::Compacted { .. } => {
-            if !*at_line_start {
-                write(log, "\n");
-            }
-            if let Some(line) = compaction_line(event) {
-                write(log, &format!("{line}\n"));
-            }
-            *at_line_start = true;
-        }
-        _ => {}
     }
 }
 

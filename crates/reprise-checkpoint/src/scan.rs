@@ -127,8 +127,12 @@ pub(crate) fn scan(folder: &Folder, limits: &ScanLimits<'_>) -> Result<Scan, Che
     let pending: Mutex<Vec<Pending>> = Mutex::new(vec![(PathBuf::new(), top)]);
     let busy = AtomicUsize::new(0);
     let work = || -> Result<Scan, CheckpointError> {
-        let mut scan = Scan::default();
-        let mut found = Vec::new();
+        let mut walker = Walker {
+            folder,
+            limits,
+            scan: Scan::default(),
+            found: Vec::new(),
+        };
         loop {
             let next = {
                 let mut queue = pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -140,16 +144,16 @@ pub(crate) fn scan(folder: &Folder, limits: &ScanLimits<'_>) -> Result<Scan, Che
             };
             let Some((dir_rel, rules)) = next else {
                 if busy.load(Ordering::SeqCst) == 0 {
-                    return Ok(scan);
+                    return Ok(walker.scan);
                 }
                 std::thread::sleep(std::time::Duration::from_micros(50));
                 continue;
             };
-            let result = scan_dir(folder, limits, &dir_rel, rules, &mut scan, &mut found);
+            let result = walker.scan_dir(&dir_rel, rules);
             pending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .append(&mut found);
+                .append(&mut walker.found);
             busy.fetch_sub(1, Ordering::SeqCst);
             result?;
         }
@@ -171,36 +175,132 @@ pub(crate) fn scan(folder: &Folder, limits: &ScanLimits<'_>) -> Result<Scan, Che
     Ok(scan)
 }
 
-/// Reads the folder `dir_rel` into `scan`; its subfolders go to `found`. A folder
-/// below the root that this user may not read (or whose entries it may not stat)
-/// becomes one [`Kind::Unreadable`] entry: nothing in it is captured, nor touched by
-/// a restore.
-fn scan_dir(
-    folder: &Folder,
-    limits: &ScanLimits<'_>,
-    dir_rel: &Path,
-    parent_rules: Arc<Rules>,
-    scan: &mut Scan,
-    found: &mut Vec<Pending>,
-) -> Result<(), CheckpointError> {
-    let (entries, pending) = (scan.entries.len(), found.len());
-    let counts = (scan.ignored, scan.large, scan.special);
-    match read_dir_entries(folder, limits, dir_rel, parent_rules, scan, found) {
-        Err(error) if is_denied(&error) && !dir_rel.as_os_str().is_empty() => {
-            // What was read of it before the error goes with it.
-            scan.entries.truncate(entries);
-            found.truncate(pending);
-            (scan.ignored, scan.large, scan.special) = counts;
-            scan.entries.push(Scanned {
-                path: dir_rel.to_path_buf(),
-                kind: Kind::Unreadable,
-                stat: FileStat::default(),
-                dev: 0,
-                nlink: 0,
-            });
-            Ok(())
+/// One thread's part of a walk: what it read, and the subfolders it found that
+/// are still to read.
+struct Walker<'a> {
+    folder: &'a Folder,
+    limits: &'a ScanLimits<'a>,
+    scan: Scan,
+    found: Vec<Pending>,
+}
+
+impl Walker<'_> {
+    /// Reads the folder `dir_rel` into `scan`; its subfolders go to `found`. A
+    /// folder below the root that this user may not read (or whose entries it may
+    /// not stat) becomes one [`Kind::Unreadable`] entry: nothing in it is captured,
+    /// nor touched by a restore.
+    fn scan_dir(
+        &mut self,
+        dir_rel: &Path,
+        parent_rules: Arc<Rules>,
+    ) -> Result<(), CheckpointError> {
+        let scan = &self.scan;
+        let (entries, pending) = (scan.entries.len(), self.found.len());
+        let counts = (scan.ignored, scan.large, scan.special);
+        match self.read_dir_entries(dir_rel, parent_rules) {
+            Err(error) if is_denied(&error) && !dir_rel.as_os_str().is_empty() => {
+                // What was read of it before the error goes with it.
+                self.found.truncate(pending);
+                let scan = &mut self.scan;
+                scan.entries.truncate(entries);
+                (scan.ignored, scan.large, scan.special) = counts;
+                scan.entries.push(Scanned {
+                    path: dir_rel.to_path_buf(),
+                    kind: Kind::Unreadable,
+                    stat: FileStat::default(),
+                    dev: 0,
+                    nlink: 0,
+                });
+                Ok(())
+            }
+            other => other,
         }
-        other => other,
+    }
+
+    /// The entries of the folder `dir_rel`, read into `scan` and `found`.
+    fn read_dir_entries(
+        &mut self,
+        dir_rel: &Path,
+        parent_rules: Arc<Rules>,
+    ) -> Result<(), CheckpointError> {
+        let (folder, limits, scan) = (self.folder, self.limits, &mut self.scan);
+        let dir = match folder.open_dir(dir_rel) {
+            Ok(dir) => dir,
+            // Removed or replaced while walking: what is not there is not captured.
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) if !dir_rel.as_os_str().is_empty() => {
+                return Ok(());
+            }
+            Err(errno) => return Err(io_err("open", &folder.display_path(dir_rel))(errno)),
+        };
+        let rules = match read_rules(folder, dir_rel, ".gitignore", Some(&dir))? {
+            Some(own) => Arc::new(Rules {
+                own: Some(own),
+                parent: Some(parent_rules),
+            }),
+            None => parent_rules,
+        };
+        let display = folder.display_path(dir_rel);
+        let entries = rustix::fs::Dir::read_from(&dir).map_err(io_err("read", &display))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("read", &display))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." || name == ".git" {
+                continue;
+            }
+            let rel = dir_rel.join(name);
+            if limits.exclude.contains(&rel) {
+                continue;
+            }
+            let mut file_type = entry.file_type();
+            let mut stat = None;
+            if file_type == FileType::Unknown {
+                let Some(lstat) = stat_entry(&dir, name, folder, &rel)? else {
+                    continue;
+                };
+                file_type = FileType::from_raw_mode(lstat.st_mode);
+                stat = Some(lstat);
+            }
+            let is_dir = file_type == FileType::Directory;
+            if rules.ignores(&rel, is_dir) {
+                scan.ignored += 1;
+                continue;
+            }
+            match file_type {
+                FileType::Directory => self.found.push((rel, Arc::clone(&rules))),
+                FileType::RegularFile | FileType::Symlink => {
+                    let stat = match stat {
+                        Some(stat) => stat,
+                        None => match stat_entry(&dir, name, folder, &rel)? {
+                            Some(stat) => stat,
+                            None => continue,
+                        },
+                    };
+                    // `nlink_t` is 32 bits on some targets (aarch64).
+                    #[allow(clippy::useless_conversion)]
+                    let (dev, nlink) = (stat.st_dev, u64::from(stat.st_nlink));
+                    let stat = FileStat::of(&stat);
+                    let kind = if file_type == FileType::Symlink {
+                        Kind::Link
+                    } else if stat.size > limits.max_file_size {
+                        scan.large += 1;
+                        continue;
+                    } else if stat.mode & 0o100 != 0 {
+                        Kind::Exec
+                    } else {
+                        Kind::File
+                    };
+                    scan.entries.push(Scanned {
+                        path: rel,
+                        kind,
+                        stat,
+                        dev,
+                        nlink,
+                    });
+                }
+                _ => scan.special += 1,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -210,94 +310,6 @@ pub(crate) fn is_denied(error: &CheckpointError) -> bool {
         error,
         CheckpointError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied
     )
-}
-
-/// The entries of the folder `dir_rel`, read into `scan` and `found`.
-fn read_dir_entries(
-    folder: &Folder,
-    limits: &ScanLimits<'_>,
-    dir_rel: &Path,
-    parent_rules: Arc<Rules>,
-    scan: &mut Scan,
-    found: &mut Vec<Pending>,
-) -> Result<(), CheckpointError> {
-    let dir = match folder.open_dir(dir_rel) {
-        Ok(dir) => dir,
-        // Removed or replaced while walking: what is not there is not captured.
-        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) if !dir_rel.as_os_str().is_empty() => {
-            return Ok(());
-        }
-        Err(errno) => return Err(io_err("open", &folder.display_path(dir_rel))(errno)),
-    };
-    let rules = match read_rules(folder, dir_rel, ".gitignore", Some(&dir))? {
-        Some(own) => Arc::new(Rules {
-            own: Some(own),
-            parent: Some(parent_rules),
-        }),
-        None => parent_rules,
-    };
-    let display = folder.display_path(dir_rel);
-    let entries = rustix::fs::Dir::read_from(&dir).map_err(io_err("read", &display))?;
-    for entry in entries {
-        let entry = entry.map_err(io_err("read", &display))?;
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." || name == ".git" {
-            continue;
-        }
-        let rel = dir_rel.join(name);
-        if limits.exclude.contains(&rel) {
-            continue;
-        }
-        let mut file_type = entry.file_type();
-        let mut stat = None;
-        if file_type == FileType::Unknown {
-            let Some(found) = stat_entry(&dir, name, folder, &rel)? else {
-                continue;
-            };
-            file_type = FileType::from_raw_mode(found.st_mode);
-            stat = Some(found);
-        }
-        let is_dir = file_type == FileType::Directory;
-        if rules.ignores(&rel, is_dir) {
-            scan.ignored += 1;
-            continue;
-        }
-        match file_type {
-            FileType::Directory => found.push((rel, Arc::clone(&rules))),
-            FileType::RegularFile | FileType::Symlink => {
-                let stat = match stat {
-                    Some(stat) => stat,
-                    None => match stat_entry(&dir, name, folder, &rel)? {
-                        Some(stat) => stat,
-                        None => continue,
-                    },
-                };
-                // `nlink_t` is 32 bits on some targets (aarch64).
-                #[allow(clippy::useless_conversion)]
-                let (dev, nlink) = (stat.st_dev, u64::from(stat.st_nlink));
-                let stat = FileStat::of(&stat);
-                let kind = if file_type == FileType::Symlink {
-                    Kind::Link
-                } else if stat.size > limits.max_file_size {
-                    scan.large += 1;
-                    continue;
-                } else if stat.mode & 0o100 != 0 {
-                    Kind::Exec
-                } else {
-                    Kind::File
-                };
-                scan.entries.push(Scanned {
-                    path: rel,
-                    kind,
-                    stat,
-                    dev,
-                    nlink,
-                });
-            }
-            _ => scan.special += 1,
-        }
-    }
-    Ok(())
 }
 
 /// `lstat` of the entry `name` of `dir`; `None` when it is gone.

@@ -349,14 +349,6 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
                 .skip(format!("lines of unknown type {other}"), 1),
         }
     }
-    let (main, report) = builder.finish();
-    Ok(Converted {
-        tool: SourceTool::Codex,
-        session_id,
-        started,
-        title,
-        main,
-        subagents: Vec::new(),
-        report,
-    })
+    let converted = Converted::single(SourceTool::Codex, session_id, started, title, builder);
+    Ok(converted)
 }

@@ -77,6 +77,28 @@ pub struct Converted {
     pub report: Report,
 }
 
+impl Converted {
+    /// A session of one conversation, without subagents: the one `builder` holds.
+    pub(crate) fn single(
+        tool: SourceTool,
+        session_id: String,
+        started: Option<Timestamp>,
+        title: Option<String>,
+        builder: builder::Builder,
+    ) -> Self {
+        let (main, report) = builder.finish();
+        Self {
+            tool,
+            session_id,
+            started,
+            title,
+            main,
+            subagents: Vec::new(),
+            report,
+        }
+    }
+}
+
 /// The lines of a JSONL text, without their line ends; blank lines left out.
 pub(crate) fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes

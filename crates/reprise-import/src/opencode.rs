@@ -165,14 +165,6 @@ pub(crate) fn convert(path: &Path, bytes: &[u8]) -> Result<Converted, ImportErro
                 .skip(format!("messages of role {}", other.unwrap_or("none")), 1),
         }
     }
-    let (main, report) = builder.finish();
-    Ok(Converted {
-        tool: SourceTool::Opencode,
-        session_id,
-        started,
-        title,
-        main,
-        subagents: Vec::new(),
-        report,
-    })
+    let converted = Converted::single(SourceTool::Opencode, session_id, started, title, builder);
+    Ok(converted)
 }

@@ -260,6 +260,15 @@ pub(crate) fn normalize_message(mut message: Message) -> Message {
 mod tests {
     use super::*;
 
+    /// What a stream of the `data` lines given, in order, assembles to.
+    fn finished(data: &[&str]) -> (Completion, Vec<StreamEvent>) {
+        let mut acc = Accumulator::new();
+        for data in data {
+            acc.push_data(data).unwrap();
+        }
+        acc.finish().unwrap()
+    }
+
     #[test]
     fn stream_without_finish_or_done_is_cut() {
         let mut acc = Accumulator::new();
@@ -285,17 +294,13 @@ mod tests {
 
     #[test]
     fn calls_sharing_index_zero_with_different_ids_stay_apart() {
-        let mut acc = Accumulator::new();
-        for data in [
+        let (completion, _) = finished(&[
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"arguments":""}}]}}]}"#,
             r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
-        ] {
-            acc.push_data(data).unwrap();
-        }
-        let (completion, _) = acc.finish().unwrap();
+        ]);
         let calls: Vec<_> = completion
             .message
             .calls()
@@ -313,16 +318,12 @@ mod tests {
 
     #[test]
     fn calls_without_index_are_told_apart_by_id() {
-        let mut acc = Accumulator::new();
-        for data in [
+        let (completion, _) = finished(&[
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"}"}}]}}]}"#,
             "[DONE]",
-        ] {
-            acc.push_data(data).unwrap();
-        }
-        let (completion, _) = acc.finish().unwrap();
+        ]);
         let calls: Vec<_> = completion
             .message
             .calls()

@@ -9,6 +9,8 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::byte_count::ByteCounter;
+
 /// The size of the pieces the body is sent in.
 const PIECE: usize = 64 * 1024;
 /// How many pieces may wait to be sent: the most of the body in memory at once.
@@ -28,7 +30,7 @@ pub(crate) fn streamed<T>(value: T) -> std::io::Result<StreamedBody>
 where
     T: Serialize + Send + 'static,
 {
-    let mut counter = Counter(0);
+    let mut counter = ByteCounter::default();
     serde_json::to_writer(&mut counter, &value)?;
     let (pieces, receiver) = mpsc::channel(WAITING);
     std::thread::Builder::new()
@@ -49,23 +51,9 @@ where
         Some((Ok::<Bytes, std::io::Error>(piece), receiver))
     });
     Ok(StreamedBody {
-        length: counter.0,
+        length: counter.bytes,
         body: reqwest::Body::wrap_stream(stream),
     })
-}
-
-/// A writer that only counts.
-struct Counter(u64);
-
-impl Write for Counter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len() as u64;
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A writer that sends what it is given in pieces of [`PIECE`] bytes, waiting

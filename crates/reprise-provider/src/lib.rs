@@ -20,6 +20,7 @@
 
 pub mod accumulate;
 mod body;
+pub mod byte_count;
 pub mod config;
 pub mod context_window;
 pub mod error;

@@ -4,6 +4,8 @@
 
 use std::io::Write;
 
+use reprise_provider::byte_count::ByteCounter;
+
 use crate::error::{EscapeError, UnescapeError};
 
 /// How many bytes of the literal are decoded at a time by [`unescape_to`]: the
@@ -235,25 +237,11 @@ pub fn unescape_to<W: Write + ?Sized>(body: &str, out: &mut W) -> Result<u64, Un
 /// The length of the text the body `body` of a JSON string literal decodes to,
 /// checking it whole without keeping the text.
 pub fn unescaped_len(body: &str) -> Result<u64, EscapeError> {
-    let mut counter = Counter(0);
+    let mut counter = ByteCounter::default();
     match unescape_to(body, &mut counter) {
         Ok(length) => Ok(length),
         Err(UnescapeError::Escape(error)) => Err(error),
         // The counter never fails.
-        Err(UnescapeError::Write(_)) => Ok(counter.0),
-    }
-}
-
-/// A writer that only counts.
-struct Counter(u64);
-
-impl Write for Counter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len() as u64;
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        Err(UnescapeError::Write(_)) => Ok(counter.bytes),
     }
 }

@@ -2,15 +2,12 @@
 //! offered, and `[tools.run_command]`, where commands may write, whether they may
 //! use the network, and how long they may run.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use reprise_tools::{BUILTIN_TOOL_NAMES, CommandSettings};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
 use super::message::short;
-use super::values::DurationValue;
+use super::tools::ToolTable;
 
 /// `builtin_tools`: names of built-in tools, each checked while the file is read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,70 +51,6 @@ pub fn parse_builtin_tools(text: &str) -> Result<BuiltinToolNames, String> {
     }
 }
 
-/// `[tools.run_command]` as written.
-#[derive(Clone, Debug, Default)]
-pub struct RunCommandTable {
-    /// Folders a command may write in besides the working folder and the temporary
-    /// folder.
-    pub writable: Vec<PathBuf>,
-    /// Whether commands may open TCP connections.
-    pub network: Option<bool>,
-    /// How long a command may run when the model names no timeout.
-    pub timeout: Option<DurationValue>,
-    /// The longest timeout the model may ask for.
-    pub max_timeout: Option<DurationValue>,
-    /// The most processes and threads one call may have at once.
-    pub max_processes: Option<u32>,
-    /// The most memory, in bytes, one process of a call may allocate.
-    pub max_memory: Option<u64>,
-}
-
-impl RunCommandTable {
-    /// The timeout and the longest timeout, resolved over the defaults.
-    fn timeouts(&self) -> (Duration, Duration) {
-        let max = self
-            .max_timeout
-            .map_or(reprise_tools::command::MAX_TIMEOUT, |value| value.0);
-        let default = self
-            .timeout
-            .map_or(reprise_tools::command::DEFAULT_TIMEOUT.min(max), |value| {
-                value.0
-            });
-        (default, max)
-    }
-
-    /// What is wrong with the table, if anything.
-    pub fn check(&self) -> Result<(), String> {
-        if self.writable.iter().any(|dir| dir.as_os_str().is_empty()) {
-            return Err("writable: a folder is empty".to_owned());
-        }
-        if self.timeout.is_some_and(|value| value.0.is_zero())
-            || self.max_timeout.is_some_and(|value| value.0.is_zero())
-        {
-            return Err("a command's timeout cannot be 0".to_owned());
-        }
-        if self.max_processes == Some(0) {
-            return Err("max_processes cannot be 0".to_owned());
-        }
-        if self.max_memory == Some(0) {
-            return Err("max_memory cannot be 0".to_owned());
-        }
-        let (default, max) = self.timeouts();
-        if default > max {
-            return Err(format!(
-                "timeout ({}) is longer than max_timeout ({})",
-                seconds(default),
-                seconds(max)
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn seconds(duration: Duration) -> String {
-    format!("{} s", duration.as_secs_f64())
-}
-
 /// The built-in tools offered: the ones `builtin_tools` names, else all.
 pub fn offered(names: Option<&BuiltinToolNames>) -> Vec<String> {
     match names {
@@ -135,10 +68,10 @@ pub fn offered(names: Option<&BuiltinToolNames>) -> Vec<String> {
 
 /// How `run_command` runs commands, from `[tools.run_command]` (relative folders
 /// are taken from the directory reprise was started in).
-pub fn command_settings(table: Option<&RunCommandTable>) -> CommandSettings {
+pub fn command_settings(table: Option<&ToolTable>) -> CommandSettings {
     let mut settings = CommandSettings::default();
     if let Some(table) = table {
-        (settings.default_timeout, settings.max_timeout) = table.timeouts();
+        (settings.default_timeout, settings.max_timeout) = table.command_timeouts();
         settings.sandbox.network = table.network.unwrap_or(false);
         settings.sandbox.writable = table
             .writable
@@ -157,7 +90,8 @@ pub fn command_settings(table: Option<&RunCommandTable>) -> CommandSettings {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
 
     use super::*;
     use crate::config::parse_config;
@@ -196,7 +130,7 @@ mod tests {
              max_memory = 1000000\n",
         )
         .unwrap();
-        let table = config.tools.unwrap()["run_command"].get_ref().command();
+        let table = config.tools.unwrap()["run_command"].get_ref().clone();
         let settings = command_settings(Some(&table));
         assert_eq!(settings.sandbox.limits.max_processes, 64);
         assert_eq!(settings.sandbox.limits.max_memory, 1_000_000);
@@ -220,7 +154,7 @@ mod tests {
             "[tools.run_command]\nmax_timeout = \"1m\"\n",
         )
         .unwrap();
-        let table = short_cap.tools.unwrap()["run_command"].get_ref().command();
+        let table = short_cap.tools.unwrap()["run_command"].get_ref().clone();
         assert_eq!(
             command_settings(Some(&table)).default_timeout,
             Duration::from_secs(60),

@@ -715,8 +715,8 @@ pub fn resolve(
         .tools
         .as_ref()
         .and_then(|tools| tools.get(tools::RUN_COMMAND))
-        .map(|table| table.get_ref().command());
-    let mut run_command = builtin::command_settings(command_table.as_ref());
+        .map(|table| table.get_ref());
+    let mut run_command = builtin::command_settings(command_table);
     // A command has no use for the API key, and must not be able to send it anywhere.
     run_command.hidden_env.push(api_key_env.clone());
     let context_window = pick!(args.context_window, context_window).filter(|n| *n > 0);

@@ -4,10 +4,10 @@
 //! on other tools.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::builtin::RunCommandTable;
 use super::values::DurationValue;
 
 /// The built-in tool whose table takes the command keys.
@@ -44,16 +44,45 @@ pub struct ToolTable {
 }
 
 impl ToolTable {
-    /// The keys of `[tools.run_command]` in this table.
-    pub fn command(&self) -> RunCommandTable {
-        RunCommandTable {
-            writable: self.writable.clone(),
-            network: self.network,
-            timeout: self.timeout,
-            max_timeout: self.max_timeout,
-            max_processes: self.max_processes,
-            max_memory: self.max_memory,
+    /// The timeout and the longest timeout of `[tools.run_command]`, resolved over
+    /// the defaults.
+    pub(crate) fn command_timeouts(&self) -> (Duration, Duration) {
+        let max = self
+            .max_timeout
+            .map_or(reprise_tools::command::MAX_TIMEOUT, |value| value.0);
+        let default = self
+            .timeout
+            .map_or(reprise_tools::command::DEFAULT_TIMEOUT.min(max), |value| {
+                value.0
+            });
+        (default, max)
+    }
+
+    /// What is wrong with the keys of `[tools.run_command]`, if anything.
+    fn check_command_keys(&self) -> Result<(), String> {
+        if self.writable.iter().any(|dir| dir.as_os_str().is_empty()) {
+            return Err("writable: a folder is empty".to_owned());
         }
+        if self.timeout.is_some_and(|value| value.0.is_zero())
+            || self.max_timeout.is_some_and(|value| value.0.is_zero())
+        {
+            return Err("a command's timeout cannot be 0".to_owned());
+        }
+        if self.max_processes == Some(0) {
+            return Err("max_processes cannot be 0".to_owned());
+        }
+        if self.max_memory == Some(0) {
+            return Err("max_memory cannot be 0".to_owned());
+        }
+        let (default, max) = self.command_timeouts();
+        if default > max {
+            return Err(format!(
+                "timeout ({}) is longer than max_timeout ({})",
+                seconds(default),
+                seconds(max)
+            ));
+        }
+        Ok(())
     }
 
     /// What is wrong with the table of the tool `name`, if anything.
@@ -66,7 +95,7 @@ impl ToolTable {
             return Err(format!("max_size is a key of [tools.{WRITE_FILE}] only"));
         }
         if name == RUN_COMMAND {
-            return self.command().check();
+            return self.check_command_keys();
         }
         let command_keys = !self.writable.is_empty()
             || self.network.is_some()
@@ -82,6 +111,10 @@ impl ToolTable {
         }
         Ok(())
     }
+}
+
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
 }
 
 /// `on_unknown` as the config writes it.

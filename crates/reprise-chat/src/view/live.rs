@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME, ToolOutput};
+use reprise_agent::{AgentEvent, DEFAULT_AGENT_NAME, StartedCall, ToolOutput};
 use reprise_provider::Usage;
 use reprise_redact::Redactor;
 use reprise_session::Role;
@@ -49,6 +49,21 @@ pub struct ToolView {
     pub arguments_len: Option<usize>,
     /// The result, once it returned.
     pub result: Option<ToolResultView>,
+}
+
+impl ToolView {
+    /// The call `call` as it starts, made by `agent` (empty for the main agent), its
+    /// arguments redacted (of long ones, the start that a preview reads).
+    fn started(call: StartedCall<'_>, agent: &str, redactor: &Redactor) -> Self {
+        Self {
+            id: call.id.to_owned(),
+            agent: agent.to_owned(),
+            name: call.name.to_owned(),
+            arguments: redactor.redact(arguments_head(call.arguments).0).into_owned(),
+            arguments_len: arguments_head(call.arguments).1,
+            result: None,
+        }
+    }
 }
 
 /// A tool call's result as shown.
@@ -319,24 +334,14 @@ impl LiveView {
                     agent: agent.clone(),
                 });
             }
-            AgentEvent::ToolCallStarted {
-                agent,
-                id,
-                name,
-                arguments,
-            } => {
+            _ if let Some(call) = event.started_call() => {
                 if main {
                     self.finish_stream();
                     self.arriving.clear();
                 }
-                self.items.push(LiveItem::Tool(ToolView {
-                    id: id.clone(),
-                    agent: if main { String::new() } else { agent.clone() },
-                    name: name.clone(),
-                    arguments: redactor.redact(arguments_head(arguments).0).into_owned(),
-                    arguments_len: arguments_head(arguments).1,
-                    result: None,
-                }));
+                let agent = if main { "" } else { call.agent };
+                let view = ToolView::started(call, agent, redactor);
+                self.items.push(LiveItem::Tool(view));
                 changes.push(Change::CallStarted(Place::Main(self.items.len() - 1)));
             }
             AgentEvent::ToolCallFinished {
@@ -447,21 +452,10 @@ impl LiveView {
                 }
                 changes.push(Change::SubagentReplyDone { agent });
             }
-            AgentEvent::ToolCallStarted {
-                id,
-                name,
-                arguments,
-                ..
-            } => {
+            _ if let Some(call) = event.started_call() => {
                 work.finish_stream();
-                work.items.push(LiveItem::Tool(ToolView {
-                    id: id.clone(),
-                    agent: String::new(),
-                    name: name.clone(),
-                    arguments: redactor.redact(arguments_head(arguments).0).into_owned(),
-                    arguments_len: arguments_head(arguments).1,
-                    result: None,
-                }));
+                let view = ToolView::started(call, "", redactor);
+                work.items.push(LiveItem::Tool(view));
                 changes.push(Change::CallStarted(at(work)));
             }
             AgentEvent::ToolCallFinished {

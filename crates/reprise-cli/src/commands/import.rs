@@ -183,35 +183,30 @@ pub async fn import(
     if totals.already > 0 {
         summary.push_str(&format!("; {} already imported", totals.already));
     }
-    if totals.not_transcripts > 0 {
-        summary.push_str(&format!(
-            "; {}",
-            reprise_chat::text::counted(
-                totals.not_transcripts,
-                "file is not a transcript",
-                "files are not transcripts"
-            )
-        ));
-    }
-    if totals.empty > 0 {
-        summary.push_str(&format!(
-            "; {}",
-            reprise_chat::text::counted(
-                totals.empty,
-                "transcript holds no conversation",
-                "transcripts hold no conversation"
-            )
-        ));
-    }
-    if totals.subagents > 0 {
-        summary.push_str(&format!(
-            "; {}",
-            reprise_chat::text::counted(
-                totals.subagents,
-                "subagent transcript imported with its session",
-                "subagent transcripts imported with their sessions"
-            )
-        ));
+    let counted_clauses = [
+        (
+            totals.not_transcripts,
+            "file is not a transcript",
+            "files are not transcripts",
+        ),
+        (
+            totals.empty,
+            "transcript holds no conversation",
+            "transcripts hold no conversation",
+        ),
+        (
+            totals.subagents,
+            "subagent transcript imported with its session",
+            "subagent transcripts imported with their sessions",
+        ),
+    ];
+    for (count, one, many) in counted_clauses {
+        if count > 0 {
+            summary.push_str(&format!(
+                "; {}",
+                reprise_chat::text::counted(count, one, many)
+            ));
+        }
     }
     if totals.failed > 0 {
         summary.push_str(&format!("; {} failed", totals.failed));

@@ -3,6 +3,7 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Result, bail};
+use reprise_chat::subagents::PastCall;
 use reprise_runs::{ConversationMessage, RunCatalog, RunFolder};
 use reprise_session::Role;
 use serde_json::json;
@@ -221,47 +222,81 @@ pub async fn show(
     } else {
         Vec::new()
     };
-    // The calls made after `shown` messages, in order.
-    let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
     let warnings = if options.json {
-        let mut writer = ConversationJson::new(out);
-        for call in calls_after(0) {
-            writer.push_row(&past_call_json(call))?;
-        }
-        let mut shown = 0;
-        let mut messages = source.stream_conversation(&run).await?;
-        while let Some(message) = messages.next().await {
-            writer.push(&message);
-            shown += 1;
-            for call in calls_after(shown) {
-                writer.push_row(&past_call_json(call))?;
-            }
-        }
-        let warnings = messages.finish().await?;
-        writer.finish()?;
-        warnings
+        stream_shown(source, &run, &calls, ConversationJson::new(out)).await?
     } else {
-        let mut writer = ConversationText::new(out);
-        for call in calls_after(0) {
-            writer.push_call(&call.full_text());
-        }
-        let mut shown = 0;
-        let mut messages = source.stream_conversation(&run).await?;
-        while let Some(message) = messages.next().await {
-            writer.push(&message);
-            shown += 1;
-            for call in calls_after(shown) {
-                writer.push_call(&call.full_text());
-            }
-        }
-        let warnings = messages.finish().await?;
-        writer.finish()?;
-        warnings
+        stream_shown(source, &run, &calls, ConversationText::new(out)).await?
     };
     for warning in &warnings {
         eprint_line(&format!("warning: {warning}"));
     }
     Ok(())
+}
+
+/// Writes the conversation of `run` through `writer` as it is read, each of
+/// `calls` after the message it followed; returns the warnings about the transcript.
+async fn stream_shown(
+    source: &dyn RunCatalog,
+    run: &RunFolder,
+    calls: &[PastCall],
+    mut writer: impl StreamedShow,
+) -> Result<Vec<reprise_session::LoadWarning>> {
+    // The calls made after `shown` messages, in order.
+    let calls_after = |shown: usize| calls.iter().filter(move |call| call.after_shown == shown);
+    for call in calls_after(0) {
+        writer.push_past_call(call)?;
+    }
+    let mut shown = 0;
+    let mut messages = source.stream_conversation(run).await?;
+    while let Some(message) = messages.next().await {
+        writer.push_message(&message);
+        shown += 1;
+        for call in calls_after(shown) {
+            writer.push_past_call(call)?;
+        }
+    }
+    let warnings = messages.finish().await?;
+    writer.end()?;
+    Ok(warnings)
+}
+
+/// What `show` writes a conversation through as it is read: its text or its JSON.
+trait StreamedShow {
+    /// A message.
+    fn push_message(&mut self, message: &ConversationMessage);
+    /// A subagent call with its work.
+    fn push_past_call(&mut self, call: &PastCall) -> Result<()>;
+    /// Writes what is still held.
+    fn end(self) -> Result<()>;
+}
+
+impl StreamedShow for ConversationText<'_> {
+    fn push_message(&mut self, message: &ConversationMessage) {
+        self.push(message);
+    }
+
+    fn push_past_call(&mut self, call: &PastCall) -> Result<()> {
+        self.push_call(&call.full_text());
+        Ok(())
+    }
+
+    fn end(self) -> Result<()> {
+        self.finish()
+    }
+}
+
+impl StreamedShow for ConversationJson<'_> {
+    fn push_message(&mut self, message: &ConversationMessage) {
+        self.push(message);
+    }
+
+    fn push_past_call(&mut self, call: &PastCall) -> Result<()> {
+        self.push_row(&past_call_json(call))
+    }
+
+    fn end(self) -> Result<()> {
+        self.finish()
+    }
 }
 
 /// `show` of the conversation read whole: with `tools`, each call after the
@@ -480,6 +515,15 @@ fn marked(mut row: serde_json::Value, rewound: bool) -> serde_json::Value {
 /// What each line of a message a rewind took out of the model's view starts with.
 const REWOUND_MARK: &str = "│ ";
 
+/// Appends each line of `lines` to `text` behind the rewind's mark.
+fn push_rewound_lines(text: &mut String, lines: &str) {
+    for line in lines.lines() {
+        text.push_str(REWOUND_MARK);
+        text.push_str(line);
+        text.push('\n');
+    }
+}
+
 /// Output is written a megabyte at a time.
 const FLUSH_AT: usize = 1 << 20;
 
@@ -544,11 +588,7 @@ impl<'o> ConversationText<'o> {
             return self.push_tool_line(lines);
         }
         let mut marked = String::with_capacity(lines.len() + 8);
-        for line in lines.lines() {
-            marked.push_str(REWOUND_MARK);
-            marked.push_str(line);
-            marked.push('\n');
-        }
+        push_rewound_lines(&mut marked, lines);
         self.push_tool_line(&marked);
     }
 
@@ -559,11 +599,7 @@ impl<'o> ConversationText<'o> {
         if rewound {
             let block = self.text.split_off(start);
             let body = block.strip_suffix("\n\n").unwrap_or(&block);
-            for line in body.lines() {
-                self.text.push_str(REWOUND_MARK);
-                self.text.push_str(line);
-                self.text.push('\n');
-            }
+            push_rewound_lines(&mut self.text, body);
             self.text.push('\n');
         }
     }

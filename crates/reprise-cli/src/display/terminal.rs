@@ -54,27 +54,33 @@ fn first_unsafe(text: &str, refused: fn(char) -> bool, c0: bool) -> Option<usize
             | (byte == 0xc2)
             | (byte == 0xe2)
     };
-    const CHUNK: usize = 64;
-    let bytes = text.as_bytes();
-    let mut base = 0;
-    // Without an early exit and of a known length, so that the compiler tests a
-    // chunk with a few vector instructions (the last, shorter one byte by byte).
-    let has_candidate = |chunk: &[u8]| match <&[u8; CHUNK]>::try_from(chunk) {
-        Ok(full) => full.iter().fold(false, |any, &byte| any | candidate(byte)),
-        Err(_) => chunk.iter().any(|&byte| candidate(byte)),
-    };
-    for chunk in bytes.chunks(CHUNK) {
-        if has_candidate(chunk) {
-            for (offset, &byte) in chunk.iter().enumerate() {
-                let at = base + offset;
-                if candidate(byte) && text[at..].chars().next().is_some_and(refused) {
-                    return Some(at);
-                }
+    for (base, chunk) in chunks_with_candidates::<64>(text.as_bytes(), candidate) {
+        for (offset, &byte) in chunk.iter().enumerate() {
+            let at = base + offset;
+            if candidate(byte) && text[at..].chars().next().is_some_and(refused) {
+                return Some(at);
             }
         }
-        base += chunk.len();
     }
     None
+}
+
+/// The chunks of `CHUNK` bytes of `bytes` that hold a byte `candidate` picks, each
+/// with its offset. A chunk is tested without an early exit and of a known length,
+/// so that the compiler tests it with a few vector instructions (the last, shorter
+/// one byte by byte).
+fn chunks_with_candidates<const CHUNK: usize>(
+    bytes: &[u8],
+    candidate: impl Fn(u8) -> bool,
+) -> impl Iterator<Item = (usize, &[u8])> {
+    bytes
+        .chunks(CHUNK)
+        .enumerate()
+        .filter(move |(_, chunk)| match <&[u8; CHUNK]>::try_from(*chunk) {
+            Ok(full) => full.iter().fold(false, |any, &byte| any | candidate(byte)),
+            Err(_) => chunk.iter().any(|&byte| candidate(byte)),
+        })
+        .map(|(index, chunk)| (index * CHUNK, chunk))
 }
 
 /// `text` with every control character other than newline and tab shown as a
@@ -141,62 +147,51 @@ pub fn push_json_string(out: &mut Vec<u8>, text: &str) {
             | (byte == 0xc2)
             | (byte == 0xe2)
     };
-    const CHUNK: usize = 32;
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
     // The bytes from `written` on are not in `out` yet.
     let mut written = 0;
-    let mut base = 0;
-    // Without an early exit and of a known length, so that the compiler tests a
-    // chunk with a few vector instructions (the last, shorter one byte by byte).
-    let has_candidate = |chunk: &[u8]| match <&[u8; CHUNK]>::try_from(chunk) {
-        Ok(full) => full.iter().fold(false, |any, &byte| any | candidate(byte)),
-        Err(_) => chunk.iter().any(|&byte| candidate(byte)),
-    };
-    for chunk in bytes.chunks(CHUNK) {
-        if has_candidate(chunk) {
-            for (offset, &byte) in chunk.iter().enumerate() {
-                let at = base + offset;
-                if at < written || !candidate(byte) {
-                    continue;
-                }
-                let short: &[u8] = match byte {
-                    b'"' => b"\\\"",
-                    b'\\' => b"\\\\",
-                    b'\n' => b"\\n",
-                    b'\r' => b"\\r",
-                    b'\t' => b"\\t",
-                    0x08 => b"\\b",
-                    0x0c => b"\\f",
-                    _ => b"",
-                };
-                let (code, len) = if !short.is_empty() {
-                    (None, 1)
-                } else if byte < 0x80 {
-                    (Some(u32::from(byte)), 1)
-                } else {
-                    match text[at..].chars().next() {
-                        Some(c) if is_unsafe_in_json(c) => (Some(u32::from(c)), c.len_utf8()),
-                        _ => continue,
-                    }
-                };
-                out.extend_from_slice(&bytes[written..at]);
-                match code {
-                    None => out.extend_from_slice(short),
-                    Some(code) => {
-                        // Every escaped character is below U+10000: one `\uXXXX`.
-                        out.extend_from_slice(b"\\u");
-                        for shift in [12, 8, 4, 0] {
-                            out.push(HEX[((code >> shift) & 0xf) as usize]);
-                        }
-                    }
-                }
-                written = at + len;
+    for (base, chunk) in chunks_with_candidates::<32>(bytes, candidate) {
+        for (offset, &byte) in chunk.iter().enumerate() {
+            let at = base + offset;
+            if at < written || !candidate(byte) {
+                continue;
             }
+            let short: &[u8] = match byte {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                _ => b"",
+            };
+            let (code, len) = if !short.is_empty() {
+                (None, 1)
+            } else if byte < 0x80 {
+                (Some(u32::from(byte)), 1)
+            } else {
+                match text[at..].chars().next() {
+                    Some(c) if is_unsafe_in_json(c) => (Some(u32::from(c)), c.len_utf8()),
+                    _ => continue,
+                }
+            };
+            out.extend_from_slice(&bytes[written..at]);
+            match code {
+                None => out.extend_from_slice(short),
+                Some(code) => {
+                    // Every escaped character is below U+10000: one `\uXXXX`.
+                    out.extend_from_slice(b"\\u");
+                    for shift in [12, 8, 4, 0] {
+                        out.push(HEX[((code >> shift) & 0xf) as usize]);
+                    }
+                }
+            }
+            written = at + len;
         }
-        base += chunk.len();
     }
     out.extend_from_slice(&bytes[written..]);
     out.push(b'"');

@@ -546,6 +546,8 @@ pub async fn run(
                 None => continue,
             }
         }
+        // Whether another run's session took the place of this one.
+        let mut switched = false;
         match outcome {
             Outcome::Nothing | Outcome::AskForkFiles { .. } => continue,
             Outcome::PickRewind(menu) => {
@@ -566,15 +568,7 @@ pub async fn run(
                         Ok(Some(next)) => {
                             std::mem::replace(&mut session, next).close().await;
                             show_resumed(&opener, &mut session, &mut printer).await?;
-                            warn_load(&session, &mut printer);
-                            finish_cut_turn(
-                                &mut session,
-                                &mut ui,
-                                &mut lines,
-                                &mut printer,
-                                &mut interrupts,
-                            )
-                            .await;
+                            switched = true;
                         }
                         Err(error) => printer.line(&format!(
                             "✗ {}",
@@ -589,15 +583,7 @@ pub async fn run(
             } => {
                 std::mem::replace(&mut session, *next).close().await;
                 printer.line(&line);
-                warn_load(&session, &mut printer);
-                finish_cut_turn(
-                    &mut session,
-                    &mut ui,
-                    &mut lines,
-                    &mut printer,
-                    &mut interrupts,
-                )
-                .await;
+                switched = true;
             }
             Outcome::Compact(focus) => {
                 let end = run_printed(
@@ -627,6 +613,17 @@ pub async fn run(
                 .await;
                 code = i32::from(show_end(end, &mut printer));
             }
+        }
+        if switched {
+            warn_load(&session, &mut printer);
+            finish_cut_turn(
+                &mut session,
+                &mut ui,
+                &mut lines,
+                &mut printer,
+                &mut interrupts,
+            )
+            .await;
         }
     }
     session.close().await;

@@ -467,6 +467,15 @@ mod tests {
         KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
     }
 
+    fn a_question() -> Question {
+        Question {
+            tool: "t".into(),
+            arguments: "{}".into(),
+            agent: String::new(),
+            again: false,
+        }
+    }
+
     fn type_text(view: &mut ChatView, text: &str) {
         for c in text.chars() {
             assert_eq!(view.on_key(key(KeyCode::Char(c))), None);
@@ -560,12 +569,7 @@ mod tests {
     #[test]
     fn a_question_takes_y_n_or_a() {
         let mut view = ChatView {
-            question: Some(Question {
-                tool: "t".into(),
-                arguments: "{}".into(),
-                agent: String::new(),
-                again: false,
-            }),
+            question: Some(a_question()),
             ..ChatView::default()
         };
         assert_eq!(view.on_key(key(KeyCode::Char('x'))), None);
@@ -579,12 +583,7 @@ mod tests {
     #[test]
     fn ctrl_c_at_a_question_stops_the_turn_rather_than_answering() {
         let mut view = ChatView {
-            question: Some(Question {
-                tool: "t".into(),
-                arguments: "{}".into(),
-                agent: String::new(),
-                again: false,
-            }),
+            question: Some(a_question()),
             busy: Some(Duration::from_secs(2)),
             ..ChatView::default()
         };
