@@ -86,19 +86,49 @@ pub fn restore_cut(run_dir: &Path) -> bool {
 
 /// [`restore_cut`] of each of `run_dirs`, in order: one `stat` each, relative to
 /// the folder the runs are in, held open while consecutive runs share it (a
-/// listing's all do), instead of a walk of each whole path from the root.
-pub fn restore_cuts<'a>(run_dirs: impl IntoIterator<Item = &'a Path>) -> Vec<bool> {
+/// listing's all do), instead of a walk of each whole path from the root. Many runs
+/// are split between a few threads: the time is the kernel's lookups of names.
+pub fn restore_cuts(run_dirs: &[&Path]) -> Vec<bool> {
+    const PARALLEL_FROM: usize = 256;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(4);
+    if threads < 2 || run_dirs.len() < PARALLEL_FROM {
+        return restore_cuts_in_turn(run_dirs);
+    }
+    let chunk = run_dirs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = run_dirs
+            .chunks(chunk)
+            .map(|part| (part, scope.spawn(move || restore_cuts_in_turn(part))))
+            .collect();
+        workers
+            .into_iter()
+            // A worker that panicked is redone here, so no run goes unchecked.
+            .flat_map(|(part, worker)| worker.join().unwrap_or_else(|_| restore_cuts_in_turn(part)))
+            .collect()
+    })
+}
+
+/// [`restore_cuts`] in this thread.
+fn restore_cuts_in_turn(run_dirs: &[&Path]) -> Vec<bool> {
     let mut held: Option<(&Path, Option<rustix::fd::OwnedFd>)> = None;
     let mut relative = String::new();
     run_dirs
-        .into_iter()
+        .iter()
+        .copied()
         .map(|dir| {
             let (Some(parent), Some(name)) =
                 (dir.parent(), dir.file_name().and_then(|name| name.to_str()))
             else {
                 return restore_cut(dir);
             };
-            if held.as_ref().is_none_or(|(folder, _)| *folder != parent) {
+            // Compared as bytes: comparing paths parses them into components.
+            if held
+                .as_ref()
+                .is_none_or(|(folder, _)| folder.as_os_str() != parent.as_os_str())
+            {
                 let opened = rustix::fs::open(
                     parent,
                     rustix::fs::OFlags::PATH

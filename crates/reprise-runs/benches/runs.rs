@@ -1,6 +1,6 @@
 //! `list_runs` over 10,000 runs, with small conversations and with each
-//! conversation 100x larger: warm (page cache warm and `.list-cache.json` present) and
-//! cold (no `.list-cache.json`: every run's `.summary.json` is read and the cache
+//! conversation 100x larger: warm (page cache warm and `.list-cache` present) and
+//! cold (no `.list-cache`: every run's `.summary.json` is read and the cache
 //! written). Each run is made as the chat makes it: `session.json` and a conversation,
 //! then an append through the run store, which writes `.summary.json`. The listing
 //! reads only the summaries, so the two sizes should match. Floors for comparison:

@@ -19,9 +19,11 @@ use jiff::Timestamp;
 use serde::Deserialize;
 
 use crate::error::RunError;
+use crate::fingerprint::{Fingerprint, Limit};
 use crate::fs::{open_private_append, sync_parent};
 use crate::labels::{LABELS_JSON, parse_labels};
-use crate::list_cache::{self, Cache, CachedRun, Fingerprint, Limit, Unchanged};
+use crate::list_cache;
+use crate::list_cache_codec::Stamp;
 use crate::meta::{SESSION_JSON, SessionJson};
 use crate::recover::{Damage, rebuild_session_json};
 use crate::run::{RunFolder, RunSummary, RunWarning, folder_name};
@@ -239,7 +241,7 @@ struct SummaryFields {
 /// conversations. A `session.json` that cannot be read or parsed leaves its run out
 /// with a warning in [`RunList::warnings`]; it never fails the listing.
 ///
-/// What was read is kept in `<runs_dir>/.list-cache.json` ([`LIST_CACHE`](crate::LIST_CACHE), 0600): a
+/// What was read is kept in `<runs_dir>/.list-cache` ([`LIST_CACHE`](crate::LIST_CACHE), 0600): a
 /// later listing stats each run's file and reads only those whose fingerprint
 /// (device, inode, size, modification and change times in nanoseconds) differs from
 /// the cached one. The cache is only ever an optimisation: the result is the same
@@ -282,34 +284,36 @@ pub fn list_runs(runs_dir: &Path) -> Result<RunList, RunError> {
             HISTORY_LINK_WARNING.to_owned(),
         ));
     }
-    // The cache entries used, by their index in `list.runs`.
-    let mut hits = Vec::new();
-    let mut fresh = Vec::new();
-    for (name, scan) in names.into_iter().zip(scans) {
+    // What each run listed can be cached under, by its index in `list.runs`.
+    let mut stamps = Vec::with_capacity(names.len());
+    let mut fresh = 0;
+    let mut hits = 0;
+    for (name, scan) in names.iter().zip(scans) {
         match scan {
             Scan::Absent => {}
-            Scan::Cached(summary, unchanged) => {
-                hits.push((list.runs.len(), name, unchanged));
+            Scan::Cached(summary, stamp) => {
+                hits += 1;
+                stamps.push((list.runs.len(), name.as_str(), stamp));
                 list.runs.push(summary);
             }
-            Scan::Read(summary, cached) => {
-                list.runs.push(summary);
-                if let Some(cached) = cached {
-                    fresh.push((name, *cached));
+            Scan::Read(summary, stamp) => {
+                if let Some(stamp) = stamp {
+                    fresh += 1;
+                    stamps.push((list.runs.len(), name.as_str(), stamp));
                 }
+                list.runs.push(summary);
             }
             Scan::Warning(warning) => list.warnings.push(warning),
         }
     }
     // Rewritten only when an entry was added, changed or dropped.
-    if !fresh.is_empty() || hits.len() != cached_len {
-        let mut next =
-            Cache::with_capacity_and_hasher(hits.len() + fresh.len(), Default::default());
-        for (index, name, unchanged) in hits {
-            next.insert(name, CachedRun::again(unchanged, &list.runs[index]));
-        }
-        next.extend(fresh);
-        list_cache::store(runs_dir, next);
+    if fresh > 0 || hits != cached_len {
+        list_cache::store(
+            runs_dir,
+            stamps
+                .iter()
+                .map(|(index, name, stamp)| (*name, stamp, &list.runs[*index])),
+        );
     }
     // On equal times, by name: every run's path is the runs folder joined with its
     // name, so the paths' bytes order as the names do, and comparing them costs no
@@ -387,10 +391,10 @@ enum Scan {
     /// No `session.json`: not a run to list.
     Absent,
     /// Unchanged since it was cached, and what its cache entry was checked against.
-    Cached(RunSummary, Unchanged),
-    /// Read from `session.json`, with what to cache for it (`None`: changed too
-    /// recently to cache).
-    Read(RunSummary, Option<Box<CachedRun>>),
+    Cached(RunSummary, Stamp),
+    /// Read from `session.json`, with what to cache it under (`None`: changed too
+    /// recently to cache, or not to be cached).
+    Read(RunSummary, Option<Stamp>),
     /// Left out, and why.
     Warning(RunWarning),
 }
@@ -426,7 +430,8 @@ fn scan_runs(
     } else {
         (list_cache::load(runs_dir), stat_chunk(dir_fd, names))
     };
-    let (cached_len, mut cache) = (cache.len(), cache);
+    let mut cache = list_cache::entries(cache.as_deref());
+    let cached_len = cache.len();
 
     let mut scans = Vec::with_capacity(names.len());
     let mut misses = Vec::new();
@@ -445,9 +450,10 @@ fn scan_runs(
                 continue;
             }
         };
-        // Taken out of the cache: its strings move into the summary.
-        let unchanged = cache.remove(name).and_then(|cached| {
-            cached.into_summary_if_unchanged(
+        // Taken out of the cache: what is left over was not used.
+        let unchanged = cache.remove(name.as_str()).and_then(|cached| {
+            list_cache::summary_if_unchanged(
+                &cached,
                 &fingerprint,
                 labels.as_ref(),
                 conversation,
@@ -677,10 +683,10 @@ fn read_chunk(dir_fd: &fs::File, names: &[String], misses: &[Miss], limit: Limit
             match read {
                 Ok(Some((mut summary, cacheable, bytes))) => {
                     read_run_labels(dir_fd, name, labels.as_ref(), &mut summary);
-                    let cached = cacheable
-                        .then(|| CachedRun::new(*fingerprint, *labels, &summary, bytes, limit))
+                    let stamp = cacheable
+                        .then(|| list_cache::stamp(*fingerprint, *labels, bytes, limit))
                         .flatten();
-                    Scan::Read(summary, cached.map(Box::new))
+                    Scan::Read(summary, stamp)
                 }
                 Ok(None) => Scan::Absent,
                 Err(warning) => Scan::Warning(warning),

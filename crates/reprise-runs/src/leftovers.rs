@@ -1,6 +1,6 @@
 //! What killed processes leave in a runs directory: the hidden staging folders of
 //! forks (`.<run>.fork-<pid>-<n>`) and temporary files of atomic writes
-//! (`.<file>.tmp-<pid>-<n>`, `.list-cache.json.<pid>.<n>.tmp`). Each name carries
+//! (`.<file>.tmp-<pid>-<n>`, `.list-cache.<pid>.<n>.tmp`). Each name carries
 //! the pid of the process that made it; once that process is gone, the next listing
 //! or run start removes it (and opening a run folder, those inside it). A live
 //! process's leftovers (a fork in progress) are never touched.
@@ -19,8 +19,12 @@ fn owner(name: &str) -> Option<u32> {
     if !name.starts_with('.') {
         return None;
     }
-    if let Some(rest) = name.strip_prefix(".list-cache.json.") {
-        // `.list-cache.json.<pid>.<n>.tmp`
+    // `.list-cache.<pid>.<n>.tmp`, and `.list-cache.json.<pid>.<n>.tmp` of earlier
+    // versions.
+    if let Some(rest) = name
+        .strip_prefix(".list-cache.json.")
+        .or_else(|| name.strip_prefix(".list-cache."))
+    {
         let rest = rest.strip_suffix(".tmp")?;
         let (pid, n) = rest.split_once('.')?;
         n.parse::<u64>().ok()?;
@@ -90,8 +94,10 @@ mod tests {
     fn leftover_names_carry_their_pid() {
         assert_eq!(owner(".2026-09-29T10-15-00-000Z.fork-4242-0"), Some(4242));
         assert_eq!(owner(".session.json.tmp-17-3"), Some(17));
-        assert_eq!(owner(".list-cache.json.99.1.tmp"), Some(99));
+        assert_eq!(owner(".list-cache.99.1.tmp"), Some(99));
+        assert_eq!(owner(".list-cache.json.98.1.tmp"), Some(98));
         assert_eq!(owner("2026-09-29T10-15-00-000Z"), None);
+        assert_eq!(owner(".list-cache"), None);
         assert_eq!(owner(".list-cache.json"), None);
         assert_eq!(owner(".lock"), None);
         assert_eq!(owner(".summary.json"), None);

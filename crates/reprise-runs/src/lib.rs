@@ -7,7 +7,7 @@
 //! ```text
 //! .run/
 //! ├── history.jsonl                      prompt history, shared by every run
-//! ├── .list-cache.json                   what the last listing read of each run
+//! ├── .list-cache                        what the last listing read of each run
 //! └── 2026-09-29T10-15-00-000Z/          one run, named after its UTC start time
 //!     ├── conversation.jsonl             the session's entries (see RunStore)
 //!     ├── subagents/<name>.jsonl         each subagent's entries
@@ -43,6 +43,7 @@ pub mod conformance;
 mod conversation;
 mod conversation_stream;
 mod error;
+mod fingerprint;
 mod folder;
 mod folder_catalog;
 mod fs;
@@ -51,6 +52,7 @@ mod history;
 mod labels;
 mod leftovers;
 mod list_cache;
+mod list_cache_codec;
 mod listing_redaction;
 mod long_record;
 mod meta;

@@ -39,8 +39,8 @@ pub async fn runs(
             warning.message
         ));
     }
-    let cuts =
-        reprise_chat::checkpoints::restore_cuts(list.runs.iter().map(|run| run.dir.as_path()));
+    let dirs: Vec<&std::path::Path> = list.runs.iter().map(|run| run.dir.as_path()).collect();
+    let cuts = reprise_chat::checkpoints::restore_cuts(&dirs);
     for (run, cut) in list.runs.iter().zip(cuts) {
         if cut {
             eprint_line(&reprise_chat::checkpoints::restore_cut_note(run.name()));
@@ -99,6 +99,8 @@ fn write_runs_json(out: &mut dyn Write, runs: &[reprise_runs::RunSummary]) -> Re
         Some(text) => push_json_string(json, text),
         None => json.extend_from_slice(b"null"),
     };
+    // Reused by every row, so that no row allocates for its time.
+    let mut updated_at = String::with_capacity(32);
     for (index, run) in runs.iter().enumerate() {
         if index > 0 {
             json.extend_from_slice(b",\n");
@@ -114,9 +116,11 @@ fn write_runs_json(out: &mut dyn Write, runs: &[reprise_runs::RunSummary]) -> Re
         json.extend_from_slice(b",\n    \"sessionId\": ");
         push_json_string(&mut json, &run.session_id);
         json.extend_from_slice(b",\n    \"updatedAt\": ");
-        push_json_string(&mut json, &run.updated_at.to_string());
+        updated_at.clear();
+        std::fmt::Write::write_fmt(&mut updated_at, format_args!("{}", run.updated_at))?;
+        push_json_string(&mut json, &updated_at);
         json.extend_from_slice(b",\n    \"messages\": ");
-        json.extend_from_slice(run.message_count.to_string().as_bytes());
+        write!(json, "{}", run.message_count)?;
         json.extend_from_slice(b",\n    \"title\": ");
         optional(&mut json, run.title.as_deref());
         json.extend_from_slice(b",\n    \"shownAs\": ");

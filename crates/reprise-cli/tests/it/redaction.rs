@@ -359,9 +359,13 @@ async fn an_aws_secret_key_typed_after_its_key_id_stays_out_of_every_file() {
     assert_eq!(runs.status, 0, "{}", runs.stderr);
     let run = sandbox.conversations().remove(0);
     let mut files = files_of(&run);
-    for shared in ["history.jsonl", ".list-cache.json"] {
-        let text = std::fs::read_to_string(sandbox.runs_dir().join(shared)).unwrap();
-        files.push((shared.to_owned(), text));
+    // The list cache is binary: its text is read as it is, bytes and all.
+    for shared in ["history.jsonl", reprise_runs::LIST_CACHE] {
+        let bytes = std::fs::read(sandbox.runs_dir().join(shared)).unwrap();
+        files.push((
+            shared.to_owned(),
+            String::from_utf8_lossy(&bytes).into_owned(),
+        ));
     }
     files.push(("reprise runs".into(), runs.stdout));
     for (file, text) in &files {

@@ -252,7 +252,7 @@ fn a_history_link_is_neither_appended_to_nor_read() {
 async fn a_list_cache_link_is_replaced_never_written_through() {
     let setup = Setup::new();
     let (dir, _key) = setup.run_with_conversation().await;
-    let cache = setup.runs().join(".list-cache.json");
+    let cache = setup.runs().join(reprise_runs::LIST_CACHE);
     setup.link_at(&cache);
     let list = list_runs(setup.runs()).unwrap();
     assert_eq!(list.runs.len(), 1);

@@ -6,6 +6,7 @@ mod conversation;
 mod history;
 mod io_errors;
 mod links;
+mod list_cache_file;
 mod processes;
 mod redaction;
 mod run_files;

@@ -214,12 +214,10 @@ async fn the_listing_keeps_no_secret_of_the_corpus() {
             run.last_message.as_deref().unwrap(),
         );
     }
-    let cache: Value =
-        serde_json::from_str(&fs::read_to_string(runs_dir.join(LIST_CACHE)).unwrap()).unwrap();
-    let cached = cache["runs"].as_object().unwrap();
+    let cached = crate::list_cache_file::cached_entries(runs_dir);
     assert_eq!(cached.len(), cases.len());
-    for (name, run) in cached {
-        check(LIST_CACHE, name, run["l"].as_str().unwrap());
+    for run in &cached {
+        check(LIST_CACHE, &run.name, run.last_message.as_deref().unwrap());
     }
     assert_no_leaks("the listing", leaked);
 }

@@ -1,4 +1,4 @@
-//! The `list_runs` cache (`.list-cache.json`): a cached listing always shows what the
+//! The `list_runs` cache (`.list-cache`): a cached listing always shows what the
 //! `session.json` files hold now.
 
 use std::fs::{self, File, OpenOptions};
@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime};
 use reprise_runs::LIST_CACHE;
 use reprise_runs::SESSION_JSON;
 use reprise_runs::{RunSummary, find_run, list_runs};
+
+use crate::list_cache_file::cached_names;
 
 /// Files changed less than a second before a listing are not cached (file times come
 /// from a coarse clock); waiting this long lets the listing cache them.
@@ -50,15 +52,6 @@ fn last_messages(runs: &Path) -> Vec<(String, Option<String>)> {
         .iter()
         .map(|run| (run.name().to_owned(), run.last_message.clone()))
         .collect()
-}
-
-/// The run names the cache file holds.
-fn cached_names(runs: &Path) -> Vec<String> {
-    let text = fs::read_to_string(runs.join(LIST_CACHE)).unwrap();
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut names: Vec<String> = value["runs"].as_object().unwrap().keys().cloned().collect();
-    names.sort();
-    names
 }
 
 /// What a listing shows without any cache: the reference every cached one must match.
@@ -233,17 +226,30 @@ fn a_corrupt_cache_is_ignored_and_rewritten() {
     make_run(tmp.path(), "2026-01-01T00-00-00-000Z", "hello");
     std::thread::sleep(SETTLE);
     let cache = tmp.path().join(LIST_CACHE);
+    let expected = [(
+        "2026-01-01T00-00-00-000Z".to_owned(),
+        Some("hello".to_owned()),
+    )];
     for garbage in [&b"{\"format\":1,\"runs\":"[..], b"", b"\xff\xfe", b"[]"] {
         fs::write(&cache, garbage).unwrap();
         fs::set_permissions(&cache, fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(
-            last_messages(tmp.path()),
-            [(
-                "2026-01-01T00-00-00-000Z".to_owned(),
-                Some("hello".to_owned())
-            )]
-        );
+        assert_eq!(last_messages(tmp.path()), expected);
         assert_eq!(cached_names(tmp.path()), ["2026-01-01T00-00-00-000Z"]);
+    }
+    // A cache cut short anywhere, or with any byte of its text changed (what a
+    // listing would show if it were trusted), is rebuilt from the folders.
+    let good = fs::read(&cache).unwrap();
+    let hello = good.windows(5).position(|w| w == b"hello").unwrap();
+    let mut damaged: Vec<Vec<u8>> = (0..good.len()).map(|len| good[..len].to_vec()).collect();
+    for at in hello..hello + 5 {
+        let mut changed = good.clone();
+        changed[at] = b'j';
+        damaged.push(changed);
+    }
+    for bytes in damaged {
+        fs::write(&cache, &bytes).unwrap();
+        assert_eq!(last_messages(tmp.path()), expected, "{bytes:?}");
+        assert_eq!(fs::read(&cache).unwrap(), good);
     }
 }
 
@@ -254,13 +260,41 @@ fn a_cache_others_could_have_written_is_not_trusted() {
     std::thread::sleep(SETTLE);
     list_runs(tmp.path()).unwrap();
     let cache = tmp.path().join(LIST_CACHE);
-    let forged = fs::read_to_string(&cache)
-        .unwrap()
-        .replace("hello", "forged");
-    fs::write(&cache, forged).unwrap();
     fs::set_permissions(&cache, fs::Permissions::from_mode(0o666)).unwrap();
     assert_eq!(last_messages(tmp.path())[0].1.as_deref(), Some("hello"));
     assert_eq!(mode(&cache), 0o600);
+}
+
+#[test]
+fn a_cache_planted_from_another_runs_folder_is_not_used() {
+    // Two runs folders with a run of the same name: one's cache, copied into the
+    // other with its permissions, describes files that are not there.
+    let name = "2026-01-01T00-00-00-000Z";
+    let (mine, theirs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    make_run(mine.path(), name, "mine");
+    make_run(theirs.path(), name, "theirs");
+    std::thread::sleep(SETTLE);
+    list_runs(mine.path()).unwrap();
+    list_runs(theirs.path()).unwrap();
+    fs::copy(theirs.path().join(LIST_CACHE), mine.path().join(LIST_CACHE)).unwrap();
+    assert_eq!(
+        last_messages(mine.path()),
+        [(name.to_owned(), Some("mine".to_owned()))]
+    );
+    assert_eq!(list_runs(mine.path()).unwrap().runs, uncached(mine.path()));
+}
+
+#[test]
+fn the_json_cache_of_earlier_versions_is_removed_and_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_run(tmp.path(), "2026-01-01T00-00-00-000Z", "hello");
+    let old = tmp.path().join(".list-cache.json");
+    fs::write(&old, r#"{"format":2,"version":"0.1.0","runs":{}}"#).unwrap();
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o600)).unwrap();
+    std::thread::sleep(SETTLE);
+    assert_eq!(last_messages(tmp.path())[0].1.as_deref(), Some("hello"));
+    assert!(!old.exists());
+    assert_eq!(cached_names(tmp.path()), ["2026-01-01T00-00-00-000Z"]);
 }
 
 fn mode(path: &Path) -> u32 {

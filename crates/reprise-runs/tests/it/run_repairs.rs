@@ -143,7 +143,7 @@ async fn staging_folders_of_dead_forks_are_removed_by_listings_and_starts() {
         std::process::id()
     ));
     fs::create_dir(&live).unwrap();
-    let temp = runs.path().join(format!(".list-cache.json.{dead}.4.tmp"));
+    let temp = runs.path().join(format!(".list-cache.{dead}.4.tmp"));
     fs::write(&temp, "{").unwrap();
 
     let first = staged(0);
