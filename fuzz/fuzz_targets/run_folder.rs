@@ -1,15 +1,17 @@
 //! The run-folder metadata readers on files of any content: none may panic.
 //!
 //! The input is split at each `\n%%\n` into the contents of, in order:
-//! `session.json`, `.summary.json`, `.list-cache.json`, `history.jsonl` and
+//! `session.json`, `.summary.json`, `.list-cache`, `history.jsonl` and
 //! `conversation.jsonl`. A part that is missing, or is exactly `-`, leaves that file
 //! out. So that the fuzzer gets past the checks that guard the caches:
 //!
 //! - a `.summary.json` part starting with `#` is written with a valid checksum line
 //!   (the rest of the part as the JSON line, then its FNV-1a 64 hash);
-//! - in the `.list-cache.json` part, `@S` and `@J` are replaced with the fingerprints
-//!   of the written `.summary.json` and `session.json`, so that a cached entry can
-//!   match the file it claims to describe.
+//! - the `.list-cache` part is the cache's entries: its first byte is their count,
+//!   and the header before them (magic, format, version, count, checksum) is the one
+//!   this build writes, with the checksum of the part; in it, `@S` and `@J` are
+//!   replaced with the fingerprints of the written `.summary.json` and `session.json`,
+//!   so that a cached entry can match the file it claims to describe.
 //!
 //! The files go to a run folder in a runs directory under /dev/shm (or the temporary
 //! directory), which is emptied for every input. Then every public reader of these
@@ -52,22 +54,50 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-/// `path`'s fingerprint as the list cache writes it, or `null` when it is missing.
+/// `path`'s fingerprint as the list cache writes it (device, inode, size, modified
+/// and changed times, little-endian), or zeros when it is missing.
 fn fingerprint(path: &Path) -> Vec<u8> {
-    match fs::metadata(path) {
-        Ok(meta) => format!(
-            r#"{{"d":{},"i":{},"s":{},"m":{},"mn":{},"c":{},"cn":{}}}"#,
+    let fields = match fs::metadata(path) {
+        Ok(meta) => [
             meta.dev(),
             meta.ino(),
             meta.size(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.ctime(),
-            meta.ctime_nsec()
-        )
-        .into_bytes(),
-        Err(_) => b"null".to_vec(),
-    }
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+            meta.ctime() as u64,
+            meta.ctime_nsec() as u64,
+        ],
+        Err(_) => [0; 7],
+    };
+    fields.iter().flat_map(|field| field.to_le_bytes()).collect()
+}
+
+/// The seed of the list cache's checksum (`CHECKSUM_SEED` in reprise-runs'
+/// `list_cache_codec.rs`).
+const CACHE_CHECKSUM_SEED: u64 = 0x7265_7072_6973_6531;
+
+/// The start of a list cache as this build writes it (magic, format and version),
+/// read from the cache a first listing writes; `None` when it wrote none.
+fn cache_header(runs_dir: &Path) -> Option<Vec<u8>> {
+    let _ = reprise_runs::list_runs(runs_dir);
+    let written = fs::read(runs_dir.join(LIST_CACHE)).ok()?;
+    let magic = memchr::memchr(b'\n', &written)? + 1;
+    let version_len = usize::from(*written.get(magic + 4)?);
+    let end = magic + 4 + 1 + version_len;
+    (written.len() >= end).then(|| written[..end].to_vec())
+}
+
+/// A list cache of the entries in `part` (its first byte their count) behind `header`.
+fn list_cache(header: &[u8], part: &[u8]) -> Vec<u8> {
+    use std::hash::{BuildHasher, Hasher};
+    let (count, entries) = part.split_first().map_or((0, part), |(n, rest)| (*n, rest));
+    let mut hasher = foldhash::fast::FixedState::with_seed(CACHE_CHECKSUM_SEED).build_hasher();
+    hasher.write(entries);
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(&u32::from(count).to_le_bytes());
+    bytes.extend_from_slice(&hasher.finish().to_le_bytes());
+    bytes.extend_from_slice(entries);
+    bytes
 }
 
 /// `text` with each `from` replaced by `to`.
@@ -131,10 +161,13 @@ fuzz_target!(|data: &[u8]| {
     if let Some(bytes) = part(4) {
         write(&run.join(CONVERSATION_JSONL), bytes);
     }
-    if let Some(bytes) = part(2) {
+    if let Some(bytes) = part(2)
+        && let Some(header) = cache_header(runs_dir)
+    {
         let bytes = replace(bytes, b"@S", &fingerprint(&run.join(RUN_SUMMARY)));
         let bytes = replace(&bytes, b"@J", &fingerprint(&run.join(SESSION_JSON)));
-        write(&runs_dir.join(LIST_CACHE), &bytes);
+        let _ = fs::remove_file(runs_dir.join(LIST_CACHE));
+        write(&runs_dir.join(LIST_CACHE), &list_cache(&header, &bytes));
     }
 
     let _ = RunFolder::open(&run);
