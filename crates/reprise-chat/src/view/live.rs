@@ -43,7 +43,7 @@ pub struct ToolView {
     /// The tool's name.
     pub name: String,
     /// The arguments, as JSON text (redacted); of long arguments only the start
-    /// (see [`arguments_head`](crate::text::arguments_head)).
+    /// (see [`arguments_head`]).
     pub arguments: String,
     /// The arguments' whole size in bytes, when `arguments` holds only their start.
     pub arguments_len: Option<usize>,
@@ -59,7 +59,9 @@ impl ToolView {
             id: call.id.to_owned(),
             agent: agent.to_owned(),
             name: call.name.to_owned(),
-            arguments: redactor.redact(arguments_head(call.arguments).0).into_owned(),
+            arguments: redactor
+                .redact(arguments_head(call.arguments).0)
+                .into_owned(),
             arguments_len: arguments_head(call.arguments).1,
             result: None,
         }
