@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use crate::config::Settings;
 use crate::events::{Answer, Ask, UiEvent};
+use crate::text::arguments_head;
 
 /// Why no one could approve a call, when the chat reads its lines from something
 /// that is not a terminal: what the model is told after "no one could approve: ".
@@ -54,7 +55,11 @@ impl ScreenAsker {
         let ask = Ask {
             agent: request.agent.clone(),
             tool: request.tool.clone(),
-            arguments: self.redactor.redact(&request.arguments).into_owned(),
+            arguments: self
+                .redactor
+                .redact(arguments_head(&request.arguments).0)
+                .into_owned(),
+            arguments_len: arguments_head(&request.arguments).1,
             again,
             reply,
         };

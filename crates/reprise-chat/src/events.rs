@@ -49,8 +49,11 @@ pub struct Ask {
     pub agent: String,
     /// The tool.
     pub tool: String,
-    /// Its arguments (redacted).
+    /// Its arguments (redacted); of long arguments only the start that a preview
+    /// reads (see [`arguments_head`](crate::text::arguments_head)).
     pub arguments: String,
+    /// The arguments' whole size in bytes, when `arguments` holds only their start.
+    pub arguments_len: Option<usize>,
     /// Set when the call started before a crash and may have taken effect: the
     /// question is whether to run it again ([`Answer::Yes`]) or to tell the model it
     /// was interrupted ([`Answer::No`]).

@@ -24,7 +24,7 @@ use reprise_chat::rewind_steps::{RewindChoice, RewindDone, RewindMenu};
 use reprise_chat::session::AGAIN_QUESTION;
 use reprise_chat::session::{ChatSession, Opener, TurnEnd};
 use reprise_chat::start::{StartOptions, StartWith};
-use reprise_chat::text::{arguments_preview, arguments_preview_of, one_line, subagent_prefix};
+use reprise_chat::text::{arguments_preview_of, one_line, subagent_prefix};
 
 /// Lines from stdin, read on a thread of their own so a line typed during a turn
 /// waits (in order) for the turn to end.
@@ -782,7 +782,7 @@ impl ShownSession {
                 let call = format!(
                     "{who}{} {}",
                     ask.tool,
-                    arguments_preview(&ask.arguments, str::to_owned)
+                    arguments_preview_of(&ask.arguments, ask.arguments_len, str::to_owned)
                 );
                 let (question, answers, hint) = if ask.again {
                     (

@@ -251,3 +251,38 @@ async fn a_write_of_megabytes_is_recorded_in_the_transcript_redacted_as_a_short_
     );
     assert_eq!(recorded.matches(reprise_redact::MASK).count(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_megabyte_of_arguments_is_asked_about_as_a_bounded_preview_of_its_whole_size() {
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, WIDE_WINDOW);
+    let arguments = megabyte_arguments();
+    let server = ScriptedServer::start().await;
+    server.push_all([
+        Reply::tool_call("call_1", "write_file", &arguments).chunk_chars(64 * 1024),
+        Reply::text("Written."),
+    ]);
+    let base_url = server.base_url();
+    let mut pty = sandbox.pty(&["--plain", "--base-url", &base_url, "--model", "test-model"]);
+    pty.line("write it");
+    pty.wait_text(&format!(
+        "x… ({} bytes)? [y]es / [n]o / [a]lways for this run",
+        arguments.len()
+    ))
+    .await;
+    pty.line("y");
+    pty.wait_text("Written.").await;
+    pty.line("/exit");
+    assert!(pty.wait_exit().await);
+    assert_eq!(
+        std::fs::metadata(sandbox.path().join("big.txt"))
+            .unwrap()
+            .len(),
+        1 << 20
+    );
+    assert!(
+        pty.bytes_written() < 64 * 1024,
+        "{} bytes on the terminal",
+        pty.bytes_written()
+    );
+}

@@ -226,6 +226,7 @@ fn the_gate_question_in_place_of_the_prompt() {
     view.question = Some(Question {
         tool: "read_file".into(),
         arguments: "{\"path\":\"notes.txt\"}".into(),
+        arguments_len: None,
         agent: String::new(),
         again: false,
     });

@@ -492,6 +492,7 @@ impl App {
                 self.view.question = Some(Question {
                     tool: ask.tool,
                     arguments: ask.arguments,
+                    arguments_len: ask.arguments_len,
                     again: ask.again,
                     agent: if ask.agent == DEFAULT_AGENT_NAME {
                         String::new()

@@ -13,7 +13,7 @@ use super::view::{ChatView, Item, Menu, Picker, Question, SubagentWork, ToolView
 use super::wrap::{wrap_line, wrap_lines};
 use crate::display::terminal::visible;
 use reprise_chat::start::PickerRow;
-use reprise_chat::text::{arguments_preview, arguments_preview_of, one_line, shorten};
+use reprise_chat::text::{arguments_preview_of, one_line, shorten};
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -587,7 +587,11 @@ fn draw_question(frame: &mut Frame<'_>, question: &Question, area: Rect) {
             format!(
                 " {}",
                 shorten(
-                    &screen_text(&arguments_preview(&question.arguments, str::to_owned)),
+                    &screen_text(&arguments_preview_of(
+                        &question.arguments,
+                        question.arguments_len,
+                        str::to_owned,
+                    )),
                     width
                 )
             ),

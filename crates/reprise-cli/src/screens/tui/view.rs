@@ -165,8 +165,10 @@ pub struct Menu {
 pub struct Question {
     /// The tool.
     pub tool: String,
-    /// Its arguments.
+    /// Its arguments (of long ones, only their start).
     pub arguments: String,
+    /// The arguments' whole size in bytes, when `arguments` holds only their start.
+    pub arguments_len: Option<usize>,
     /// The agent asking (empty for the main agent).
     pub agent: String,
     /// Whether to run again a call that started before a crash (yes), or to tell
@@ -471,6 +473,7 @@ mod tests {
         Question {
             tool: "t".into(),
             arguments: "{}".into(),
+            arguments_len: None,
             agent: String::new(),
             again: false,
         }
