@@ -346,9 +346,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn what_is_encoded_decodes_to_the_same_runs() {
-        let runs: Vec<(String, Stamp, RunSummary)> = (0..12)
+    /// `count` runs and the cache of them, for version 1.2.3.
+    fn encoded(count: u64) -> (Vec<(String, Stamp, RunSummary)>, Vec<u8>) {
+        let runs: Vec<(String, Stamp, RunSummary)> = (0..count)
             .map(|n| (format!("r{n}"), stamp(n), summary(n)))
             .collect();
         let bytes = encode(
@@ -357,6 +357,12 @@ mod tests {
                 .map(|(name, stamp, run)| (name.as_str(), stamp, run)),
         )
         .unwrap();
+        (runs, bytes)
+    }
+
+    #[test]
+    fn what_is_encoded_decodes_to_the_same_runs() {
+        let (runs, bytes) = encoded(12);
         let entries = decode(&bytes, "1.2.3").unwrap();
         assert_eq!(entries.len(), runs.len());
         for (name, stamp, run) in &runs {
@@ -375,15 +381,7 @@ mod tests {
 
     #[test]
     fn a_cut_or_changed_byte_anywhere_makes_the_cache_unusable() {
-        let runs: Vec<(String, Stamp, RunSummary)> = (0..3)
-            .map(|n| (format!("r{n}"), stamp(n), summary(n)))
-            .collect();
-        let bytes = encode(
-            "1.2.3",
-            runs.iter()
-                .map(|(name, stamp, run)| (name.as_str(), stamp, run)),
-        )
-        .unwrap();
+        let (_, bytes) = encoded(3);
         for len in 0..bytes.len() {
             assert!(decode(&bytes[..len], "1.2.3").is_none(), "cut at {len}");
         }

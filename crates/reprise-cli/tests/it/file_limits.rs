@@ -111,6 +111,14 @@ fn megabyte_arguments() -> String {
     serde_json::json!({ "path": "big.txt", "content": "x".repeat(1 << 20) }).to_string()
 }
 
+/// `big.txt` holds the megabyte written, and the terminal got fewer than `most` bytes
+/// (`shown`).
+fn megabyte_written_and_shown_in(sandbox: &Sandbox, shown: u64, most: u64) {
+    let written = std::fs::metadata(sandbox.path().join("big.txt")).unwrap();
+    assert_eq!(written.len(), 1 << 20);
+    assert!(shown < most, "{shown} bytes on the terminal");
+}
+
 /// One `write_file` call with `arguments` (streamed in 64 KiB pieces), then "Done.",
 /// through the chat in plain mode with `--yes`; the chat must succeed.
 async fn write_in_plain_mode(sandbox: &Sandbox, arguments: &str) -> crate::support::Output {
@@ -132,17 +140,7 @@ async fn a_megabyte_of_arguments_shows_as_a_bounded_preview_in_plain_mode() {
     write_config(&sandbox, WIDE_WINDOW);
     let arguments = megabyte_arguments();
     let out = write_in_plain_mode(&sandbox, &arguments).await;
-    assert_eq!(
-        std::fs::metadata(sandbox.path().join("big.txt"))
-            .unwrap()
-            .len(),
-        1 << 20
-    );
-    assert!(
-        out.stderr.len() < 8 * 1024,
-        "{} bytes on the terminal",
-        out.stderr.len()
-    );
+    megabyte_written_and_shown_in(&sandbox, out.stderr.len() as u64, 8 * 1024);
     assert_contains!(
         out.stderr,
         format!("⚙ write_file {{\"path\":\"big.txt\",\"content\":\"xxxx")
@@ -274,15 +272,5 @@ async fn a_megabyte_of_arguments_is_asked_about_as_a_bounded_preview_of_its_whol
     pty.wait_text("Written.").await;
     pty.line("/exit");
     assert!(pty.wait_exit().await);
-    assert_eq!(
-        std::fs::metadata(sandbox.path().join("big.txt"))
-            .unwrap()
-            .len(),
-        1 << 20
-    );
-    assert!(
-        pty.bytes_written() < 64 * 1024,
-        "{} bytes on the terminal",
-        pty.bytes_written()
-    );
+    megabyte_written_and_shown_in(&sandbox, pty.bytes_written(), 64 * 1024);
 }
