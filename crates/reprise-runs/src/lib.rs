@@ -70,6 +70,7 @@ mod summary;
 mod transcript;
 mod unused;
 mod usage;
+mod value_redaction;
 mod workdir;
 
 pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
@@ -111,12 +112,11 @@ pub use store::{
     CONVERSATION_JSONL, ForkedRun, RUN_LOCK, RunStore, SUBAGENTS_DIR, create_run_store, fork_run,
 };
 pub use summary::RUN_SUMMARY;
-pub use transcript::{
-    TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord, redact_value,
-};
+pub use transcript::{TRANSCRIPT_JSONL, Transcript, TranscriptEvent, TranscriptRecord};
 pub use unused::{UNUSED_GRACE, remove_unused_run_folder, unused_run_folders};
 pub use usage::{
     Grouping, Price, PriceError, PriceTable, ReplyUsage, ToolCallUse, Totals, UsageFilter,
     UsageLedger, UsageReport, UsageRow, cached_tokens_of, ledger_of_record, read_usage, summarise,
 };
+pub use value_redaction::redact_value;
 pub use workdir::{WORKDIR_JSON, read_workdir, write_workdir};

@@ -388,7 +388,7 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::{Body, TEST_PIECE, write_record};
-    use crate::transcript::redact_value;
+    use crate::value_redaction::redact_value;
     use reprise_redact::Redactor;
 
     /// The line the short path writes for `{"arguments": <parsed or text>}`.

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use crate::error::RunError;
 use crate::fs::{append_json_line, append_line_with, open_private_append};
 use crate::long_record::{Body, LONG, write_record};
+use crate::value_redaction::redact_value;
 use reprise_session::{Arguments, now_millis};
 
 /// The transcript's file name inside a run folder.
@@ -157,9 +158,10 @@ impl TranscriptRecord {
                 object.insert("arguments".into(), value);
             }
             TranscriptEvent::ToolResult { content, is_error } => {
-                let content = match body {
-                    true => Value::String(content.clone()),
-                    false => Value::Null,
+                let content = if body {
+                    Value::String(content.clone())
+                } else {
+                    Value::Null
                 };
                 object.insert("content".into(), content);
                 object.insert("is_error".into(), Value::Bool(*is_error));
@@ -252,39 +254,5 @@ fn keep_ids(object: &mut Value, record: &TranscriptRecord) {
     fields.insert("id".to_owned(), Value::String(record.id.clone()));
     if let Some(id @ Value::String(_)) = record.extra.get("tool_call_id") {
         fields.insert("tool_call_id".to_owned(), id.clone());
-    }
-}
-
-/// `value` with every string in it redacted, object keys included: keys here, then
-/// values by [`Redactor::redact_json`], which also masks a string kept under a
-/// secret-looking key (`"password": "…"`): once the JSON is parsed the key and the
-/// value are no longer side by side in one text for a pattern to see.
-pub fn redact_value(redactor: &Redactor, value: Value) -> Value {
-    let mut value = redact_keys(redactor, value);
-    redactor.redact_json(&mut value);
-    value
-}
-
-fn redact_keys(redactor: &Redactor, value: Value) -> Value {
-    match value {
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(|item| redact_keys(redactor, item))
-                .collect(),
-        ),
-        Value::Object(object) => Value::Object(
-            object
-                .into_iter()
-                .map(|(key, item)| {
-                    let key = match redactor.redact(&key) {
-                        std::borrow::Cow::Borrowed(_) => key,
-                        std::borrow::Cow::Owned(redacted) => redacted,
-                    };
-                    (key, redact_keys(redactor, item))
-                })
-                .collect(),
-        ),
-        other => other,
     }
 }

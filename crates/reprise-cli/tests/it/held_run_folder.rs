@@ -13,7 +13,7 @@ use reprise_testkit::{Reply, ScriptedServer};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{Output, Sandbox, jsonl, run_command};
+use crate::support::{Output, Sandbox, jsonl, plain_yes, run_command};
 
 /// The working folder `path` inside the sandbox, given with the sandbox to the
 /// unprivileged user.
@@ -93,14 +93,7 @@ async fn chat_running(sandbox: &Sandbox, workdir: &Path, runs: RunsDir, command:
         sandbox,
         workdir,
         runs,
-        &[
-            "--plain",
-            "--base-url",
-            &base_url,
-            "--model",
-            "test-model",
-            "--yes",
-        ],
+        &plain_yes(&base_url),
         "change the folder\nare you still there?\n",
     )
     .await
@@ -260,14 +253,7 @@ async fn a_folder_above_renamed_during_the_chat_loses_no_message() {
         Reply::text("Still here."),
     ]);
     let base_url = server.base_url();
-    let args = [
-        "--plain",
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-    ];
+    let args = plain_yes(&base_url);
     let mut command = unprivileged_in(&sandbox, &workdir, RunsDir::Absolute, &args);
     let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -317,14 +303,7 @@ async fn a_binary_in_a_folder_the_user_cannot_search_still_protects_the_runs_fol
         Reply::text("Done."),
     ]);
     let base_url = server.base_url();
-    let args = [
-        "--plain",
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-    ];
+    let args = plain_yes(&base_url);
     let command = unprivileged_of(&sandbox, &binary, &workdir, RunsDir::Default, &args);
     let out = run_command(command, "make a file\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use crate::support::{Output, Sandbox, run_command};
+use crate::support::{Output, Sandbox, plain_yes, run_command};
 use reprise_testkit::assert_contains;
 use reprise_testkit::{Reply, ScriptedServer};
 
@@ -26,14 +26,7 @@ async fn chat_running(sandbox: &Sandbox, command: &str) -> (Output, String) {
         Reply::text("Done."),
     ]);
     let base_url = server.base_url();
-    let mut chat = sandbox.command(&[
-        "--plain",
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-    ]);
+    let mut chat = sandbox.command(&plain_yes(&base_url));
     chat.env("TMPDIR", sandbox.path().join("tmp"));
     let out = run_command(chat, "go\n").await;
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -222,3 +222,16 @@ pub fn jsonl(path: &Path) -> Vec<Value> {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
 }
+
+/// The arguments of a chat in plain mode against the scripted server at `base_url`,
+/// every call allowed (`--yes`).
+pub fn plain_yes(base_url: &str) -> [&str; 6] {
+    [
+        "--plain",
+        "--base-url",
+        base_url,
+        "--model",
+        "test-model",
+        "--yes",
+    ]
+}

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::support::{Output, Sandbox};
+use crate::support::{Output, Sandbox, plain_yes};
 use reprise_testkit::{Reply, ScriptedServer, assert_contains, unprivileged};
 
 /// The program and arguments that run the binary as a user without privileges.
@@ -50,14 +50,7 @@ async fn turn(sandbox: &Sandbox, server: &ScriptedServer, index: usize, command:
         Reply::text("ok"),
     ]);
     let base_url = server.base_url();
-    let mut args = vec![
-        "--plain",
-        "--base-url",
-        &base_url,
-        "--model",
-        "test-model",
-        "--yes",
-    ];
+    let mut args = plain_yes(&base_url).to_vec();
     if index > 1 {
         args.push("--continue");
     }

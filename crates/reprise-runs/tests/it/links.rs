@@ -76,14 +76,7 @@ fn one_more() -> Vec<Entry> {
 
 /// The error's whole chain as one line.
 fn text(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    reprise_runs::error_chain(error)
 }
 
 fn assert_refuses(error: &(dyn std::error::Error + 'static), link: &Path) {

@@ -52,12 +52,5 @@ pub async fn listed_ids(store: &PgSessionStore) -> Vec<String> {
 
 /// `error: cause: cause…`, as the chat shows an error.
 pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    reprise_runs::error_chain(error)
 }
