@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use reprise_provider::{ChatRequest, Provider};
 use reprise_session::{
-    CallDecision, LoadWarning, MemoryStore, Message, SessionKey, SessionStore, StoreError,
-    WriterLock,
+    CallDecision, LoadWarning, MemoryStore, Message, SessionFork, SessionKey, SessionStore,
+    StoreError, WriterLock,
 };
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -691,7 +691,8 @@ impl Agent {
     /// A session nothing was written to yet is not in the store; its fork is a new
     /// empty session (`new_id` must not exist either).
     pub async fn fork(&self, new_id: &str) -> Result<Agent, AgentError> {
-        match self.store.fork(&self.session_id, new_id, None).await {
+        let fork = SessionFork::whole(self.session_id.as_str(), new_id);
+        match self.store.fork(fork).await {
             Ok(()) => {}
             Err(StoreError::NotFound { .. }) if self.is_empty().await => {
                 let lock = self.store.lock(new_id).await?;

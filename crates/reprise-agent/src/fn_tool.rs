@@ -26,6 +26,26 @@ pub struct FnTool<A, F> {
     _args: PhantomData<fn(A)>,
 }
 
+/// What the function of a [`tool`] returns: a future that ends in what the model
+/// is told (anything that becomes a [`ToolOutput`]) or an error whose message it is
+/// told instead. Every such `Send` future is one.
+pub trait ToolFuture: Future<Output = Result<Self::Value, Self::Error>> + Send + 'static {
+    /// What a call that worked returns.
+    type Value: Into<ToolOutput>;
+    /// Why a call failed.
+    type Error: Display;
+}
+
+impl<T, R, E> ToolFuture for T
+where
+    T: Future<Output = Result<R, E>> + Send + 'static,
+    R: Into<ToolOutput>,
+    E: Display,
+{
+    type Value = R;
+    type Error = E;
+}
+
 /// Makes a tool from a name, a description and an async function of its arguments
 /// and the call's [`ToolContext`] (session id, agent, call id, idempotency key,
 /// cancellation token).
@@ -54,7 +74,7 @@ pub struct FnTool<A, F> {
 /// });
 /// # let _ = talk_to;
 /// ```
-pub fn tool<A, F, Fut, R, E>(
+pub fn tool<A, F, Fut>(
     name: impl Into<String>,
     description: impl Into<String>,
     execute: F,
@@ -62,9 +82,7 @@ pub fn tool<A, F, Fut, R, E>(
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send + 'static,
-    R: Into<ToolOutput>,
-    E: Display,
+    Fut: ToolFuture,
 {
     FnTool {
         name: name.into(),
@@ -133,13 +151,11 @@ pub fn parse_arguments<A: DeserializeOwned>(tool: &str, arguments: &str) -> Resu
 }
 
 #[async_trait]
-impl<A, F, Fut, R, E> Tool for FnTool<A, F>
+impl<A, F, Fut> Tool for FnTool<A, F>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send + 'static,
-    R: Into<ToolOutput>,
-    E: Display,
+    Fut: ToolFuture,
 {
     fn spec(&self) -> ToolSpec {
         ToolSpec {

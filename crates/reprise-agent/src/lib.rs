@@ -37,7 +37,7 @@ pub use compact::{
 pub use deferred::{DecisionError, PendingCall};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink, StartedCall};
-pub use fn_tool::{FnTool, parse_arguments, tool};
+pub use fn_tool::{FnTool, ToolFuture, parse_arguments, tool};
 pub use idempotency::idempotency_key;
 pub use prompt::Prompt;
 pub use reprise_session::USAGE_FIELD;

@@ -68,17 +68,18 @@ fn record_provider(span: &Span, provider: Option<&str>) {
     }
 }
 
-/// A span of the GenAI operation `$operation` on `$subject` (its `otel.name`) in
-/// the session `$session`, with the status fields [`record_error`] fills; `$fields`
-/// are the operation's own.
+/// A span of the GenAI operation `$operation` on `$subject` (its `otel.name`, and
+/// the attribute `$key`) in the session `$session`, with the status fields
+/// [`record_error`] fills; `$fields` are the operation's own.
 macro_rules! operation_span {
-    ($operation:literal, $subject:expr, $session:expr, $($fields:tt)*) => {
+    ($operation:literal, $($key:ident).+ = $subject:expr, $session:expr, $($fields:tt)*) => {
         tracing::info_span!(
             target: "reprise_agent",
             $operation,
             otel.name = %format_args!("{} {}", $operation, $subject),
             gen_ai.operation.name = $operation,
             gen_ai.conversation.id = $session,
+            $($key).+ = $subject,
             $($fields)*
             otel.status_code = Empty,
             otel.status_description = Empty,
@@ -96,9 +97,8 @@ pub(crate) fn invoke_agent(
 ) -> Span {
     let span = operation_span!(
         "invoke_agent",
-        agent,
-        session,
         gen_ai.agent.name = agent,
+        session,
         gen_ai.request.model = model,
         gen_ai.provider.name = Empty,
         gen_ai.system = Empty,
@@ -124,10 +124,9 @@ pub(crate) fn chat(
 ) -> Span {
     let span = operation_span!(
         "chat",
-        model,
+        gen_ai.request.model = model,
         session,
         otel.kind = "client",
-        gen_ai.request.model = model,
         gen_ai.provider.name = Empty,
         gen_ai.system = Empty,
         gen_ai.request.max_tokens = Empty,
@@ -178,9 +177,8 @@ pub(crate) fn execute_tool(
 ) -> Span {
     let span = operation_span!(
         "execute_tool",
-        tool,
-        session,
         gen_ai.tool.name = tool,
+        session,
         gen_ai.tool.call.id = call_id,
         // A subagent is an agent called as a tool.
         gen_ai.tool.type = if subagent { "agent" } else { "function" },

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::error::{ChatError, Result};
 use reprise_checkpoint::{CheckpointId, STORE_DIR_NAME, share_checkpoints};
-use reprise_runs::{CatalogFork, RunCatalog, RunFolder};
+use reprise_runs::{CatalogFork, RunCatalog, RunFolder, RunFork};
 use uuid::Uuid;
 
 use crate::rewind::named_checkpoints;
@@ -40,7 +40,13 @@ pub async fn fork_with_checkpoints(
     up_to: Option<Uuid>,
     also: &[CheckpointId],
 ) -> Result<Forked> {
-    let fork = runs.fork(source, target, up_to).await?;
+    let fork = runs
+        .fork(RunFork {
+            source,
+            target,
+            up_to,
+        })
+        .await?;
     let warning = match give_checkpoints(runs, source, &fork.folder, also).await {
         Ok(()) => None,
         Err(error) => Some(format!(

@@ -31,7 +31,8 @@
 //! `-- resume` only the compacted sessions, `-- small` only the rest). With
 //! `REPRISE_BENCH_KEEP=DIR` the runs are written under `DIR` and kept, to profile by
 //! hand. With `REPRISE_BENCH_BEFORE=BINARY` the listing at scale also times that
-//! build of `reprise` in the same rounds, to set a change against what came before it.
+//! build of `reprise` in the same rounds, to set a change against what came before it;
+//! so do `show --json` and `--continue` (plain and full screen) of the 100 MB runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -213,6 +214,11 @@ fn full_screen_continue(cwd: &Path) -> (Duration, u64) {
 }
 
 fn full_screen_until(cwd: &Path, marker: &str) -> (Duration, u64) {
+    full_screen_until_of(Path::new(binary()), cwd, marker)
+}
+
+/// [`full_screen_until`] of another build of `reprise`.
+fn full_screen_until_of(binary: &Path, cwd: &Path, marker: &str) -> (Duration, u64) {
     use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     let pair = native_pty_system()
         .openpty(PtySize {
@@ -222,7 +228,7 @@ fn full_screen_until(cwd: &Path, marker: &str) -> (Duration, u64) {
             pixel_height: 0,
         })
         .unwrap();
-    let mut builder = CommandBuilder::new(binary());
+    let mut builder = CommandBuilder::new(binary);
     builder.args(["--continue", "--base-url", "http://127.0.0.1:9/v1"]);
     builder.cwd(cwd);
     builder.env("TERM", "xterm-256color");
@@ -505,6 +511,44 @@ async fn big_run_bench(big: &Path, run: &BigRun) {
         full_peak as f64 / 1024.0,
         full_peak as f64 * 1024.0 / len as f64
     );
+    if let Some(before) = std::env::var_os("REPRISE_BENCH_BEFORE") {
+        against_before(Path::new(&before), &big, &show_args, mb);
+    }
+}
+
+/// `show --json`, `--plain --continue` and the full screen's `--continue` of this
+/// build and of `before`, in alternating rounds: the same run, the same load.
+fn against_before(before: &Path, cwd: &Path, show_args: &[&str], mb: f64) {
+    let this = Path::new(binary());
+    let plain_args = [
+        "--plain",
+        "--continue",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    let marker = "(resumed the conversation of";
+    let (mut show, mut plain, mut full) = ([vec![], vec![]], [vec![], vec![]], [vec![], vec![]]);
+    for _ in 0..REPEAT {
+        for (side, binary) in [this, before].into_iter().enumerate() {
+            show[side].push(timed_output_of(binary, cwd, show_args).0);
+            plain[side].push(timed_peak_of(binary, cwd, &plain_args, marker).0);
+            full[side].push(full_screen_until_of(binary, cwd, marker).0);
+        }
+    }
+    for (what, [now, then]) in [
+        ("show --json", show),
+        ("--plain --continue to the resumed line", plain),
+        ("--continue full screen to the resumed line", full),
+    ] {
+        let (now, then) = (median(now), median(then));
+        println!(
+            "  {what}, {mb:.1} MB: this build median {}, {} median {} (this build {:.2}x its time)",
+            ms(now),
+            before.display(),
+            ms(then),
+            now.as_secs_f64() / then.as_secs_f64()
+        );
+    }
 }
 
 /// The seed's Python `load`: every line of the file through `json.loads`, in a fresh
@@ -540,8 +584,18 @@ fn python_load(file: &Path, entries: usize) -> Option<Duration> {
 /// on a pipe keeps stdout for the replies), its wall time, and its own peak RSS
 /// (KiB, see [`PeakWatch`]).
 fn timed_peak(cwd: &Path, args: &[&str], marker: &str) -> (Duration, Duration, u64) {
+    timed_peak_of(Path::new(binary()), cwd, args, marker)
+}
+
+/// [`timed_peak`] of another build of `reprise`.
+fn timed_peak_of(
+    binary: &Path,
+    cwd: &Path,
+    args: &[&str],
+    marker: &str,
+) -> (Duration, Duration, u64) {
     let start = Instant::now();
-    let mut child = command(cwd, args).spawn().unwrap();
+    let mut child = command_of(binary, cwd, args).spawn().unwrap();
     let peak = PeakWatch::of(child.id());
     let mut out = Vec::new();
     let mut stderr = child.stderr.take().unwrap();

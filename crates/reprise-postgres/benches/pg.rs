@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reprise_postgres::{PgSessionStore, PgStoreOptions};
-use reprise_session::{Entry, Message, SessionKey, SessionStore};
+use reprise_session::{Entry, Message, SessionFork, SessionKey, SessionStore};
 
 const RUN: Duration = Duration::from_secs(5);
 /// The one writer and its floor run in turns of this long, this many of each.
@@ -350,7 +350,7 @@ async fn big_session(store: &PgSessionStore) {
     for round in 1..=2 {
         let start = Instant::now();
         store
-            .fork("big", &format!("fork-{round}"), None)
+            .fork(SessionFork::whole("big", format!("fork-{round}")))
             .await
             .unwrap();
         let fork = start.elapsed();

@@ -17,11 +17,10 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_runs::{
     CatalogError, CatalogFork, Conversation, ConversationStream, LAST_RUN, Labels, RunCatalog,
-    RunError, RunFolder, RunList, RunRecord, RunSizes, RunSummary, SearchHit, SearchQuery,
-    conversation_of, fold_title, newest,
+    RunError, RunFolder, RunFork, RunList, RunRecord, RunSearch, RunSizes, RunSummary, SearchHit,
+    TagChange, conversation_of, fold_title, newest,
 };
-use reprise_session::{Loaded, SessionKey, SessionStore, validate_id};
-use uuid::Uuid;
+use reprise_session::{Loaded, SessionFork, SessionKey, SessionStore, validate_id};
 
 use crate::{PgSessionStore, SessionSummary, catalog_search, catalog_sizes};
 
@@ -272,26 +271,19 @@ impl RunCatalog for PgRunCatalog {
         Arc::new(self.store.clone().with_redactor(redactor.clone()))
     }
 
-    async fn fork(
-        &self,
-        source: &RunFolder,
-        target: RunFolder,
-        up_to: Option<Uuid>,
-    ) -> Result<CatalogFork, CatalogError> {
-        let Some(session_id) = source.session_id.as_deref() else {
+    async fn fork(&self, fork: RunFork<'_>) -> Result<CatalogFork, CatalogError> {
+        let Some(session_id) = fork.source.session_id.as_deref() else {
             return Err(CatalogError::NothingToFork {
-                run: source.name().to_owned(),
+                run: fork.source.name().to_owned(),
             });
         };
+        let copy = SessionFork::new(session_id, fork.target.name(), fork.up_to);
         self.store
-            .fork(session_id, target.name(), up_to)
+            .fork(copy)
             .await
-            .map_err(|error| CatalogError::Fork {
-                run: source.name().to_owned(),
-                source: Box::new(error.into()),
-            })?;
+            .map_err(|error| fork.failed(error))?;
         Ok(CatalogFork {
-            folder: self.folder_of(target.name()),
+            folder: self.folder_of(fork.target.name()),
             store: None,
         })
     }
@@ -325,10 +317,13 @@ impl RunCatalog for PgRunCatalog {
     async fn change_tags(
         &self,
         folder: &RunFolder,
-        add: &[String],
-        remove: &[String],
+        tags: TagChange,
     ) -> Result<Option<Labels>, CatalogError> {
-        let summary = self.store.change_tags(folder.name(), add, remove).await?;
+        let name = folder.name();
+        let summary = self
+            .store
+            .change_tags(name, &tags.add, &tags.remove)
+            .await?;
         Ok(labels_of(summary))
     }
 
@@ -353,11 +348,8 @@ impl RunCatalog for PgRunCatalog {
     /// The same hits, snippets and order as in run folders; the database sends only
     /// the entries that may match a literal query, and every entry of the runs
     /// searched for a regular expression, each decided by the folders' matcher.
-    async fn search(
-        &self,
-        runs: &[RunSummary],
-        query: &SearchQuery,
-    ) -> Result<Vec<SearchHit>, CatalogError> {
+    async fn search(&self, search: RunSearch<'_>) -> Result<Vec<SearchHit>, CatalogError> {
+        let RunSearch { runs, query } = search;
         catalog_search::search(&self.store, runs, query).await
     }
 

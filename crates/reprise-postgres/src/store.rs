@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use reprise_redact::Redactor;
 use reprise_runs::{clean_tag, clean_title, last_message_text, typed_text};
 use reprise_session::{
-    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, SessionInfo,
-    SessionKey, SessionStore, StoreError, WriterLock, validate_id,
+    AppendReport, Entry, EntryLineDecoder, ForkOrigin, LoadWarning, Loaded, SessionFork,
+    SessionInfo, SessionKey, SessionStore, StoreError, WriterLock, validate_id,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool, Row};
@@ -874,14 +874,9 @@ impl SessionStore for PgSessionStore {
         }))
     }
 
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        up_to: Option<Uuid>,
-    ) -> Result<(), StoreError> {
-        validate_id("session", source)?;
-        validate_id("session", target)?;
+    async fn fork(&self, fork: SessionFork) -> Result<(), StoreError> {
+        fork.validate()?;
+        let (source, target, up_to) = (fork.source.as_str(), fork.target.as_str(), fork.up_to);
         self.writable()?;
         // A whole copy takes its source's listing fields on the server; a copy up to an
         // entry has them counted here (the server keeps the entries as text, and counts

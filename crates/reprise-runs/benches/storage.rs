@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reprise_runs::create_run_store;
-use reprise_session::{Durability, Entry, FileSessionStore, Message, SessionKey, SessionStore};
+use reprise_session::{
+    Durability, Entry, FileSessionStore, Message, SessionFork, SessionKey, SessionStore,
+};
 use reprise_session::{JsonlWriter, load_file};
 use reprise_testkit::coding_agent_entry;
 
@@ -549,7 +551,9 @@ fn fork_bench(dir: &Path, source: &Path) {
             let store = FileSessionStore::with_durability(&store_dir, durability);
             let target = format!("fork-{round}-{slot}");
             let start = Instant::now();
-            runtime.block_on(store.fork("src", &target, None)).unwrap();
+            runtime
+                .block_on(store.fork(SessionFork::whole("src", &target)))
+                .unwrap();
             results[slot].1.push(start.elapsed().as_secs_f64());
             let _ = std::fs::remove_file(store_dir.join(format!("{target}.jsonl")));
         }
@@ -572,7 +576,7 @@ fn fork_bench(dir: &Path, source: &Path) {
     drop(last);
     let start = Instant::now();
     runtime
-        .block_on(store.fork("src", "fork-prefix", Some(up_to)))
+        .block_on(store.fork(SessionFork::up_to("src", "fork-prefix", up_to)))
         .unwrap();
     let prefix = start.elapsed().as_secs_f64();
     println!(

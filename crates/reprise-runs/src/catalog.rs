@@ -36,6 +36,71 @@ pub struct CatalogFork {
     pub store: Option<RunStore>,
 }
 
+/// The copy [`RunCatalog::fork`] makes: the conversation of `source`, whole or up to
+/// and including the entry `up_to`, into `target`, a run without a conversation.
+#[derive(Clone, Debug)]
+pub struct RunFork<'a> {
+    /// The run copied.
+    pub source: &'a RunFolder,
+    /// The new run.
+    pub target: RunFolder,
+    /// The last entry copied, or `None` for the whole conversation.
+    pub up_to: Option<Uuid>,
+}
+
+/// What [`RunCatalog::search`] looks for, and where.
+#[derive(Clone, Copy, Debug)]
+pub struct RunSearch<'a> {
+    /// The runs searched; a hit names its run by its place in this list.
+    pub runs: &'a [RunSummary],
+    /// What is looked for.
+    pub query: &'a SearchQuery,
+}
+
+impl RunFork<'_> {
+    /// The error of this fork failing for `error`.
+    pub fn failed(&self, error: impl Into<CatalogError>) -> CatalogError {
+        CatalogError::Fork {
+            run: self.source.name().to_owned(),
+            source: Box::new(error.into()),
+        }
+    }
+}
+
+impl<'a> RunSearch<'a> {
+    /// A search of `runs` for `query`.
+    pub fn new(runs: &'a [RunSummary], query: &'a SearchQuery) -> Self {
+        Self { runs, query }
+    }
+}
+
+/// The tags [`RunCatalog::change_tags`] adds to a run and takes from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TagChange {
+    /// Tags added.
+    pub add: Vec<String>,
+    /// Tags removed.
+    pub remove: Vec<String>,
+}
+
+impl TagChange {
+    /// Adds `tags`.
+    pub fn add(tags: Vec<String>) -> Self {
+        Self {
+            add: tags,
+            remove: Vec::new(),
+        }
+    }
+
+    /// Removes `tags`.
+    pub fn remove(tags: Vec<String>) -> Self {
+        Self {
+            add: Vec::new(),
+            remove: tags,
+        }
+    }
+}
+
 /// The space runs take, as `reprise du` shows it.
 #[derive(Clone, Debug)]
 pub struct RunSizes {
@@ -234,14 +299,9 @@ pub trait RunCatalog: Send + Sync {
     /// conversation passes `redactor`). Making it reads nothing.
     fn store_for(&self, folder: &RunFolder, redactor: &Redactor) -> Arc<dyn SessionStore>;
 
-    /// Copies a run's conversation (up to entry `up_to`, or all) into `target`, a run
-    /// without a conversation.
-    async fn fork(
-        &self,
-        source: &RunFolder,
-        target: RunFolder,
-        up_to: Option<Uuid>,
-    ) -> Result<CatalogFork, CatalogError>;
+    /// Makes the copy `fork` names: a run's conversation, whole or up to an entry, in
+    /// a run without one.
+    async fn fork(&self, fork: RunFork<'_>) -> Result<CatalogFork, CatalogError>;
 
     /// Deletes a run: its conversation and its local folder. The caller holds the
     /// session's writer lock.
@@ -262,20 +322,15 @@ pub trait RunCatalog: Send + Sync {
     async fn change_tags(
         &self,
         folder: &RunFolder,
-        add: &[String],
-        remove: &[String],
+        tags: TagChange,
     ) -> Result<Option<Labels>, CatalogError>;
 
     /// Creates a run's local folder (for `session.log` and `transcript.jsonl`) where
     /// it is missing.
     async fn ensure_local_folder(&self, folder: &RunFolder) -> Result<(), CatalogError>;
 
-    /// The messages of `runs` that match `query`.
-    async fn search(
-        &self,
-        runs: &[RunSummary],
-        query: &SearchQuery,
-    ) -> Result<Vec<SearchHit>, CatalogError>;
+    /// The messages of `search.runs` that match `search.query`.
+    async fn search(&self, search: RunSearch<'_>) -> Result<Vec<SearchHit>, CatalogError>;
 
     /// The names of the runs whose person's messages contain `text` (ignoring
     /// case), newest first, for a picker's filter; none for a blank `text`. Every run
@@ -292,7 +347,7 @@ pub trait RunCatalog: Send + Sync {
             ..SearchQuery::literal(text)
         };
         Ok(self
-            .search(&runs, &query)
+            .search(RunSearch::new(&runs, &query))
             .await?
             .into_iter()
             .filter_map(|hit| runs.get(hit.run).map(|run| run.name().to_owned()))

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use reprise_redact::Redactor;
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
-use crate::{LAST_RUN, RunCatalog, RunFolder, create_run_folder, create_run_store};
+use crate::{
+    LAST_RUN, RunCatalog, RunFolder, RunFork, TagChange, create_run_folder, create_run_store,
+};
 
 mod search;
 mod sizes;
@@ -173,13 +175,13 @@ async fn titles_and_tags_are_kept_and_a_title_finds_its_run(catalog: Arc<dyn Run
     );
     let tags = |names: &[&str]| names.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
     let labels = catalog
-        .change_tags(&run, &tags(&["quest", "cave"]), &[])
+        .change_tags(&run, TagChange::add(tags(&["quest", "cave"])))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(labels.tags, ["cave", "quest"], "{check}");
     let labels = catalog
-        .change_tags(&run, &[], &tags(&["cave"]))
+        .change_tags(&run, TagChange::remove(tags(&["cave"])))
         .await
         .unwrap()
         .unwrap();
@@ -199,7 +201,14 @@ async fn a_fork_copies_the_conversation_into_a_new_run(catalog: Arc<dyn RunCatal
     let check = "a fork copies the conversation into a new run";
     let run = start_run(&*catalog, &["one", "two"]).await;
     let target = create_run_folder(catalog.runs_dir()).unwrap();
-    let forked = catalog.fork(&run, target, None).await.unwrap();
+    let forked = catalog
+        .fork(RunFork {
+            source: &run,
+            target,
+            up_to: None,
+        })
+        .await
+        .unwrap();
     assert_ne!(forked.folder.name(), run.name(), "{check}");
     assert!(forked.folder.session_id.is_some(), "{check}");
     drop(forked.store);
@@ -214,7 +223,14 @@ async fn a_fork_copies_the_conversation_into_a_new_run(catalog: Arc<dyn RunCatal
     let empty = create_run_folder(catalog.runs_dir()).unwrap();
     let target = create_run_folder(catalog.runs_dir()).unwrap();
     assert!(
-        catalog.fork(&empty, target, None).await.is_err(),
+        catalog
+            .fork(RunFork {
+                source: &empty,
+                target,
+                up_to: None
+            })
+            .await
+            .is_err(),
         "{check}: a run without a conversation was forked"
     );
     catalog.close().await;

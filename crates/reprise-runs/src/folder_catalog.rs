@@ -9,10 +9,12 @@ use reprise_redact::Redactor;
 use reprise_session::{Loaded, SessionStore};
 use uuid::Uuid;
 
-use crate::catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
+use crate::catalog::{
+    CatalogError, CatalogFork, RunCatalog, RunFork, RunSearch, RunSizes, TagChange, newest,
+};
 use crate::{
-    Conversation, ConversationStream, Labels, RunFolder, RunList, RunRecord, RunSummary, SearchHit,
-    SearchQuery, change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
+    Conversation, ConversationStream, Labels, RunFolder, RunList, RunRecord, SearchHit,
+    change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
     read_conversation_with_warnings, read_labels, read_run_entries, read_run_record, search_runs,
     set_title, stream_conversation, subagent_names, summarize_run,
 };
@@ -166,23 +168,15 @@ impl RunCatalog for FolderCatalog {
         Arc::new(create_run_store(&folder.dir).with_redactor(redactor.clone()))
     }
 
-    async fn fork(
-        &self,
-        source: &RunFolder,
-        target: RunFolder,
-        up_to: Option<Uuid>,
-    ) -> Result<CatalogFork, CatalogError> {
-        let source_dir = source.dir.clone();
-        let target_dir = target.dir.clone();
+    async fn fork(&self, fork: RunFork<'_>) -> Result<CatalogFork, CatalogError> {
+        let (source_dir, target_dir) = (fork.source.dir.clone(), fork.target.dir.clone());
+        let up_to = fork.up_to;
         let forked = tokio::task::spawn_blocking(move || fork_run(&source_dir, &target_dir, up_to))
             .await
             .map_err(CatalogError::ForkInterrupted)?
-            .map_err(|error| CatalogError::Fork {
-                run: source.name().to_owned(),
-                source: Box::new(error.into()),
-            })?;
+            .map_err(|error| fork.failed(error))?;
         Ok(CatalogFork {
-            folder: self.reopen(&target).await?,
+            folder: self.reopen(&fork.target).await?,
             store: Some(forked.store),
         })
     }
@@ -215,12 +209,10 @@ impl RunCatalog for FolderCatalog {
     async fn change_tags(
         &self,
         folder: &RunFolder,
-        add: &[String],
-        remove: &[String],
+        tags: TagChange,
     ) -> Result<Option<Labels>, CatalogError> {
-        let (add, remove) = (add.to_vec(), remove.to_vec());
         self.in_folder(folder, move |dir| {
-            Ok(Some(change_tags(dir, &add, &remove)?))
+            Ok(Some(change_tags(dir, &tags.add, &tags.remove)?))
         })
         .await
     }
@@ -230,11 +222,8 @@ impl RunCatalog for FolderCatalog {
         Ok(())
     }
 
-    async fn search(
-        &self,
-        runs: &[RunSummary],
-        query: &SearchQuery,
-    ) -> Result<Vec<SearchHit>, CatalogError> {
+    async fn search(&self, search: RunSearch<'_>) -> Result<Vec<SearchHit>, CatalogError> {
+        let RunSearch { runs, query } = search;
         let (runs, query) = (runs.to_vec(), query.clone());
         self.blocking(move |_| Ok(search_runs(&runs, &query)?))
             .await

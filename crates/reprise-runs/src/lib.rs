@@ -73,7 +73,9 @@ mod usage;
 mod value_redaction;
 mod workdir;
 
-pub use catalog::{CatalogError, CatalogFork, RunCatalog, RunSizes, newest};
+pub use catalog::{
+    CatalogError, CatalogFork, RunCatalog, RunFork, RunSearch, RunSizes, TagChange, newest,
+};
 pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_command_expansion};
 pub use conversation::{
     CompactionMarkers, Conversation, ConversationMessage, ConversationPicker, conversation_of,

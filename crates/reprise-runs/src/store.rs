@@ -44,7 +44,9 @@ use reprise_session::parts::load_file_beneath;
 use reprise_session::parts::{BlockingStore, OverBlockingStore};
 use reprise_session::parts::{LockRegistry, acquire};
 use reprise_session::parts::{TranscriptFiles, Transcripts};
-use reprise_session::{AppendReport, ForkOrigin, Loaded, SessionInfo, StoreError, WriterLock};
+use reprise_session::{
+    AppendReport, ForkOrigin, Loaded, SessionFork, SessionInfo, StoreError, WriterLock,
+};
 use reprise_session::{Durability, load_file};
 use reprise_session::{Entry, now_millis};
 use reprise_session::{SessionKey, validate_id};
@@ -611,9 +613,9 @@ impl BlockingStore for Inner {
         self.locks.lock(id, self.root(), &self.dir.join(RUN_LOCK))
     }
 
-    fn fork(&self, source: &str, target: &str, _up_to: Option<Uuid>) -> Result<(), StoreError> {
-        validate_id("session", source)?;
-        validate_id("session", target)?;
+    fn fork(&self, fork: &SessionFork) -> Result<(), StoreError> {
+        fork.validate()?;
+        let (source, target) = (&fork.source, &fork.target);
         Err(StoreError::Unsupported(format!(
             "a run folder holds one session, so session {source} cannot be forked into \
              {target} inside {}: fork the run into a new run folder with \

@@ -27,7 +27,9 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::store::id::SessionKey;
-use crate::store::session_store::{AppendReport, ForkOrigin, SessionStore, StoreError};
+use crate::store::session_store::{
+    AppendReport, ForkOrigin, SessionFork, SessionStore, StoreError,
+};
 
 /// A store to check, with a way to open a second, independent handle on its data.
 pub struct Subject {
@@ -429,14 +431,14 @@ pub async fn invalid_ids_are_refused(subject: Subject) {
         );
         assert!(
             matches!(
-                store.fork(bad, "ok", None).await,
+                store.fork(SessionFork::whole(bad, "ok")).await,
                 Err(StoreError::InvalidId(_))
             ),
             "fork from {bad:?}"
         );
         assert!(
             matches!(
-                store.fork("ok", bad, None).await,
+                store.fork(SessionFork::whole("ok", bad)).await,
                 Err(StoreError::InvalidId(_))
             ),
             "fork to {bad:?}"
@@ -505,17 +507,23 @@ pub async fn fork_whole_and_prefix(subject: Subject, caps: Capabilities) {
     store.append(&key("src"), &all).await.unwrap();
     store.append(&sub("src", "w"), &all[..1]).await.unwrap();
     if !caps.fork {
-        match store.fork("src", "copy", None).await {
+        match store.fork(SessionFork::whole("src", "copy")).await {
             Err(StoreError::Unsupported(message)) => assert!(message.contains("fork")),
             other => panic!("fork: expected Unsupported, got {other:?}"),
         }
         return;
     }
-    store.fork("src", "whole", None).await.unwrap();
+    store
+        .fork(SessionFork::whole("src", "whole"))
+        .await
+        .unwrap();
     assert_eq!(loaded(&*store, &key("whole")).await, all);
     assert_eq!(loaded(&*store, &sub("whole", "w")).await, all[..1].to_vec());
     let cut = all[1].uuid;
-    store.fork("src", "part", Some(cut)).await.unwrap();
+    store
+        .fork(SessionFork::up_to("src", "part", cut))
+        .await
+        .unwrap();
     assert_eq!(loaded(&*store, &key("part")).await, all[..2].to_vec());
     assert_eq!(loaded(&*store, &key("src")).await, all);
 
@@ -545,17 +553,17 @@ pub async fn fork_whole_and_prefix(subject: Subject, caps: Capabilities) {
     assert_eq!(origin("src"), None);
 
     assert!(matches!(
-        store.fork("src", "part", None).await,
+        store.fork(SessionFork::whole("src", "part")).await,
         Err(StoreError::AlreadyExists { .. })
     ));
     assert_eq!(loaded(&*store, &key("part")).await, all[..2].to_vec());
     assert!(matches!(
-        store.fork("nothing", "n2", None).await,
+        store.fork(SessionFork::whole("nothing", "n2")).await,
         Err(StoreError::NotFound { .. })
     ));
     let unknown = Uuid::now_v7();
     assert!(matches!(
-        store.fork("src", "n3", Some(unknown)).await,
+        store.fork(SessionFork::up_to("src", "n3", unknown)).await,
         Err(StoreError::EntryNotFound { entry, .. }) if entry == unknown
     ));
     assert!(store.load(&key("n3")).await.unwrap().is_none());

@@ -10,8 +10,8 @@ use reprise_agent::tokens::estimate_request;
 use reprise_agent::{Agent, AgentError, AgentEvent, SUMMARY_HEADING, Subagent, Tool, tool};
 use reprise_provider::{ChatRequest, Completion, Provider, ProviderError, StreamEvent};
 use reprise_session::{
-    COMPACTION_KIND, Compaction, FileSessionStore, Message, Role, SessionKey, SessionStore,
-    ToolCall,
+    COMPACTION_KIND, Compaction, FileSessionStore, Message, Role, SessionFork, SessionKey,
+    SessionStore, ToolCall,
 };
 use reprise_testkit::{Reply, ScriptedServer, check_tool_call_pairing};
 use schemars::JsonSchema;
@@ -362,8 +362,14 @@ async fn a_fork_before_a_compaction_has_the_full_context_and_one_after_the_summa
         .unwrap();
     let before = loaded.entries[at - 1].uuid;
 
-    store.fork("source", "before", Some(before)).await.unwrap();
-    store.fork("source", "after", None).await.unwrap();
+    store
+        .fork(SessionFork::up_to("source", "before", before))
+        .await
+        .unwrap();
+    store
+        .fork(SessionFork::whole("source", "after"))
+        .await
+        .unwrap();
     let before = reader_agent(provider.clone(), &store, "before")
         .await
         .unwrap();

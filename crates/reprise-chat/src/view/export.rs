@@ -436,7 +436,7 @@ pub trait ItemWriter {
     /// Text the program sent in the person's name (a slash command's expansion).
     fn program_text(&mut self, ts: Timestamp, text: &str);
     /// A reply, with its reasoning and its calls.
-    fn assistant(&mut self, ts: Timestamp, reasoning: Option<&str>, text: &str, calls: &[CallView]);
+    fn assistant(&mut self, reply: ReplyView<'_>);
     /// A tool result whose call is not in the conversation.
     fn result(&mut self, ts: Timestamp, call_id: &str, text: &str);
     /// A system message.
@@ -450,6 +450,19 @@ pub trait ItemWriter {
     /// Called before (`true`) and after (`false`) each item a rewind took out of
     /// the model's view.
     fn rewound(&mut self, start: bool);
+}
+
+/// A reply as [`ItemWriter::assistant`] writes it.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplyView<'a> {
+    /// When it was written.
+    pub ts: Timestamp,
+    /// Its reasoning, if it showed any.
+    pub reasoning: Option<&'a str>,
+    /// Its text.
+    pub text: &'a str,
+    /// Its calls, each with its result and state.
+    pub calls: &'a [CallView],
 }
 
 /// Writes `items` through `writer`, in order.
@@ -473,7 +486,12 @@ pub fn write_items(items: &[Shown], writer: &mut dyn ItemWriter) {
                 reasoning,
                 text,
                 calls,
-            } => writer.assistant(*ts, reasoning.as_deref(), text, calls),
+            } => writer.assistant(ReplyView {
+                ts: *ts,
+                reasoning: reasoning.as_deref(),
+                text,
+                calls,
+            }),
             Item::Result { ts, call_id, text } => writer.result(*ts, call_id, text),
             Item::System { ts, text } => writer.system(*ts, text),
             Item::Compaction {

@@ -8,7 +8,8 @@ use clap::{Subcommand, ValueEnum};
 use jiff::{SignedDuration, Timestamp};
 use reprise_redact::Redactor;
 use reprise_runs::{
-    PrunePlan, RunCatalog, RunFolder, RunSummary, SearchHit, SearchQuery, SearchRole, clean_tag,
+    PrunePlan, RunCatalog, RunFolder, RunSearch, RunSummary, SearchHit, SearchQuery, SearchRole,
+    TagChange, clean_tag,
 };
 use serde_json::json;
 
@@ -238,9 +239,9 @@ pub async fn tag(
     let labels = if tags.is_empty() {
         runs.labels(&run).await?
     } else if untag {
-        runs.change_tags(&run, &[], &tags).await?
+        runs.change_tags(&run, TagChange::remove(tags)).await?
     } else {
-        runs.change_tags(&run, &tags, &[]).await?
+        runs.change_tags(&run, TagChange::add(tags)).await?
     }
     .ok_or_else(|| gone(runs, run.name()))?;
     let line = tags_line(run.name(), &labels.tags);
@@ -305,7 +306,7 @@ pub async fn search(
                 .collect()
         }
     };
-    let hits = catalog.search(&runs, query).await?;
+    let hits = catalog.search(RunSearch { runs: &runs, query }).await?;
     if view.json {
         let rows: Vec<_> = hits
             .iter()

@@ -14,7 +14,7 @@ use super::highlight::highlight;
 use super::markdown::escape_html;
 use jiff::Timestamp;
 
-use super::{CallView, ItemWriter, RunView, Shown, show_ts, write_items};
+use super::{CallView, ItemWriter, ReplyView, RunView, Shown, show_ts, write_items};
 
 pub(crate) const STYLE: &str = r#"
 :root { color-scheme: light; }
@@ -265,13 +265,8 @@ impl ItemWriter for Items<'_> {
         out.push_str("</details>\n");
     }
 
-    fn assistant(
-        &mut self,
-        ts: Timestamp,
-        reasoning: Option<&str>,
-        text: &str,
-        calls: &[CallView],
-    ) {
+    fn assistant(&mut self, reply: ReplyView<'_>) {
+        let (ts, reasoning, text, calls) = (reply.ts, reply.reasoning, reply.text, reply.calls);
         let out = &mut *self.out;
         out.push_str("<section class=\"msg assistant\">\n");
         who(out, "Assistant", ts);

@@ -8,7 +8,7 @@ use pulldown_cmark::{Event, Options, Parser};
 
 use jiff::Timestamp;
 
-use super::{CallView, ItemWriter, RunView, Shown, show_ts, write_items};
+use super::{CallView, ItemWriter, ReplyView, RunView, Shown, show_ts, write_items};
 use reprise_chat::text::one_line;
 
 /// `text` as HTML text or a quoted attribute value: `&`, `<`, `>` and quotes
@@ -153,13 +153,8 @@ impl ItemWriter for Items<'_> {
         ));
     }
 
-    fn assistant(
-        &mut self,
-        ts: Timestamp,
-        reasoning: Option<&str>,
-        text: &str,
-        calls: &[CallView],
-    ) {
+    fn assistant(&mut self, reply: ReplyView<'_>) {
+        let (ts, reasoning, text, calls) = (reply.ts, reply.reasoning, reply.text, reply.calls);
         let (hashes, rewound) = (&self.hashes, self.rewound);
         self.out.push_str(&format!(
             "{hashes} Assistant · {}{rewound}\n\n",

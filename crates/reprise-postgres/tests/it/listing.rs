@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
+use reprise_session::{Entry, Message, SessionFork, SessionKey, SessionStore, StoreError};
 use serde_json::Map;
 
 use crate::support::{StoreOn, TestDb};
@@ -108,7 +108,7 @@ async fn sessions_updated_within_one_hundredth_of_a_second_are_listed_by_their_t
         .unwrap();
     let helper = SessionKey::subagent("f", "helper").unwrap();
     store.append(&helper, &[entry("four")]).await.unwrap();
-    store.fork("h", "i", None).await.unwrap();
+    store.fork(SessionFork::whole("h", "i")).await.unwrap();
     crate::support::assert_listing_times_agree(&db).await;
     let listed = listed_in_pages(&store, 2).await;
     assert_eq!(listed[..4], ["i", "f", "h", "d"]);
@@ -411,7 +411,10 @@ async fn a_fork_is_listed_with_the_messages_it_copied() {
     store.append(&key("source"), &history).await.unwrap();
 
     // A whole copy: the source's count and messages.
-    store.fork("source", "whole", None).await.unwrap();
+    store
+        .fork(SessionFork::whole("source", "whole"))
+        .await
+        .unwrap();
     let whole = store.summary("whole").await.unwrap().unwrap();
     assert_eq!(whole.message_count, 4);
     assert_eq!(whole.first_message.as_deref(), Some("how do I bake bread?"));
@@ -419,7 +422,7 @@ async fn a_fork_is_listed_with_the_messages_it_copied() {
 
     // A copy of the first two: counted from what it copied.
     store
-        .fork("source", "part", Some(history[1].uuid))
+        .fork(SessionFork::up_to("source", "part", history[1].uuid))
         .await
         .unwrap();
     let part = store.summary("part").await.unwrap().unwrap();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reprise_session::{Entry, Message, SessionKey, SessionStore, StoreError};
+use reprise_session::{Entry, Message, SessionFork, SessionKey, SessionStore, StoreError};
 
 use crate::support::{StoreOn, TestDb, with_causes};
 
@@ -170,7 +170,7 @@ async fn apply_newer_migration(connection: &mut sqlx::PgConnection, version: i64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allows() {
-    use reprise_runs::{RunCatalog, SearchQuery};
+    use reprise_runs::{RunCatalog, RunSearch, SearchQuery};
     let db = TestDb::fresh().await;
     let store = db.store(Duration::from_secs(30)).await;
     store
@@ -203,7 +203,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].message_count, 2);
     let hits = catalog
-        .search(&runs, &SearchQuery::literal("written"))
+        .search(RunSearch::new(&runs, &SearchQuery::literal("written")))
         .await
         .unwrap();
     assert_eq!(hits.len(), 2);
@@ -227,7 +227,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
         2
     );
     let hits = catalog
-        .search(&runs, &SearchQuery::literal("after"))
+        .search(RunSearch::new(&runs, &SearchQuery::literal("after")))
         .await
         .unwrap();
     assert_eq!(hits.len(), 1);
@@ -238,7 +238,7 @@ async fn an_older_release_reads_a_newer_schema_and_writes_while_the_schema_allow
             .map(|_| ()),
         store.lock("s").await.map(|_| ()),
         store.set_title("s", "renamed").await.map(|_| ()),
-        store.fork("s", "t", None).await,
+        store.fork(SessionFork::whole("s", "t")).await,
         store.delete(&key("s")).await,
     ];
     for refusal in refusals {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reprise_postgres::{PgRunCatalog, PgSessionStore};
 use reprise_redact::Redactor;
-use reprise_runs::{RunCatalog, SearchQuery, clean_tag, clean_title, last_message_text};
+use reprise_runs::{RunCatalog, RunSearch, SearchQuery, clean_tag, clean_title, last_message_text};
 use reprise_session::{Entry, Message, SessionKey, SessionStore};
 
 use crate::support::{StoreOn, TestDb};
@@ -120,12 +120,12 @@ async fn a_message_and_a_title_with_nul_are_listed_found_and_exported() {
             ignore_case: pattern == "E\0A",
             ..SearchQuery::literal(pattern)
         };
-        let hits = catalog.search(&runs, &query).await.unwrap();
+        let hits = catalog.search(RunSearch::new(&runs, &query)).await.unwrap();
         assert_eq!(hits.len(), 1, "{pattern:?}");
     }
     assert!(
         catalog
-            .search(&runs, &SearchQuery::literal("before\0\0"))
+            .search(RunSearch::new(&runs, &SearchQuery::literal("before\0\0")))
             .await
             .unwrap()
             .is_empty()

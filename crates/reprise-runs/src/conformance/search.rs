@@ -8,7 +8,7 @@ use reprise_session::{Entry, Message, ToolCall};
 use uuid::Uuid;
 
 use super::{Factory, start_run_with};
-use crate::{RunCatalog, RunFolder, RunSummary, SearchQuery, SearchRole};
+use crate::{RunCatalog, RunFolder, RunSearch, RunSummary, SearchQuery, SearchRole};
 
 pub(super) async fn run_all(make: Factory<'_>) {
     searches_find_the_same_messages_in_the_same_order(make().await).await;
@@ -33,7 +33,7 @@ fn query(pattern: &str) -> SearchQuery {
 
 async fn seen(catalog: &dyn RunCatalog, runs: &[RunSummary], query: &SearchQuery) -> Vec<Seen> {
     catalog
-        .search(runs, query)
+        .search(RunSearch { runs, query })
         .await
         .unwrap_or_else(|error| panic!("searching {query:?}: {error}"))
         .into_iter()
@@ -63,7 +63,10 @@ async fn more_in_run(
         ..query("key")
     };
     catalog
-        .search(runs, &query)
+        .search(RunSearch {
+            runs,
+            query: &query,
+        })
         .await
         .unwrap_or_else(|error| panic!("searching {query:?}: {error}"))
         .iter()
@@ -230,7 +233,13 @@ async fn searches_find_the_same_messages_in_the_same_order(catalog: Arc<dyn RunC
         "{check}: a regular expression ignoring case"
     );
     assert!(
-        catalog.search(&runs, &regex("(")).await.is_err(),
+        catalog
+            .search(RunSearch {
+                runs: &runs,
+                query: &regex("(")
+            })
+            .await
+            .is_err(),
         "{check}: an invalid regular expression"
     );
     // No match.

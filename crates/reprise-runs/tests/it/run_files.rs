@@ -8,7 +8,8 @@ use reprise_runs::SessionJson;
 use reprise_runs::{ForkedRun, create_run_store, fork_run};
 use reprise_session::load_file;
 use reprise_session::{
-    Entry, FileSessionStore, ForkOrigin, Message, SessionKey, SessionStore, StoreError, ToolCall,
+    Entry, FileSessionStore, ForkOrigin, Message, SessionFork, SessionKey, SessionStore,
+    StoreError, ToolCall,
 };
 
 fn user(text: &str) -> Entry {
@@ -32,7 +33,7 @@ async fn stores_create_dirs_0700_and_files_0600() {
     let sub = SessionKey::subagent("s", "w").unwrap();
     store.append(&sub, &[user("sub")]).await.unwrap();
     let _guard = store.lock("s").await.unwrap();
-    store.fork("s", "f", None).await.unwrap();
+    store.fork(SessionFork::whole("s", "f")).await.unwrap();
     for d in [
         dir.clone(),
         dir.join("s"),
@@ -147,11 +148,11 @@ async fn ids_that_escape_the_directory_are_refused_everywhere() {
                 "{name} lock {id:?}"
             );
             assert!(
-                refused(store.fork(id, "t", None).await),
+                refused(store.fork(SessionFork::whole(id, "t")).await),
                 "{name} fork from {id:?}"
             );
             assert!(
-                refused(store.fork("ok", id, None).await),
+                refused(store.fork(SessionFork::whole("ok", id)).await),
                 "{name} fork to {id:?}"
             );
         }

@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use reprise_message::Entry;
-use uuid::Uuid;
 
 use crate::store::id::SessionKey;
 use crate::store::session_store::{
-    AppendReport, Loaded, LoadedView, SessionInfo, SessionStore, StoreError, WriterLock,
+    AppendReport, Loaded, LoadedView, SessionFork, SessionInfo, SessionStore, StoreError,
+    WriterLock,
 };
 
 /// A store's synchronous operations, one per [`SessionStore`] method, with its meaning.
@@ -40,7 +40,7 @@ pub trait BlockingStore: Send + Sync + 'static {
     /// [`SessionStore::lock`].
     fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError>;
     /// [`SessionStore::fork`].
-    fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>) -> Result<(), StoreError>;
+    fn fork(&self, fork: &SessionFork) -> Result<(), StoreError>;
     /// Whether appending to `key` now is only a write and a sync: its writer has read
     /// the file already, so no whole-file read comes first.
     fn append_is_short(&self, key: &SessionKey) -> bool;
@@ -118,17 +118,8 @@ impl<S: OverBlockingStore> SessionStore for S {
         off_runtime(self.blocking_store(), move |store| store.lock(&id)).await
     }
 
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        up_to: Option<Uuid>,
-    ) -> Result<(), StoreError> {
-        let (source, target) = (source.to_owned(), target.to_owned());
-        off_runtime(self.blocking_store(), move |store| {
-            store.fork(&source, &target, up_to)
-        })
-        .await
+    async fn fork(&self, fork: SessionFork) -> Result<(), StoreError> {
+        off_runtime(self.blocking_store(), move |store| store.fork(&fork)).await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -33,7 +33,7 @@ use crate::store::id::{SessionKey, validate_id};
 use crate::store::jsonl::Durability;
 use crate::store::jsonl_writer::JsonlWriter;
 use crate::store::session_store::{
-    AppendReport, ForkOrigin, Loaded, LoadedView, SessionInfo, StoreError, WriterLock,
+    AppendReport, ForkOrigin, Loaded, LoadedView, SessionFork, SessionInfo, StoreError, WriterLock,
 };
 use crate::store::transcripts::{TranscriptFiles, Transcripts};
 use crate::store::writer_lock::LockRegistry;
@@ -121,7 +121,7 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// disk. In async code prefer `close().await`: a drop waits on the thread it runs on.
 ///
 /// ```
-/// use reprise_session::{Entry, FileSessionStore, Message, SessionKey, SessionStore};
+/// use reprise_session::{Entry, FileSessionStore, Message, SessionFork, SessionKey, SessionStore};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir()?;
@@ -129,7 +129,7 @@ fn lock_plain<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// let key = SessionKey::session("quest-1")?;
 /// store.append(&key, &[Entry::message(Message::user("Where is the key?"))]).await?;
 /// assert!(dir.path().join("quest-1.jsonl").exists());
-/// store.fork("quest-1", "quest-2", None).await?;
+/// store.fork(SessionFork::whole("quest-1", "quest-2")).await?;
 /// let copy = store.load(&SessionKey::session("quest-2")?).await?.unwrap_or_default();
 /// assert_eq!(copy.entries.len(), 1);
 /// store.close().await?; // the fork's data is on disk
@@ -434,9 +434,9 @@ impl BlockingStore for Inner {
             })
     }
 
-    fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>) -> Result<(), StoreError> {
-        validate_id("session", source)?;
-        validate_id("session", target)?;
+    fn fork(&self, fork: &SessionFork) -> Result<(), StoreError> {
+        fork.validate()?;
+        let (source, target, up_to) = (fork.source.as_str(), fork.target.as_str(), fork.up_to);
         let source_path = self.main_path(source);
         if !exists(&source_path) {
             return Err(StoreError::NotFound {
@@ -609,7 +609,7 @@ mod tests {
             .append(&key, &[Entry::message(Message::user("hi"))])
             .await
             .unwrap();
-        store.fork("a", "b", None).await.unwrap();
+        store.fork(SessionFork::whole("a", "b")).await.unwrap();
         store
     }
 

@@ -13,7 +13,8 @@ use uuid::Uuid;
 
 use crate::store::id::{SessionKey, validate_id};
 use crate::store::session_store::{
-    AppendReport, ForkOrigin, Loaded, SessionInfo, SessionStore, StoreError, WriterLock,
+    AppendReport, ForkOrigin, Loaded, SessionFork, SessionInfo, SessionStore, StoreError,
+    WriterLock,
 };
 
 /// One transcript: its entries in order and the uuids they hold.
@@ -209,14 +210,9 @@ impl SessionStore for MemoryStore {
         }))
     }
 
-    async fn fork(
-        &self,
-        source: &str,
-        target: &str,
-        up_to: Option<Uuid>,
-    ) -> Result<(), StoreError> {
-        validate_id("session", source)?;
-        validate_id("session", target)?;
+    async fn fork(&self, fork: SessionFork) -> Result<(), StoreError> {
+        fork.validate()?;
+        let (source, target, up_to) = (fork.source.as_str(), fork.target.as_str(), fork.up_to);
         let mut sessions = self.sessions();
         if sessions.contains_key(target) {
             return Err(StoreError::AlreadyExists {

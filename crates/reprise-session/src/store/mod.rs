@@ -50,8 +50,8 @@ pub use reprise_message::{
 };
 pub use rewind::{REWIND_KIND, Rewind, last_rewind, rewound, visible_entries};
 pub use session_store::{
-    AppendReport, ForkOrigin, LoadWarning, Loaded, LoadedView, ReleasableLock, SessionInfo,
-    SessionStore, StoreError, WriterLock,
+    AppendReport, ForkOrigin, LoadWarning, Loaded, LoadedView, ReleasableLock, SessionFork,
+    SessionInfo, SessionStore, StoreError, WriterLock,
 };
 pub use tool_start::{
     AFTER_CRASH, AfterCrash, CHECKPOINT_FIELD, StartedCall, TOOL_START_KIND, checkpoint_of,

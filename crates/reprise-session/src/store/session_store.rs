@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::fs::IoError;
-use crate::store::id::{IdError, SessionKey};
+use crate::store::id::{IdError, SessionKey, validate_id};
 
 /// What went wrong in a store.
 #[derive(Debug, thiserror::Error)]
@@ -169,6 +169,46 @@ pub struct LoadedView {
     pub skipped_bytes: Option<u64>,
 }
 
+/// The copy [`SessionStore::fork`] makes: the session `source`, whole or up to and
+/// including the entry `up_to`, into the new session `target`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionFork {
+    /// The session copied.
+    pub source: String,
+    /// The new session; it must not exist.
+    pub target: String,
+    /// The last entry copied, or `None` for the whole history.
+    pub up_to: Option<Uuid>,
+}
+
+impl SessionFork {
+    /// A copy of `source` up to and including `up_to` (or all of it) into `target`.
+    pub fn new(source: impl Into<String>, target: impl Into<String>, up_to: Option<Uuid>) -> Self {
+        Self {
+            source: source.into(),
+            target: target.into(),
+            up_to,
+        }
+    }
+
+    /// A copy of the whole of `source` into `target`.
+    pub fn whole(source: impl Into<String>, target: impl Into<String>) -> Self {
+        Self::new(source, target, None)
+    }
+
+    /// A copy of `source` up to and including the entry `entry` into `target`.
+    pub fn up_to(source: impl Into<String>, target: impl Into<String>, entry: Uuid) -> Self {
+        Self::new(source, target, Some(entry))
+    }
+
+    /// Checks both ids, as every store does before it builds a path or a query from
+    /// them.
+    pub fn validate(&self) -> Result<(), IdError> {
+        validate_id("session", &self.source)?;
+        validate_id("session", &self.target)
+    }
+}
+
 /// Where a forked session came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkOrigin {
@@ -318,8 +358,8 @@ pub trait SessionStore: Send + Sync {
     /// writer (in this process or another) holds it.
     async fn lock(&self, session_id: &str) -> Result<WriterLock, StoreError>;
 
-    /// Copies `source` (up to and including entry `up_to`, or all of it) into a new
-    /// session `target`, with `forked_from` recorded. Atomic: a crash leaves no half
+    /// Makes the copy `fork` names (a session, whole or up to an entry, into a new
+    /// session), with `forked_from` recorded. Atomic: a crash leaves no half
     /// session. The target must not exist.
     ///
     /// The file stores return once the copy is in place; with [`Durability::Full`]
@@ -329,8 +369,7 @@ pub trait SessionStore: Send + Sync {
     /// [`FileSessionStore`](crate::FileSessionStore)).
     ///
     /// [`Durability::Full`]: crate::Durability::Full
-    async fn fork(&self, source: &str, target: &str, up_to: Option<Uuid>)
-    -> Result<(), StoreError>;
+    async fn fork(&self, fork: SessionFork) -> Result<(), StoreError>;
 
     /// Finishes what the store does in the background and lets go of what it holds:
     /// the file stores wait for their forks' data syncs, the database store for the

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use reprise_session::{
-    Durability, Entry, FileSessionStore, Message, Role, SessionKey, SessionStore,
+    Durability, Entry, FileSessionStore, Message, Role, SessionFork, SessionKey, SessionStore,
 };
 use reprise_session::{JsonlWriter, load_file};
 
@@ -261,11 +261,11 @@ async fn sessions_written_by_the_reference_python_code_load_committed_fixture() 
     // Fork up to a bare line: found by its derived uuid, bytes copied as they are.
     let store = FileSessionStore::new(dir.path());
     store
-        .fork(
+        .fork(SessionFork::up_to(
             "quest-2",
             "quest-3",
-            Some(Entry::bare_line_uuid("quest-2", 3)),
-        )
+            Entry::bare_line_uuid("quest-2", 3),
+        ))
         .await
         .unwrap();
     let source = store.load(&key("quest-2")).await.unwrap().unwrap();
@@ -314,7 +314,7 @@ async fn fork_copies_complete_lines_only_while_the_source_grows() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend_from_slice(&line(&user("c"))[..15]);
     std::fs::write(&path, &bytes).unwrap();
-    store.fork("src", "copy", None).await.unwrap();
+    store.fork(SessionFork::whole("src", "copy")).await.unwrap();
     let copy = store.transcript_path(&key("copy"));
     let copied = std::fs::read(&copy).unwrap();
     assert!(copied.ends_with(b"\n"));
