@@ -267,23 +267,50 @@ pub fn read_run_entries(
     dir: &Path,
     subagent: Option<&str>,
 ) -> Result<Option<reprise_session::Loaded>, RunError> {
-    let path = match subagent {
+    let path = run_transcript(dir, subagent)?;
+    Ok(reprise_session::parts::load_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint(dir),
+    )?)
+}
+
+/// The entries [`read_run_entries`] reads, each handed to `sink` as soon as it is
+/// read, without the `model` field of replies (which only the usage ledger reads);
+/// returns the warnings, none when the file does not exist.
+pub fn stream_run_entries(
+    dir: &Path,
+    subagent: Option<&str>,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Vec<LoadWarning>, RunError> {
+    let path = run_transcript(dir, subagent)?;
+    let warnings = reprise_session::parts::read_view_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint(dir),
+        &Cell::new(0),
+        sink,
+    )?;
+    Ok(warnings.unwrap_or_default())
+}
+
+/// The transcript of a run's conversation (`subagent` `None`) or of one subagent's.
+fn run_transcript(dir: &Path, subagent: Option<&str>) -> Result<std::path::PathBuf, RunError> {
+    Ok(match subagent {
         None => dir.join(CONVERSATION_JSONL),
         Some(name) => {
             reprise_session::validate_id("subagent", name)?;
             dir.join(crate::store::SUBAGENTS_DIR)
                 .join(format!("{name}.jsonl"))
         }
-    };
-    let session_hint = dir
-        .file_name()
+    })
+}
+
+/// What the uuids derived for bare-message lines of a run's files are named by.
+fn session_hint(dir: &Path) -> &str {
+    dir.file_name()
         .and_then(|name| name.to_str())
-        .unwrap_or("run");
-    Ok(reprise_session::parts::load_file_beneath(
-        crate::fs::run_file_root(&path),
-        &path,
-        session_hint,
-    )?)
+        .unwrap_or("run")
 }
 
 /// The names of the subagents with a transcript (`subagents/<name>.jsonl`) in the

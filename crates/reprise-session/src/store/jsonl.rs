@@ -783,6 +783,18 @@ pub fn read_view_beneath(
     read_beneath(root, path, session_id, expected, true, sink)
 }
 
+/// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink`
+/// as soon as it is in order rather than collecting them; returns the warnings, or
+/// `None` when the file does not exist.
+pub fn read_file_beneath(
+    root: &Path,
+    path: &Path,
+    session_id: &str,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Option<Vec<LoadWarning>>, StoreError> {
+    read_beneath(root, path, session_id, &Cell::new(0), false, sink)
+}
+
 /// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink`;
 /// with `lean`, as [`read_view_beneath`] does.
 fn read_beneath(
