@@ -10,7 +10,7 @@
 //! person typed that starts with `/` is kept: it is what they wrote.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use uuid::Uuid;
@@ -144,6 +144,14 @@ enum Counted {
     /// Before the first compaction: a list, as nothing searches it yet, and one map
     /// insert per entry was a good part of `reprise show` on a long conversation.
     List(Vec<(Uuid, usize)>),
+    /// Only the entries a first reading found named by a compaction's `through`
+    /// ([`CompactionMarkers::through`]): a few, however long the transcript.
+    Named {
+        /// The entries named.
+        wanted: HashSet<Uuid>,
+        /// How many messages came up to each, once it came.
+        seen: HashMap<Uuid, usize>,
+    },
     /// From the first compaction on: a map, so that each compaction is one lookup,
     /// however far back its `through` is, or when it names no entry at all (a
     /// damaged file with many such compactions would otherwise scan the history
@@ -161,6 +169,14 @@ impl Counted {
     fn push(&mut self, uuid: Uuid, seen: usize) {
         match self {
             Counted::List(list) => list.push((uuid, seen)),
+            Counted::Named {
+                wanted,
+                seen: counts,
+            } => {
+                if wanted.contains(&uuid) {
+                    counts.insert(uuid, seen);
+                }
+            }
             Counted::Map(map) => {
                 map.insert(uuid, seen);
             }
@@ -175,6 +191,7 @@ impl Counted {
         }
         match self {
             Counted::Map(map) => map.get(&uuid).copied(),
+            Counted::Named { seen, .. } => seen.get(&uuid).copied(),
             Counted::List(_) => None,
         }
     }
@@ -238,6 +255,20 @@ pub struct CompactionMarkers {
 }
 
 impl CompactionMarkers {
+    /// Markers for a transcript whose compactions name only entries among
+    /// `throughs` (their `through`, gathered by a first reading): only those are
+    /// remembered, where the others remember every entry.
+    pub fn through(throughs: HashSet<Uuid>) -> Self {
+        CompactionMarkers {
+            counted: Counted::Named {
+                wanted: throughs,
+                seen: HashMap::new(),
+            },
+            seen: 0,
+            compacted_up_to: 0,
+        }
+    }
+
     /// Counts `entry`, handed over in transcript order, and gives its marker line
     /// when it is a compaction whose `through` came before it.
     pub fn next(&mut self, entry: &Entry) -> Option<String> {

@@ -12,7 +12,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use reprise_session::{
-    CallDecision, Entry, Rewind, Role, StartedCall, awaiting_calls, decided_call, started_calls,
+    CallDecision, Compaction, Entry, Rewind, Role, StartedCall, awaiting_calls, decided_call,
+    started_calls,
 };
 use uuid::Uuid;
 
@@ -58,6 +59,8 @@ pub struct FactsReader {
     records: CallRecords,
     /// Each rewind's position, entry uuid and what it holds.
     rewinds: Vec<(usize, Uuid, Rewind)>,
+    /// The entries compactions summarised through.
+    throughs: HashSet<Uuid>,
 }
 
 impl FactsReader {
@@ -67,6 +70,9 @@ impl FactsReader {
         self.index += 1;
         let Some(message) = entry.as_message() else {
             self.records.add(entry);
+            if let Some(compaction) = Compaction::from_entry(entry) {
+                self.throughs.insert(compaction.through);
+            }
             if let Some(rewind) = Rewind::from_entry(entry) {
                 self.rewinds.push((index, entry.uuid, rewind));
             }
@@ -127,6 +133,7 @@ impl FactsReader {
             .filter_map(|(_, _, rewind)| Some((rewind.to?, None)))
             .collect();
         Facts {
+            throughs: self.throughs,
             pairs,
             used,
             records: self.records,
@@ -145,6 +152,8 @@ impl FactsReader {
 /// What the items of a conversation need to know from further on in its file.
 #[derive(Default)]
 pub struct Facts {
+    /// The entries compactions summarised through.
+    throughs: HashSet<Uuid>,
     /// Calls with their results, by reply and call.
     pairs: Vec<Pair>,
     /// The positions of the results that are shown beside their calls, in order.
@@ -277,6 +286,11 @@ impl Facts {
             .map(|(_, result)| result)
             .max()
             .unwrap_or(index)
+    }
+
+    /// The entries compactions summarised through.
+    pub fn compaction_throughs(&self) -> &HashSet<Uuid> {
+        &self.throughs
     }
 
     /// What the records say of the calls.

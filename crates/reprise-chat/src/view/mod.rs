@@ -189,7 +189,7 @@ impl<'f> Walk<'f> {
     pub fn new(facts: &'f Facts) -> Self {
         Walk {
             facts,
-            markers: CompactionMarkers::default(),
+            markers: CompactionMarkers::through(facts.compaction_throughs().clone()),
             stretch: 0,
             used: 0,
         }
