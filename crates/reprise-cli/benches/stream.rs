@@ -11,10 +11,13 @@
 //!
 //! Each shape at 100 MB and at 1 GB (`REPRISE_BENCH_STREAM_MB=N` sets the larger
 //! size), side by side in one run: the memory of a command that streams is the same
-//! at both sizes. With `REPRISE_BENCH_BEFORE=BINARY` another build of `reprise` runs
-//! the same commands at 100 MB in the same rounds (and at the larger size too with
-//! `REPRISE_BENCH_BEFORE_LARGE=1`: a build that reads the whole session takes
-//! several times its size in memory).
+//! at both sizes. Beside each export at 100 MB, the way exports were made before
+//! they streamed, in a fresh process of this bench: the run read whole
+//! (`read_run_record`), its view built (`view_of`), rendered in one text and made
+//! safe for the terminal. With `REPRISE_BENCH_BEFORE=BINARY` another build of
+//! `reprise` runs the same commands at 100 MB in the same rounds (and at the larger
+//! size too with `REPRISE_BENCH_BEFORE_LARGE=1`, as the whole-run exports: reading
+//! the whole session takes several times its size in memory).
 //!
 //! Run with `cargo bench -p reprise-cli --bench stream`. With
 //! `REPRISE_BENCH_KEEP=DIR` the runs are written under `DIR` and kept.
@@ -53,9 +56,15 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 /// returns its wall time and its peak RSS in KiB, sampled from /proc while it runs
 /// (not `ru_maxrss`, which carries this bench's own high-water mark into a child).
 fn timed(binary: &Path, cwd: &Path, args: &[&str]) -> (Duration, u64) {
+    timed_with(binary, cwd, args, &[])
+}
+
+/// [`timed`], with `envs` set for the child.
+fn timed_with(binary: &Path, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> (Duration, u64) {
     let start = Instant::now();
     let mut child = Command::new(binary)
         .args(args)
+        .envs(envs.iter().copied())
         .current_dir(cwd)
         .env("XDG_CONFIG_HOME", cwd.join("xdg"))
         .stdin(Stdio::null())
@@ -161,6 +170,16 @@ async fn make_run(runs_dir: &Path, shape: Shape, bytes: u64) -> u64 {
     len()
 }
 
+/// The one run folder of `runs_dir`.
+fn only_run(runs_dir: &Path) -> PathBuf {
+    std::fs::read_dir(runs_dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .find(|path| path.join("conversation.jsonl").exists())
+        .unwrap()
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
@@ -174,8 +193,45 @@ fn load_average() -> String {
         .join(" ")
 }
 
+/// Set in a child process of this bench: export the run folder at this path the
+/// way exports were made before they streamed, in the format of
+/// [`CHILD_WHOLE_FORMAT`], to stdout.
+const CHILD_WHOLE_DIR: &str = "REPRISE_STREAM_BENCH_WHOLE_DIR";
+const CHILD_WHOLE_FORMAT: &str = "REPRISE_STREAM_BENCH_WHOLE_FORMAT";
+
+/// The export of the run at `dir` from the run read whole, as `reprise export`
+/// wrote it to a terminal before it streamed.
+fn whole_export(dir: &Path, format: &str) {
+    use reprise_cli::display::terminal::{visible, visible_json};
+    use reprise_cli::export::{Masker, html, markdown, view_of};
+    use std::io::Write;
+    let run = reprise_runs::read_run_record(dir).unwrap();
+    let mask = Masker::new(true);
+    let text = match format {
+        "markdown" => markdown::render(&view_of(&run, None, &mask)),
+        "html" => html::render(&view_of(&run, None, &mask)),
+        _ => reprise_cli::commands::export::json_export(&run, &mask).unwrap(),
+    };
+    let shown = if format == "json" {
+        visible_json(&text)
+    } else {
+        visible(&text)
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(shown.as_bytes())
+        .unwrap();
+}
+
 #[tokio::main]
 async fn main() {
+    if let (Some(dir), Ok(format)) = (
+        std::env::var_os(CHILD_WHOLE_DIR),
+        std::env::var(CHILD_WHOLE_FORMAT),
+    ) {
+        whole_export(Path::new(&dir), &format);
+        return;
+    }
     let large_mb: u64 = std::env::var("REPRISE_BENCH_STREAM_MB")
         .ok()
         .and_then(|mb| mb.parse().ok())
@@ -221,6 +277,25 @@ async fn main() {
                         (*build, time, peak)
                     })
                     .collect();
+                let whole = args
+                    .iter()
+                    .position(|arg| *arg == "--format")
+                    .map(|at| args[at + 1])
+                    .filter(|_| mb == 100 || before_large);
+                let mut figures = figures;
+                if let Some(format) = whole {
+                    let run = only_run(&cwd.join(".run"));
+                    let (time, peak) = timed_with(
+                        &std::env::current_exe().unwrap(),
+                        &cwd,
+                        &[],
+                        &[
+                            (CHILD_WHOLE_DIR, run.to_str().unwrap()),
+                            (CHILD_WHOLE_FORMAT, format),
+                        ],
+                    );
+                    figures.push(("whole run first", time, peak));
+                }
                 for (build, time, peak) in figures {
                     line.push_str(&format!(
                         " {build} {}, peak RSS {:.1} MiB;",

@@ -70,6 +70,17 @@ impl RecordReader {
     /// so, read from the start; a run read whole gives its warnings with its
     /// conversation's.
     pub fn entries(&self, subagent: Option<&str>) -> EntryStream {
+        self.read(subagent, false)
+    }
+
+    /// [`RecordReader::entries`] for a reader that shows the conversation: replies
+    /// without their `model` field, which only the usage ledger and the JSON of the
+    /// entries read.
+    pub fn view_entries(&self, subagent: Option<&str>) -> EntryStream {
+        self.read(subagent, true)
+    }
+
+    fn read(&self, subagent: Option<&str>, lean: bool) -> EntryStream {
         match &self.source {
             Source::Folder { dir, session_id } => {
                 let path = match subagent {
@@ -79,10 +90,18 @@ impl RecordReader {
                 let session_id = session_id.clone();
                 EntryStream::read_blocking(move |sink| {
                     let root = crate::fs::run_file_root(&path);
-                    let warnings =
+                    let warnings = if lean {
+                        reprise_session::parts::read_view_beneath(
+                            root,
+                            &path,
+                            &session_id,
+                            &std::cell::Cell::new(0),
+                            sink,
+                        )
+                    } else {
                         reprise_session::parts::read_file_beneath(root, &path, &session_id, sink)
-                            .map_err(RunError::from)?;
-                    Ok(warnings.unwrap_or_default())
+                    };
+                    Ok(warnings.map_err(RunError::from)?.unwrap_or_default())
                 })
             }
             Source::Whole(record) => {

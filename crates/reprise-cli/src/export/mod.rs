@@ -5,7 +5,9 @@
 
 pub mod highlight;
 pub mod html;
+pub mod json;
 pub mod markdown;
+pub mod sink;
 pub mod usage_html;
 
 pub use reprise_chat::view::export::*;
