@@ -67,11 +67,7 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn command(cwd: &Path, args: &[&str]) -> Command {
-    command_of(Path::new(binary()), cwd, args)
-}
-
-/// [`command`] of another build of `reprise`.
+/// A command of a build of `reprise` in `cwd`, its output piped.
 fn command_of(binary: &Path, cwd: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(binary);
     command

@@ -22,8 +22,8 @@ use reprise_session::{Loaded, SessionStore, StoreError};
 use uuid::Uuid;
 
 use crate::{
-    Conversation, ConversationStream, Labels, RunError, RunFolder, RunList, RunRecord, RunStore,
-    RunSummary, SearchHit, SearchQuery, SearchRole,
+    Conversation, ConversationStream, EntryStream, Labels, RecordReader, RunError, RunFolder,
+    RunList, RunRecord, RunStore, RunSummary, SearchHit, SearchQuery, SearchRole,
 };
 
 /// What a fork made: the new run, and the store that owns the background sync of its
@@ -275,6 +275,25 @@ pub trait RunCatalog: Send + Sync {
     /// same fields where runs are kept elsewhere), its conversation's entries and
     /// each subagent's.
     async fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError>;
+
+    /// A run as [`RunCatalog::record`] reads it, its entries read as they are taken
+    /// (read whole first where runs are kept elsewhere than in folders).
+    async fn record_reader(&self, folder: &RunFolder) -> Result<RecordReader, CatalogError> {
+        Ok(RecordReader::whole(self.record(folder).await?))
+    }
+
+    /// The entries of a run's conversation (`subagent` `None`) or of one of its
+    /// subagents' transcripts as [`RunCatalog::entries`] reads them, handed over as
+    /// they are read (read whole first where runs are kept elsewhere than in
+    /// folders); none where there is no such transcript.
+    async fn stream_entries(
+        &self,
+        folder: &RunFolder,
+        subagent: Option<&str>,
+    ) -> Result<EntryStream, CatalogError> {
+        let loaded = self.entries(folder, subagent).await?.unwrap_or_default();
+        Ok(EntryStream::whole(loaded.entries, loaded.warnings))
+    }
 
     /// The names of the subagents with a transcript in a run, in order; none for a
     /// run without subagents (which costs one directory read, or one query).

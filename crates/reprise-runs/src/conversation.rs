@@ -10,7 +10,7 @@
 //! person typed that starts with `/` is kept: it is what they wrote.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use uuid::Uuid;
@@ -144,6 +144,14 @@ enum Counted {
     /// Before the first compaction: a list, as nothing searches it yet, and one map
     /// insert per entry was a good part of `reprise show` on a long conversation.
     List(Vec<(Uuid, usize)>),
+    /// Only the entries a first reading found named by a compaction's `through`
+    /// ([`CompactionMarkers::through`]): a few, however long the transcript.
+    Named {
+        /// The entries named.
+        wanted: HashSet<Uuid>,
+        /// How many messages came up to each, once it came.
+        seen: HashMap<Uuid, usize>,
+    },
     /// From the first compaction on: a map, so that each compaction is one lookup,
     /// however far back its `through` is, or when it names no entry at all (a
     /// damaged file with many such compactions would otherwise scan the history
@@ -161,6 +169,14 @@ impl Counted {
     fn push(&mut self, uuid: Uuid, seen: usize) {
         match self {
             Counted::List(list) => list.push((uuid, seen)),
+            Counted::Named {
+                wanted,
+                seen: counts,
+            } => {
+                if wanted.contains(&uuid) {
+                    counts.insert(uuid, seen);
+                }
+            }
             Counted::Map(map) => {
                 map.insert(uuid, seen);
             }
@@ -175,6 +191,7 @@ impl Counted {
         }
         match self {
             Counted::Map(map) => map.get(&uuid).copied(),
+            Counted::Named { seen, .. } => seen.get(&uuid).copied(),
             Counted::List(_) => None,
         }
     }
@@ -238,6 +255,20 @@ pub struct CompactionMarkers {
 }
 
 impl CompactionMarkers {
+    /// Markers for a transcript whose compactions name only entries among
+    /// `throughs` (their `through`, gathered by a first reading): only those are
+    /// remembered, where the others remember every entry.
+    pub fn through(throughs: HashSet<Uuid>) -> Self {
+        CompactionMarkers {
+            counted: Counted::Named {
+                wanted: throughs,
+                seen: HashMap::new(),
+            },
+            seen: 0,
+            compacted_up_to: 0,
+        }
+    }
+
     /// Counts `entry`, handed over in transcript order, and gives its marker line
     /// when it is a compaction whose `through` came before it.
     pub fn next(&mut self, entry: &Entry) -> Option<String> {
@@ -267,23 +298,50 @@ pub fn read_run_entries(
     dir: &Path,
     subagent: Option<&str>,
 ) -> Result<Option<reprise_session::Loaded>, RunError> {
-    let path = match subagent {
+    let path = run_transcript(dir, subagent)?;
+    Ok(reprise_session::parts::load_file_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint(dir),
+    )?)
+}
+
+/// The entries [`read_run_entries`] reads, each handed to `sink` as soon as it is
+/// read, without the `model` field of replies (which only the usage ledger reads);
+/// returns the warnings, none when the file does not exist.
+pub fn stream_run_entries(
+    dir: &Path,
+    subagent: Option<&str>,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Vec<LoadWarning>, RunError> {
+    let path = run_transcript(dir, subagent)?;
+    let warnings = reprise_session::parts::read_view_beneath(
+        crate::fs::run_file_root(&path),
+        &path,
+        session_hint(dir),
+        &Cell::new(0),
+        sink,
+    )?;
+    Ok(warnings.unwrap_or_default())
+}
+
+/// The transcript of a run's conversation (`subagent` `None`) or of one subagent's.
+fn run_transcript(dir: &Path, subagent: Option<&str>) -> Result<std::path::PathBuf, RunError> {
+    Ok(match subagent {
         None => dir.join(CONVERSATION_JSONL),
         Some(name) => {
             reprise_session::validate_id("subagent", name)?;
             dir.join(crate::store::SUBAGENTS_DIR)
                 .join(format!("{name}.jsonl"))
         }
-    };
-    let session_hint = dir
-        .file_name()
+    })
+}
+
+/// What the uuids derived for bare-message lines of a run's files are named by.
+fn session_hint(dir: &Path) -> &str {
+    dir.file_name()
         .and_then(|name| name.to_str())
-        .unwrap_or("run");
-    Ok(reprise_session::parts::load_file_beneath(
-        crate::fs::run_file_root(&path),
-        &path,
-        session_hint,
-    )?)
+        .unwrap_or("run")
 }
 
 /// The names of the subagents with a transcript (`subagents/<name>.jsonl`) in the

@@ -1,11 +1,12 @@
 //! A conversation handed over as it is read: [`RunCatalog::stream_conversation`]
 //! returns one, and its messages come in small batches while the reading goes on
 //! elsewhere (on the blocking pool, for run folders), so a long conversation goes
-//! through in the memory of a few batches.
+//! through in the memory of a few batches. A transcript's entries come the same
+//! way ([`EntryStream`]).
 //!
 //! [`RunCatalog::stream_conversation`]: crate::RunCatalog::stream_conversation
 
-use reprise_session::LoadWarning;
+use reprise_session::{Content, Entry, LoadWarning};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -23,10 +24,48 @@ const BATCH_BYTES: usize = 256 * 1024;
 const BATCHES_AHEAD: usize = 2;
 
 /// The messages of a conversation, as they are read; then what was skipped or
-/// repaired reading it ([`ConversationStream::finish`]).
-pub struct ConversationStream {
-    batches: Option<mpsc::Receiver<Vec<ConversationMessage>>>,
-    batch: std::vec::IntoIter<ConversationMessage>,
+/// repaired reading it ([`Batched::finish`]).
+pub type ConversationStream = Batched<ConversationMessage>;
+
+/// The entries of a transcript, as they are read; then what was skipped or
+/// repaired reading it ([`Batched::finish`]).
+pub type EntryStream = Batched<Entry>;
+
+/// What is handed over in batches: how many bytes of text it holds, about.
+pub trait Weighed {
+    /// The bytes of text it holds, about.
+    fn weight(&self) -> usize;
+}
+
+impl Weighed for ConversationMessage {
+    fn weight(&self) -> usize {
+        self.text.len()
+    }
+}
+
+impl Weighed for Entry {
+    fn weight(&self) -> usize {
+        let Some(message) = self.as_message() else {
+            return 256;
+        };
+        let text = match &message.content {
+            Some(Content::Text(text)) => text.len(),
+            _ => 256,
+        };
+        let calls: usize = message
+            .calls()
+            .iter()
+            .map(|call| call.function.arguments.len())
+            .sum();
+        text + calls
+    }
+}
+
+/// Things read elsewhere, handed over in batches as they are read; then what was
+/// skipped or repaired reading them ([`Batched::finish`]).
+pub struct Batched<T> {
+    batches: Option<mpsc::Receiver<Vec<T>>>,
+    batch: std::vec::IntoIter<T>,
     end: End,
 }
 
@@ -41,20 +80,25 @@ enum End {
 impl ConversationStream {
     /// A conversation read whole already.
     pub fn of(conversation: Conversation) -> Self {
-        ConversationStream {
+        Batched::whole(conversation.messages, conversation.warnings)
+    }
+}
+
+impl<T: Weighed + Send + 'static> Batched<T> {
+    /// Things read whole already, with the warnings of their reading.
+    pub fn whole(items: Vec<T>, warnings: Vec<LoadWarning>) -> Self {
+        Batched {
             batches: None,
-            batch: conversation.messages.into_iter(),
-            end: End::Read(conversation.warnings),
+            batch: items.into_iter(),
+            end: End::Read(warnings),
         }
     }
 
-    /// A conversation read by `read` on the blocking pool, which hands each message
-    /// to the sink it is given and returns the warnings.
+    /// Things read by `read` on the blocking pool, which hands each to the sink it
+    /// is given and returns the warnings.
     pub fn read_blocking<F>(read: F) -> Self
     where
-        F: FnOnce(&mut dyn FnMut(ConversationMessage)) -> Result<Vec<LoadWarning>, CatalogError>
-            + Send
-            + 'static,
+        F: FnOnce(&mut dyn FnMut(T)) -> Result<Vec<LoadWarning>, CatalogError> + Send + 'static,
     {
         let (sender, receiver) = mpsc::channel(BATCHES_AHEAD);
         let reading = tokio::task::spawn_blocking(move || {
@@ -66,7 +110,7 @@ impl ConversationStream {
                 if !open {
                     return;
                 }
-                bytes += message.text.len();
+                bytes += message.weight();
                 batch.push(message);
                 if batch.len() >= BATCH_MESSAGES || bytes >= BATCH_BYTES {
                     bytes = 0;
@@ -78,16 +122,16 @@ impl ConversationStream {
             }
             Ok(warnings)
         });
-        ConversationStream {
+        Batched {
             batches: Some(receiver),
             batch: Vec::new().into_iter(),
             end: End::Reading(reading),
         }
     }
 
-    /// The next message; `None` once all were read (or the reading failed: see
-    /// [`ConversationStream::finish`]).
-    pub async fn next(&mut self) -> Option<ConversationMessage> {
+    /// The next one; `None` once all were read (or the reading failed: see
+    /// [`Batched::finish`]).
+    pub async fn next(&mut self) -> Option<T> {
         loop {
             if let Some(message) = self.batch.next() {
                 return Some(message);
@@ -97,8 +141,8 @@ impl ConversationStream {
         }
     }
 
-    /// What was skipped or repaired reading the conversation, once its messages are
-    /// taken; the error when reading it failed.
+    /// What was skipped or repaired reading, once everything is taken; the error
+    /// when reading failed.
     pub async fn finish(self) -> Result<Vec<LoadWarning>, CatalogError> {
         // The reading is not waited for while its batches are not taken.
         drop(self.batches);

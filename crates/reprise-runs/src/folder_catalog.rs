@@ -13,10 +13,10 @@ use crate::catalog::{
     CatalogError, CatalogFork, RunCatalog, RunFork, RunSearch, RunSizes, TagChange, newest,
 };
 use crate::{
-    Conversation, ConversationStream, Labels, RunFolder, RunList, RunRecord, SearchHit,
-    change_tags, create_run_store, find_run_or_title, fork_run, list_runs,
-    read_conversation_with_warnings, read_labels, read_run_entries, read_run_record, search_runs,
-    set_title, stream_conversation, subagent_names, summarize_run,
+    Conversation, ConversationStream, EntryStream, Labels, RecordReader, RunError, RunFolder,
+    RunList, RunRecord, SearchHit, change_tags, create_run_store, find_run_or_title, fork_run,
+    list_runs, read_conversation_with_warnings, read_labels, read_run_entries, read_run_record,
+    search_runs, set_title, stream_conversation, stream_run_entries, subagent_names, summarize_run,
 };
 
 /// The run folders under one runs directory.
@@ -133,6 +133,26 @@ impl RunCatalog for FolderCatalog {
     async fn record(&self, folder: &RunFolder) -> Result<RunRecord, CatalogError> {
         self.in_folder(folder, |dir| Ok(read_run_record(dir)?))
             .await
+    }
+
+    async fn record_reader(&self, folder: &RunFolder) -> Result<RecordReader, CatalogError> {
+        self.in_folder(folder, |dir| Ok(RecordReader::folder(dir)?))
+            .await
+    }
+
+    async fn stream_entries(
+        &self,
+        folder: &RunFolder,
+        subagent: Option<&str>,
+    ) -> Result<EntryStream, CatalogError> {
+        let dir = folder.dir.clone();
+        let subagent = subagent.map(str::to_owned);
+        if let Some(name) = &subagent {
+            reprise_session::validate_id("subagent", name).map_err(RunError::from)?;
+        }
+        Ok(EntryStream::read_blocking(move |sink| {
+            Ok(stream_run_entries(&dir, subagent.as_deref(), sink)?)
+        }))
     }
 
     async fn subagent_names(&self, folder: &RunFolder) -> Result<Vec<String>, CatalogError> {

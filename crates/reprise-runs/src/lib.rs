@@ -58,6 +58,7 @@ mod long_record;
 mod meta;
 mod person_message;
 mod record;
+mod record_reader;
 mod recover;
 mod rewind_scan;
 mod run;
@@ -80,9 +81,9 @@ pub use command_expansion::{COMMAND_EXPANSION_MARK, is_command_expansion, mark_c
 pub use conversation::{
     CompactionMarkers, Conversation, ConversationMessage, ConversationPicker, conversation_of,
     read_conversation, read_conversation_with_warnings, read_run_entries, stream_conversation,
-    subagent_names,
+    stream_run_entries, subagent_names,
 };
-pub use conversation_stream::ConversationStream;
+pub use conversation_stream::{Batched, ConversationStream, EntryStream, Weighed};
 pub use error::{RunError, error_chain};
 pub use folder::{
     CONTEXT_WINDOW_JSON, HISTORY_LINK_WARNING, LAST_RUN, RunList, SESSION_LOG, create_run_folder,
@@ -102,6 +103,7 @@ pub use listing_redaction::{LAST_MESSAGE_CHARS, last_message_text};
 pub use meta::{SESSION_JSON, SessionJson};
 pub use person_message::{PersonMessage, shows_as_message, typed_text};
 pub use record::{RunRecord, copy_run_entries, read_run_record, read_session_record};
+pub use record_reader::RecordReader;
 pub use rewind_scan::may_hold_rewinds;
 pub use run::{PrunePlan, RunFolder, RunSummary, RunWarning};
 pub use search::{

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use reprise_session::{Entry, IoError, LoadWarning, SessionKey, SessionStore, load_file};
+use reprise_session::{Entry, LoadWarning, SessionKey, SessionStore, load_file};
 use serde_json::Value;
 
-use crate::{CONVERSATION_JSONL, RunError, SESSION_JSON, SUBAGENTS_DIR, subagent_names};
+use crate::{CONVERSATION_JSONL, RunError, SUBAGENTS_DIR};
 
 /// A run as it is kept: what [`RunCatalog::record`](crate::RunCatalog::record)
 /// reads.
@@ -29,17 +29,7 @@ pub struct RunRecord {
 /// Reads the run folder `dir`: `session.json`, the conversation, and each subagent
 /// named in `session.json` or kept in `subagents/`.
 pub fn read_run_record(dir: &Path) -> Result<RunRecord, RunError> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let meta_path = dir.join(SESSION_JSON);
-    let bytes =
-        std::fs::read(&meta_path).map_err(|source| IoError::new("read", &meta_path, source))?;
-    let session: Value = serde_json::from_slice(&bytes).map_err(|error| RunError::Format {
-        path: meta_path.clone(),
-        message: format!("not JSON: {error}"),
-    })?;
+    let (name, session, names) = crate::record_reader::record_head(dir)?;
     let id = session["sessionId"].as_str().unwrap_or_default().to_owned();
     let mut warnings = Vec::new();
     let mut load = |path: &Path| -> Result<Vec<Entry>, RunError> {
@@ -50,21 +40,8 @@ pub fn read_run_record(dir: &Path) -> Result<RunRecord, RunError> {
         Ok(loaded.entries)
     };
     let main = load(&dir.join(CONVERSATION_JSONL))?;
-    let mut names: Vec<String> = session["subagents"]
-        .as_object()
-        .map(|map| map.keys().cloned().collect())
-        .unwrap_or_default();
-    for stem in subagent_names(dir) {
-        if !names.contains(&stem) {
-            names.push(stem);
-        }
-    }
-    names.sort();
     let mut subagents = Vec::new();
     for name in names {
-        if reprise_session::validate_id("subagent", &name).is_err() {
-            continue;
-        }
         let path = dir.join(SUBAGENTS_DIR).join(format!("{name}.jsonl"));
         let entries = load(&path)?;
         subagents.push((name, entries));

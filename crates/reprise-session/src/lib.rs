@@ -31,7 +31,9 @@ pub mod parts {
     pub use crate::store::file_store::jsonl_stems;
     pub use crate::store::fork_copy::copy_lines;
     pub use crate::store::fork_sync::{ForkSyncs, without_stalling};
-    pub use crate::store::jsonl::{load_file_beneath, push_expected, read_view_beneath};
+    pub use crate::store::jsonl::{
+        load_file_beneath, push_expected, read_file_beneath, read_view_beneath,
+    };
     pub use crate::store::transcripts::{Appended, TranscriptFiles, Transcripts};
     pub use crate::store::writer_lock::{HeldLock, LockRegistry, acquire};
 }

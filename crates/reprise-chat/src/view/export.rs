@@ -271,95 +271,113 @@ fn call_notes(call: &view::Call<'_>) -> Vec<String> {
 
 /// The items of one conversation as the exports show them, every string masked.
 pub fn items_of(entries: &[Entry], mask: &Masker) -> Vec<Shown> {
-    let text = |text: &str| mask.text(text).into_owned();
     view::items_of(entries)
         .into_iter()
-        .map(|shown| {
-            let ts = shown.entry.ts;
-            let item = match shown.kind {
-                ItemKind::Person(person) => Item::User {
-                    ts,
-                    text: text(&text_of(person.message)),
-                    images: images_of(person.message),
-                    meta: person.expansion,
-                },
-                ItemKind::Reply { message, calls } => Item::Assistant {
-                    ts,
-                    reasoning: message
-                        .extra
-                        .get("reasoning_content")
-                        .or_else(|| message.extra.get("reasoning"))
-                        .and_then(Value::as_str)
-                        .filter(|reasoning| !reasoning.trim().is_empty())
-                        .map(text),
-                    text: text(&text_of(message)),
-                    calls: calls
-                        .iter()
-                        .map(|call| CallView {
-                            name: text(&call.call.function.name),
-                            arguments: text(&pretty_arguments(&call.call.function.arguments)),
-                            result: call
-                                .result
-                                .as_ref()
-                                .map(|result| text(&result.message.text())),
-                            failed: call.result.as_ref().is_some_and(|result| result.is_error),
-                            notes: call_notes(call).iter().map(|note| text(note)).collect(),
-                        })
-                        .collect(),
-                },
-                ItemKind::Result(result) => Item::Result {
-                    ts,
-                    call_id: result.message.tool_call_id.clone().unwrap_or_default(),
-                    text: text(&text_of(result.message)),
-                },
-                ItemKind::System(message) => Item::System {
-                    ts,
-                    text: text(&text_of(message)),
-                },
-                ItemKind::Compaction {
-                    summary,
-                    tokens_before,
-                    tokens_after,
-                    ..
-                } => Item::Compaction {
-                    ts,
-                    summary: text(summary),
-                    tokens_before,
-                    tokens_after,
-                },
-                ItemKind::Note { label, text: body } => Item::Note {
-                    ts,
-                    label: text(&label),
-                    text: text(&body),
-                },
-                ItemKind::Rewound { messages } => Item::Mark {
-                    ts,
-                    text: format!(
-                        "Rewound: the {} marked “rewound” below left the model's view",
-                        crate::text::counted(messages, "message", "messages")
-                    ),
-                },
-                ItemKind::Rewind { line } => Item::Mark {
-                    ts,
-                    text: text(line.trim_matches(|c| c == '─' || c == ' ')),
-                },
-                ItemKind::Stopped { reason } => Item::Mark {
-                    ts,
-                    text: format!("The turn stopped here ({})", text(&reason)),
-                },
-            };
-            Shown {
-                item,
-                rewound: shown.rewound,
-            }
-        })
+        .map(|item| shown_of(item, mask))
         .collect()
+}
+
+/// An item as the exports show it, every string masked.
+pub fn shown_of(shown: view::Item<'_>, mask: &Masker) -> Shown {
+    let text = |text: &str| mask.text(text).into_owned();
+    let ts = shown.entry.ts;
+    let item = match shown.kind {
+        ItemKind::Person(person) => Item::User {
+            ts,
+            text: text(&text_of(person.message)),
+            images: images_of(person.message),
+            meta: person.expansion,
+        },
+        ItemKind::Reply { message, calls } => Item::Assistant {
+            ts,
+            reasoning: message
+                .extra
+                .get("reasoning_content")
+                .or_else(|| message.extra.get("reasoning"))
+                .and_then(Value::as_str)
+                .filter(|reasoning| !reasoning.trim().is_empty())
+                .map(text),
+            text: text(&text_of(message)),
+            calls: calls
+                .iter()
+                .map(|call| CallView {
+                    name: text(&call.call.function.name),
+                    arguments: text(&pretty_arguments(&call.call.function.arguments)),
+                    result: call
+                        .result
+                        .as_ref()
+                        .map(|result| text(&result.message.text())),
+                    failed: call.result.as_ref().is_some_and(|result| result.is_error),
+                    notes: call_notes(call).iter().map(|note| text(note)).collect(),
+                })
+                .collect(),
+        },
+        ItemKind::Result(result) => Item::Result {
+            ts,
+            call_id: result.message.tool_call_id.clone().unwrap_or_default(),
+            text: text(&text_of(result.message)),
+        },
+        ItemKind::System(message) => Item::System {
+            ts,
+            text: text(&text_of(message)),
+        },
+        ItemKind::Compaction {
+            summary,
+            tokens_before,
+            tokens_after,
+            ..
+        } => Item::Compaction {
+            ts,
+            summary: text(summary),
+            tokens_before,
+            tokens_after,
+        },
+        ItemKind::Note { label, text: body } => Item::Note {
+            ts,
+            label: text(&label),
+            text: text(&body),
+        },
+        ItemKind::Rewound { messages } => Item::Mark {
+            ts,
+            text: format!(
+                "Rewound: the {} marked “rewound” below left the model's view",
+                crate::text::counted(messages, "message", "messages")
+            ),
+        },
+        ItemKind::Rewind { line } => Item::Mark {
+            ts,
+            text: text(line.trim_matches(|c| c == '─' || c == ' ')),
+        },
+        ItemKind::Stopped { reason } => Item::Mark {
+            ts,
+            text: format!("The turn stopped here ({})", text(&reason)),
+        },
+    };
+    Shown {
+        item,
+        rewound: shown.rewound,
+    }
+}
+
+/// What an entry gives a run's heading when it comes first: the text of a message
+/// the person typed, masked, when it is not blank.
+pub fn first_prompt(entry: &Entry, mask: &Masker) -> Option<String> {
+    let message = entry.as_message()?;
+    if message.role != reprise_session::Role::User {
+        return None;
+    }
+    let person = reprise_runs::PersonMessage::of(entry)?;
+    if person.expansion {
+        return None;
+    }
+    let text = mask.text(&text_of(person.message)).into_owned();
+    (!text.trim().is_empty()).then_some(text)
 }
 
 /// The heading of a run: the title it was given (`reprise rename`), its title in
 /// `session.json`, the title it had where it was imported from, or its first
-/// prompt, cut.
-fn title_of(given: Option<&str>, session: &Value, items: &[Shown], run: &str) -> String {
+/// prompt ([`first_prompt`]), cut.
+fn title_of(given: Option<&str>, session: &Value, first: Option<&str>, run: &str) -> String {
     let named = given
         .filter(|t| !t.trim().is_empty())
         .or_else(|| session["title"].as_str())
@@ -368,13 +386,7 @@ fn title_of(given: Option<&str>, session: &Value, items: &[Shown], run: &str) ->
     if let Some(title) = named {
         return title.trim().to_owned();
     }
-    let first = items.iter().find_map(|shown| match &shown.item {
-        Item::User {
-            text, meta: false, ..
-        } if !text.trim().is_empty() => Some(text.trim()),
-        _ => None,
-    });
-    match first {
+    match first.map(str::trim) {
         Some(text) => {
             let line = text.lines().next().unwrap_or_default();
             let cut: String = line.chars().take(TITLE_CHARS).collect();
@@ -388,37 +400,88 @@ fn title_of(given: Option<&str>, session: &Value, items: &[Shown], run: &str) ->
     }
 }
 
+/// What is shown above a run's items.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunHead {
+    /// The heading: the run's title, or its first prompt.
+    pub title: String,
+    /// Facts shown under the heading (session, source of an import…).
+    pub facts: Vec<(String, String)>,
+}
+
+/// What a run's conversation says of it, gathered from its entries in order, for
+/// its heading ([`RunHead::of`]).
+#[derive(Clone, Debug, Default)]
+pub struct HeadFacts {
+    /// The first prompt ([`first_prompt`]).
+    pub first_prompt: Option<String>,
+    /// How many messages the main conversation holds.
+    pub messages: usize,
+}
+
+impl HeadFacts {
+    /// Takes in the next entry of the main conversation.
+    pub fn push(&mut self, entry: &Entry, mask: &Masker) {
+        if entry.as_message().is_some() {
+            self.messages += 1;
+            if self.first_prompt.is_none() {
+                self.first_prompt = first_prompt(entry, mask);
+            }
+        }
+    }
+}
+
+impl RunHead {
+    /// The heading of the run `run` (its folder's name), whose `session.json` is
+    /// `session`, `given` the title it was given, with `subagents` subagents.
+    pub fn of(
+        run: &str,
+        session: &Value,
+        given: Option<&str>,
+        head: &HeadFacts,
+        subagents: usize,
+        mask: &Masker,
+    ) -> RunHead {
+        let title = mask
+            .text(&title_of(given, session, head.first_prompt.as_deref(), run))
+            .into_owned();
+        let mut facts = vec![("Run".to_owned(), run.to_owned())];
+        if let Some(id) = session["sessionId"].as_str() {
+            facts.push(("Session".to_owned(), id.to_owned()));
+        }
+        let from = &session["importedFrom"];
+        if let Some(tool) = from["tool"].as_str() {
+            let path = from["path"].as_str().unwrap_or_default();
+            facts.push((
+                "Imported from".to_owned(),
+                mask.text(&format!("{tool}: {path}")).into_owned(),
+            ));
+        }
+        if let Some(forked) = session["forkedFrom"]["session"].as_str() {
+            facts.push(("Forked from".to_owned(), forked.to_owned()));
+        }
+        facts.push(("Messages".to_owned(), head.messages.to_string()));
+        if subagents > 0 {
+            facts.push(("Subagents".to_owned(), subagents.to_string()));
+        }
+        RunHead { title, facts }
+    }
+}
+
 /// What the renderers show of a loaded run; `title` is the one it was given.
 pub fn view_of(run: &RunRecord, title: Option<&str>, mask: &Masker) -> RunView {
+    let mut head = HeadFacts::default();
+    for entry in &run.main {
+        head.push(entry, mask);
+    }
     let items = items_of(&run.main, mask);
     let subagents: Vec<(String, Vec<Shown>)> = run
         .subagents
         .iter()
         .map(|(name, entries)| (name.clone(), items_of(entries, mask)))
         .collect();
-    let title = mask
-        .text(&title_of(title, &run.session, &items, &run.name))
-        .into_owned();
-    let mut facts = vec![("Run".to_owned(), run.name.clone())];
-    if let Some(id) = run.session["sessionId"].as_str() {
-        facts.push(("Session".to_owned(), id.to_owned()));
-    }
-    let from = &run.session["importedFrom"];
-    if let Some(tool) = from["tool"].as_str() {
-        let path = from["path"].as_str().unwrap_or_default();
-        facts.push((
-            "Imported from".to_owned(),
-            mask.text(&format!("{tool}: {path}")).into_owned(),
-        ));
-    }
-    if let Some(forked) = run.session["forkedFrom"]["session"].as_str() {
-        facts.push(("Forked from".to_owned(), forked.to_owned()));
-    }
-    let messages = run.main.iter().filter(|e| e.as_message().is_some()).count();
-    facts.push(("Messages".to_owned(), messages.to_string()));
-    if !subagents.is_empty() {
-        facts.push(("Subagents".to_owned(), subagents.len().to_string()));
-    }
+    let RunHead { title, facts } =
+        RunHead::of(&run.name, &run.session, title, &head, subagents.len(), mask);
     RunView {
         title,
         run: run.name.clone(),
@@ -468,44 +531,49 @@ pub struct ReplyView<'a> {
 /// Writes `items` through `writer`, in order.
 pub fn write_items(items: &[Shown], writer: &mut dyn ItemWriter) {
     for shown in items {
-        if shown.rewound {
-            writer.rewound(true);
-        }
-        match &shown.item {
-            Item::User {
-                ts,
-                text,
-                meta: true,
-                ..
-            } => writer.program_text(*ts, text),
-            Item::User {
-                ts, text, images, ..
-            } => writer.user(*ts, text, images),
-            Item::Assistant {
-                ts,
-                reasoning,
-                text,
-                calls,
-            } => writer.assistant(ReplyView {
-                ts: *ts,
-                reasoning: reasoning.as_deref(),
-                text,
-                calls,
-            }),
-            Item::Result { ts, call_id, text } => writer.result(*ts, call_id, text),
-            Item::System { ts, text } => writer.system(*ts, text),
-            Item::Compaction {
-                ts,
-                summary,
-                tokens_before,
-                tokens_after,
-            } => writer.compaction(*ts, summary, &tokens_note(*tokens_before, *tokens_after)),
-            Item::Mark { ts, text } => writer.mark(*ts, text),
-            Item::Note { ts, label, text } => writer.note(*ts, label, text),
-        }
-        if shown.rewound {
-            writer.rewound(false);
-        }
+        write_item(shown, writer);
+    }
+}
+
+/// Writes one item through `writer`.
+pub fn write_item(shown: &Shown, writer: &mut dyn ItemWriter) {
+    if shown.rewound {
+        writer.rewound(true);
+    }
+    match &shown.item {
+        Item::User {
+            ts,
+            text,
+            meta: true,
+            ..
+        } => writer.program_text(*ts, text),
+        Item::User {
+            ts, text, images, ..
+        } => writer.user(*ts, text, images),
+        Item::Assistant {
+            ts,
+            reasoning,
+            text,
+            calls,
+        } => writer.assistant(ReplyView {
+            ts: *ts,
+            reasoning: reasoning.as_deref(),
+            text,
+            calls,
+        }),
+        Item::Result { ts, call_id, text } => writer.result(*ts, call_id, text),
+        Item::System { ts, text } => writer.system(*ts, text),
+        Item::Compaction {
+            ts,
+            summary,
+            tokens_before,
+            tokens_after,
+        } => writer.compaction(*ts, summary, &tokens_note(*tokens_before, *tokens_after)),
+        Item::Mark { ts, text } => writer.mark(*ts, text),
+        Item::Note { ts, label, text } => writer.note(*ts, label, text),
+    }
+    if shown.rewound {
+        writer.rewound(false);
     }
 }
 

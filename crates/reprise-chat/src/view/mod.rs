@@ -16,20 +16,21 @@
 //! each of the agent's events.
 
 pub mod export;
+pub mod facts;
 pub mod live;
 pub mod redraw;
-
-use std::collections::{HashMap, VecDeque};
+pub mod stream;
+#[cfg(test)]
+mod stream_tests;
 
 use reprise_runs::{CompactionMarkers, PersonMessage};
-use reprise_session::{
-    AfterCrash, CallDecision, Entry, Message, Rewind, Role, StartedCall, ToolCall, awaiting_calls,
-    decided_call, rewound, started_calls,
-};
+use reprise_session::{AfterCrash, CallDecision, Entry, Message, Rewind, Role, ToolCall};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::text::{counted, one_line, shorten};
+use crate::text::counted;
+use facts::CallRecords;
+pub use facts::{Facts, FactsReader, counts_as_message};
 
 /// One thing a reader sees, in conversation order.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,54 +158,84 @@ impl Call<'_> {
     }
 }
 
-/// Whether `entry` counts as one message of those a rewind takes out of the
-/// model's view: every message (the person's, replies, tool calls and results),
-/// as the model is sent them. The chat's preview, its line after a rewind and
-/// `reprise show` count with this.
-pub fn counts_as_message(entry: &Entry) -> bool {
-    entry.as_message().is_some()
-}
-
 /// The items of one conversation, in order: each call beside its result (the first
 /// result after it that answers its id) and its records.
 pub fn items_of(entries: &[Entry]) -> Vec<Item<'_>> {
-    let hidden = rewound(entries);
-    let records = CallRecords::of(entries);
-    let mut results: HashMap<&str, VecDeque<usize>> = HashMap::new();
-    for (index, entry) in entries.iter().enumerate() {
-        if let Some(message) = entry.as_message()
-            && message.role == Role::Tool
-            && let Some(id) = message.tool_call_id.as_deref()
-        {
-            results.entry(id).or_default().push_back(index);
-        }
-    }
-    let mut used = vec![false; entries.len()];
-    let mut markers = CompactionMarkers::default();
+    let facts = Facts::of(entries);
+    let mut walk = Walk::new(&facts);
     let mut items = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
-        let marker = markers.next(entry);
-        if used[index] {
-            continue;
+        walk.items_at(index, entry, &|at| entries.get(at), &mut |item| {
+            items.push(item)
+        });
+    }
+    items
+}
+
+/// Draws the items of a conversation's entries, handed over in order, from the
+/// [`Facts`] a first reading gathered: the one way from entries to items, for a
+/// conversation held whole ([`items_of`]) or read as it goes ([`stream`]).
+pub struct Walk<'f> {
+    facts: &'f Facts,
+    markers: CompactionMarkers,
+    /// The first of the stretches out of view not yet behind.
+    stretch: usize,
+    /// The first of the used results not yet behind.
+    used: usize,
+}
+
+impl<'f> Walk<'f> {
+    /// A walk from the start of the conversation `facts` speak of.
+    pub fn new(facts: &'f Facts) -> Self {
+        Walk {
+            facts,
+            markers: CompactionMarkers::through(facts.compaction_throughs().clone()),
+            stretch: 0,
+            used: 0,
         }
-        if hidden[index] && (index == 0 || !hidden[index - 1]) {
-            let messages = entries[index..]
-                .iter()
-                .zip(&hidden[index..])
-                .take_while(|(_, hidden)| **hidden)
-                .filter(|(entry, _)| counts_as_message(entry))
-                .count();
+    }
+
+    /// Hands the items of the entry at `index` to `emit`; `entry_at` gives the
+    /// entries its calls' results are ([`Facts::needs_until`] says how far).
+    pub fn items_at<'a>(
+        &mut self,
+        index: usize,
+        entry: &'a Entry,
+        entry_at: &dyn Fn(usize) -> Option<&'a Entry>,
+        emit: &mut dyn FnMut(Item<'a>),
+    ) {
+        let marker = self.markers.next(entry);
+        let used = self.facts.used();
+        while used.get(self.used).is_some_and(|&at| at < index) {
+            self.used += 1;
+        }
+        if used.get(self.used) == Some(&index) {
+            return;
+        }
+        let stretches = self.facts.stretches();
+        while stretches.get(self.stretch).is_some_and(|s| s.end <= index) {
+            self.stretch += 1;
+        }
+        let stretch = stretches
+            .get(self.stretch)
+            .filter(|stretch| stretch.start <= index);
+        let hidden = stretch.is_some();
+        if let Some(stretch) = stretch
+            && stretch.start == index
+        {
             // The line about the stretch is not itself out of view.
-            items.push(Item {
+            emit(Item {
                 entry,
                 rewound: false,
-                kind: ItemKind::Rewound { messages },
+                kind: ItemKind::Rewound {
+                    messages: stretch.messages,
+                },
             });
         }
         let kind = match entry.as_message() {
-            None => match other_kind(entry, entries, marker) {
+            None => match other_kind(entry, self.facts, marker) {
                 Some(kind) => kind,
-                None => continue,
+                None => return,
             },
             Some(message) => match message.role {
                 Role::User => match PersonMessage::of(entry) {
@@ -212,39 +243,34 @@ pub fn items_of(entries: &[Entry]) -> Vec<Item<'_>> {
                     None => ItemKind::System(message),
                 },
                 Role::Assistant => {
+                    let mut results = self.facts.results_of(index).peekable();
                     let calls = message
                         .calls()
                         .iter()
-                        .map(|call| {
-                            let result = results.get_mut(call.id.as_str()).and_then(|queue| {
-                                while queue.front().is_some_and(|&j| j < index || used[j]) {
-                                    queue.pop_front();
-                                }
-                                queue.pop_front()
-                            });
-                            let result = result.and_then(|j| {
-                                used[j] = true;
-                                call_result(&entries[j])
-                            });
-                            records.call(entry.uuid, call, result)
+                        .enumerate()
+                        .map(|(place, call)| {
+                            let result = results
+                                .next_if(|(of, _)| *of == place)
+                                .and_then(|(_, at)| entry_at(at))
+                                .and_then(call_result);
+                            self.facts.records().call(entry.uuid, call, result)
                         })
                         .collect();
                     ItemKind::Reply { message, calls }
                 }
                 Role::Tool => match call_result(entry) {
                     Some(result) => ItemKind::Result(result),
-                    None => continue,
+                    None => return,
                 },
                 _ => ItemKind::System(message),
             },
         };
-        items.push(Item {
+        emit(Item {
             entry,
-            rewound: hidden[index],
+            rewound: hidden,
             kind,
         });
     }
-    items
 }
 
 fn call_result(entry: &Entry) -> Option<CallResult<'_>> {
@@ -265,11 +291,7 @@ fn call_result(entry: &Entry) -> Option<CallResult<'_>> {
 
 /// The item of an entry that holds no message, if it shows as one. Start and
 /// approval records show as the state of their calls, not here.
-fn other_kind<'a>(
-    entry: &'a Entry,
-    entries: &[Entry],
-    marker: Option<String>,
-) -> Option<ItemKind<'a>> {
+fn other_kind<'a>(entry: &'a Entry, facts: &Facts, marker: Option<String>) -> Option<ItemKind<'a>> {
     let kind = entry.kind.as_deref().unwrap_or_default();
     let field = |name: &str| entry.extra.get(name).and_then(Value::as_str);
     match kind {
@@ -286,7 +308,7 @@ fn other_kind<'a>(
             marker,
         }),
         reprise_session::REWIND_KIND => Some(ItemKind::Rewind {
-            line: rewind_line(&Rewind::from_entry(entry)?, entries),
+            line: rewind_line(&Rewind::from_entry(entry)?, facts),
         }),
         "note" => Some(ItemKind::Note {
             label: match field("from") {
@@ -307,7 +329,7 @@ fn other_kind<'a>(
 }
 
 /// What a rewind entry did, in a line.
-fn rewind_line(rewind: &Rewind, entries: &[Entry]) -> String {
+fn rewind_line(rewind: &Rewind, facts: &Facts) -> String {
     if rewind.undoes.is_some() {
         let files = if rewind.files.is_some() {
             "; the files went back too"
@@ -323,15 +345,8 @@ fn rewind_line(rewind: &Rewind, entries: &[Entry]) -> String {
     } else {
         "the conversation only"
     };
-    let message = rewind.to.and_then(|to| {
-        let entry = entries.iter().find(|entry| entry.uuid == to)?;
-        Some(entry.as_message()?.text())
-    });
-    match message {
-        Some(text) => format!(
-            "── rewind to just before “{}”: {files} ──",
-            shorten(&one_line(&text), 60)
-        ),
+    match rewind.to.and_then(|to| facts.target_text(to)) {
+        Some(line) => format!("── rewind to just before “{line}”: {files} ──"),
         None if rewind.files.is_some() => {
             "── rewind of the files only: the conversation stays ──".to_owned()
         }
@@ -347,39 +362,7 @@ pub fn rewound_line(messages: usize) -> String {
     )
 }
 
-/// The start, approval and decision records of a conversation, by call.
-#[derive(Default)]
-struct CallRecords {
-    started: HashMap<(Uuid, String), StartedCall>,
-    checkpoints: HashMap<(Uuid, String), String>,
-    waited: HashMap<(Uuid, String), ()>,
-    decided: HashMap<(Uuid, String), CallDecision>,
-}
-
 impl CallRecords {
-    fn of(entries: &[Entry]) -> CallRecords {
-        let mut records = CallRecords::default();
-        for entry in entries.iter().filter(|entry| entry.message.is_none()) {
-            let checkpoint = reprise_session::checkpoint_of(entry).map(str::to_owned);
-            for call in started_calls(entry) {
-                let key = (call.entry, call.tool_call_id.clone());
-                if let Some(checkpoint) = &checkpoint {
-                    records.checkpoints.insert(key.clone(), checkpoint.clone());
-                }
-                records.started.insert(key, call);
-            }
-            for call in awaiting_calls(entry) {
-                records.waited.insert((call.entry, call.tool_call_id), ());
-            }
-            if let Some(decided) = decided_call(entry) {
-                records
-                    .decided
-                    .insert((decided.entry, decided.tool_call_id), decided.decision);
-            }
-        }
-        records
-    }
-
     fn call<'a>(
         &self,
         reply: Uuid,
@@ -395,7 +378,7 @@ impl CallRecords {
                 rerun: started.rerun,
                 checkpoint: self.checkpoints.get(&key).cloned(),
             }),
-            waited: self.waited.contains_key(&key),
+            waited: self.waited.contains(&key),
             decision: self.decided.get(&key).cloned(),
         }
     }
@@ -404,7 +387,7 @@ impl CallRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reprise_session::{Message, ToolCall, tool_start_entry, turn_stopped_entry};
+    use reprise_session::{Message, StartedCall, ToolCall, tool_start_entry, turn_stopped_entry};
 
     fn kinds(items: &[Item<'_>]) -> Vec<String> {
         items

@@ -303,89 +303,175 @@ impl StreamedShow for ConversationJson<'_> {
     }
 }
 
-/// `show` of the conversation read whole: with `tools`, each call after the
-/// reply that made it (`⚙ name arguments`), its result under it (`↳` the first line,
-/// `✗` for a failure), as the chat draws them; with `subagents`, a call to a subagent
-/// with all its work instead. Arguments and results pass the redactor. What a
-/// rewind took out of the model's view is marked, and each rewind says what it did.
+/// `show` of the conversation's items: with `tools`, each call after the reply that
+/// made it (`⚙ name arguments`), its result under it (`↳` the first line, `✗` for a
+/// failure), as the chat draws them; with `subagents`, a call to a subagent with all
+/// its work instead. Arguments and results pass the redactor. What a rewind took
+/// out of the model's view is marked, and each rewind says what it did.
+///
+/// Without `subagents` the conversation is read twice as it goes (first for what
+/// its items need from further on), a few entries held at a time; with them, whole.
 async fn show_entries(
     source: &dyn RunCatalog,
     run: &RunFolder,
     options: ShowOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
-    use reprise_chat::view::ItemKind;
-    let loaded = source.entries(run, None).await?.unwrap_or_default();
     let redactor = reprise_redact::Redactor::new().with_env_secrets();
-    let calls = if options.subagents {
-        reprise_chat::subagents::past_calls_of(source, run, &loaded.entries).await?
+    let mut writer = if options.json {
+        ShowWriter::Json(ConversationJson::new(out))
     } else {
-        Vec::new()
+        ShowWriter::Text(ConversationText::new(out))
     };
-    let delegated: std::collections::HashMap<&str, reprise_chat::subagents::PastCall> = calls
-        .iter()
-        .map(|call| (call.id.as_str(), call.redacted(&redactor)))
-        .collect();
-    let mut rows: Vec<ShownRow> = Vec::new();
-    for item in reprise_chat::view::items_of(&loaded.entries) {
-        let rewound = item.rewound;
-        let message = |role: Role, text: String| {
-            (!text.trim().is_empty()).then_some(ShownRow::Message(
-                ConversationMessage { role, text },
-                rewound,
-            ))
-        };
-        match item.kind {
-            ItemKind::Person(person) => rows.extend(
-                person
-                    .typed_text()
-                    .and_then(|text| message(Role::User, text)),
-            ),
-            ItemKind::Reply {
-                message: reply,
-                calls,
-            } => {
-                rows.extend(message(Role::Assistant, reply.text()));
-                let mut results = Vec::new();
-                for call in calls {
-                    if let Some(past) = delegated.get(call.call.id.as_str()) {
-                        rows.push(ShownRow::Subagent(past.clone(), rewound));
-                        continue;
-                    }
-                    if !options.tools {
-                        continue;
-                    }
-                    rows.push(ShownRow::Call {
-                        id: call.call.id.clone(),
-                        name: call.call.function.name.clone(),
-                        arguments: redactor.redact(&call.call.function.arguments).into_owned(),
-                        rewound,
-                    });
-                    results.extend(
-                        call.result
-                            .map(|result| shown_result(&redactor, &result, rewound)),
-                    );
+    let mut failed = None;
+    let warnings = if options.subagents {
+        let loaded = source.entries(run, None).await?.unwrap_or_default();
+        let calls = reprise_chat::subagents::past_calls_of(source, run, &loaded.entries).await?;
+        let delegated: std::collections::HashMap<&str, reprise_chat::subagents::PastCall> = calls
+            .iter()
+            .map(|call| (call.id.as_str(), call.redacted(&redactor)))
+            .collect();
+        for item in reprise_chat::view::items_of(&loaded.entries) {
+            rows_of_item(item, options, &delegated, &redactor, &mut |row| {
+                if failed.is_none() {
+                    failed = writer.write(&row).err();
                 }
-                rows.extend(results);
-            }
-            ItemKind::Result(result) if options.tools => {
-                rows.push(shown_result(&redactor, &result, rewound))
-            }
-            ItemKind::Compaction {
-                marker: Some(marker),
-                ..
-            } => rows.extend(message(Role::System, marker)),
-            ItemKind::Rewound { messages } => {
-                rows.push(ShownRow::Mark(reprise_chat::view::rewound_line(messages)))
-            }
-            ItemKind::Rewind { line } => rows.push(ShownRow::Mark(line)),
-            _ => {}
+            });
         }
+        loaded.warnings
+    } else {
+        let facts = read_facts(source, run).await?;
+        let delegated = std::collections::HashMap::new();
+        let mut items = reprise_chat::view::stream::ItemStream::new(&facts);
+        let mut emit = |item: reprise_chat::view::Item<'_>| {
+            rows_of_item(item, options, &delegated, &redactor, &mut |row| {
+                if failed.is_none() {
+                    failed = writer.write(&row).err();
+                }
+            });
+        };
+        let mut entries = source.stream_entries(run, None).await?;
+        while let Some(entry) = entries.next().await {
+            items.push(entry, &mut emit);
+        }
+        items.finish(&mut emit);
+        entries.finish().await?
+    };
+    if let Some(error) = failed {
+        return Err(error);
     }
-    if options.json {
-        let mut writer = ConversationJson::new(out);
-        for row in &rows {
-            match row {
+    writer.finish()?;
+    for warning in &warnings {
+        eprint_line(&format!("warning: {warning}"));
+    }
+    Ok(())
+}
+
+/// The facts of a run's conversation ([`reprise_chat::view::Facts`]), read as it
+/// goes: once, twice when it holds rewinds.
+async fn read_facts(source: &dyn RunCatalog, run: &RunFolder) -> Result<reprise_chat::view::Facts> {
+    let mut reader = reprise_chat::view::FactsReader::default();
+    let mut entries = source.stream_entries(run, None).await?;
+    while let Some(entry) = entries.next().await {
+        reader.push(&entry);
+    }
+    entries.finish().await?;
+    let mut facts = reader.finish();
+    if facts.wants_targets() {
+        let mut entries = source.stream_entries(run, None).await?;
+        while let Some(entry) = entries.next().await {
+            facts.push_target(&entry);
+        }
+        entries.finish().await?;
+        facts.end_targets();
+    }
+    Ok(facts)
+}
+
+/// Hands the rows `show` prints for `item` to `push`; calls made by `delegated`
+/// subagents show as their work.
+fn rows_of_item(
+    item: reprise_chat::view::Item<'_>,
+    options: ShowOptions,
+    delegated: &std::collections::HashMap<&str, reprise_chat::subagents::PastCall>,
+    redactor: &reprise_redact::Redactor,
+    push: &mut dyn FnMut(ShownRow),
+) {
+    use reprise_chat::view::ItemKind;
+    let rewound = item.rewound;
+    let message = |role: Role, text: String| {
+        (!text.trim().is_empty()).then_some(ShownRow::Message(
+            ConversationMessage { role, text },
+            rewound,
+        ))
+    };
+    match item.kind {
+        ItemKind::Person(person) => {
+            if let Some(row) = person
+                .typed_text()
+                .and_then(|text| message(Role::User, text))
+            {
+                push(row);
+            }
+        }
+        ItemKind::Reply {
+            message: reply,
+            calls,
+        } => {
+            if let Some(row) = message(Role::Assistant, reply.text()) {
+                push(row);
+            }
+            let mut results = Vec::new();
+            for call in calls {
+                if let Some(past) = delegated.get(call.call.id.as_str()) {
+                    push(ShownRow::Subagent(past.clone(), rewound));
+                    continue;
+                }
+                if !options.tools {
+                    continue;
+                }
+                push(ShownRow::Call {
+                    id: call.call.id.clone(),
+                    name: call.call.function.name.clone(),
+                    arguments: redactor.redact(&call.call.function.arguments).into_owned(),
+                    rewound,
+                });
+                results.extend(
+                    call.result
+                        .map(|result| shown_result(redactor, &result, rewound)),
+                );
+            }
+            for row in results {
+                push(row);
+            }
+        }
+        ItemKind::Result(result) if options.tools => push(shown_result(redactor, &result, rewound)),
+        ItemKind::Compaction {
+            marker: Some(marker),
+            ..
+        } => {
+            if let Some(row) = message(Role::System, marker) {
+                push(row);
+            }
+        }
+        ItemKind::Rewound { messages } => {
+            push(ShownRow::Mark(reprise_chat::view::rewound_line(messages)))
+        }
+        ItemKind::Rewind { line } => push(ShownRow::Mark(line)),
+        _ => {}
+    }
+}
+
+/// What `show` of the items writes its rows through: their JSON or their text.
+enum ShowWriter<'o> {
+    Json(ConversationJson<'o>),
+    Text(ConversationText<'o>),
+}
+
+impl ShowWriter<'_> {
+    fn write(&mut self, row: &ShownRow) -> Result<()> {
+        match self {
+            ShowWriter::Json(writer) => match row {
                 ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
                 // The JSON keeps its rows: a rewound message says so itself.
                 ShownRow::Mark(_) => {}
@@ -415,13 +501,8 @@ async fn show_entries(
                     }
                     writer.push_row(&marked(row, *rewound))?;
                 }
-            }
-        }
-        writer.finish()?;
-    } else {
-        let mut writer = ConversationText::new(out);
-        for row in &rows {
-            match row {
+            },
+            ShowWriter::Text(writer) => match row {
                 ShownRow::Message(message, rewound) => writer.push_marked(message, *rewound),
                 ShownRow::Mark(line) => writer.push_tool_line(&format!("{line}\n")),
                 ShownRow::Subagent(call, rewound) => {
@@ -455,14 +536,17 @@ async fn show_entries(
                     let more = reprise_chat::text::more_lines(more);
                     writer.push_tool_lines(&format!("  {marker} {first}{more}\n"), *rewound);
                 }
-            }
+            },
         }
-        writer.finish()?;
+        Ok(())
     }
-    for warning in &loaded.warnings {
-        eprint_line(&format!("warning: {warning}"));
+
+    fn finish(self) -> Result<()> {
+        match self {
+            ShowWriter::Json(writer) => writer.finish(),
+            ShowWriter::Text(writer) => writer.finish(),
+        }
     }
-    Ok(())
 }
 
 /// One thing `show` with the tool calls prints, in order.

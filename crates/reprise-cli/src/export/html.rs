@@ -14,7 +14,9 @@ use super::highlight::highlight;
 use super::markdown::escape_html;
 use jiff::Timestamp;
 
-use super::{CallView, ItemWriter, ReplyView, RunView, Shown, show_ts, write_items};
+use super::{
+    CallView, ItemWriter, Page, PageItems, ReplyView, RunHead, RunView, render_view, show_ts,
+};
 
 pub(crate) const STYLE: &str = r#"
 :root { color-scheme: light; }
@@ -339,45 +341,63 @@ impl ItemWriter for Items<'_> {
     }
 }
 
-fn items(out: &mut String, items: &[Shown]) {
-    write_items(items, &mut Items { out });
+impl PageItems for Items<'_> {
+    fn out(&mut self) -> &mut String {
+        self.out
+    }
 }
 
-/// The run as one HTML page.
-pub fn render(view: &RunView) -> String {
-    let mut out = String::with_capacity(64 * 1024);
-    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    out.push_str(
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n",
-    );
-    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    out.push_str(&format!("<title>{}</title>\n", escape_html(&view.title)));
-    out.push_str(&format!(
-        "<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
-    ));
-    out.push_str(&format!(
-        "<h1>{}</h1>\n<table class=\"facts\">\n",
-        escape_html(&view.title)
-    ));
-    for (name, value) in &view.facts {
+/// One HTML page.
+pub struct Html;
+
+impl Page for Html {
+    fn head(&self, out: &mut String, head: &RunHead) {
+        out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+        out.push_str(
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n",
+        );
+        out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+        out.push_str(&format!("<title>{}</title>\n", escape_html(&head.title)));
         out.push_str(&format!(
-            "<tr><th>{}</th><td>{}</td></tr>\n",
-            escape_html(name),
-            escape_html(value)
+            "<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
         ));
+        out.push_str(&format!(
+            "<h1>{}</h1>\n<table class=\"facts\">\n",
+            escape_html(&head.title)
+        ));
+        for (name, value) in &head.facts {
+            out.push_str(&format!(
+                "<tr><th>{}</th><td>{}</td></tr>\n",
+                escape_html(name),
+                escape_html(value)
+            ));
+        }
+        out.push_str("</table>\n");
     }
-    out.push_str("</table>\n");
-    items(&mut out, &view.items);
-    for (name, subagent) in &view.subagents {
+
+    fn items<'o>(&self, out: &'o mut String, _subagent: bool) -> Box<dyn PageItems + 'o> {
+        Box::new(Items { out })
+    }
+
+    fn subagent_start(&self, out: &mut String, name: &str) {
         out.push_str(&format!(
             "<section class=\"subagent\">\n<h2>Subagent <code>{}</code></h2>\n",
             escape_html(name)
         ));
-        items(&mut out, subagent);
+    }
+
+    fn subagent_end(&self, out: &mut String) {
         out.push_str("</section>\n");
     }
-    out.push_str("</main>\n</body>\n</html>\n");
-    out
+
+    fn tail(&self, out: &mut String) {
+        out.push_str("</main>\n</body>\n</html>\n");
+    }
+}
+
+/// The run as one HTML page.
+pub fn render(view: &RunView) -> String {
+    render_view(&Html, view)
 }
 
 #[cfg(test)]

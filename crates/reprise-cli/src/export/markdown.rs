@@ -8,7 +8,9 @@ use pulldown_cmark::{Event, Options, Parser};
 
 use jiff::Timestamp;
 
-use super::{CallView, ItemWriter, ReplyView, RunView, Shown, show_ts, write_items};
+use super::{
+    CallView, ItemWriter, Page, PageItems, ReplyView, RunHead, RunView, render_view, show_ts,
+};
 use reprise_chat::text::one_line;
 
 /// `text` as HTML text or a quoted attribute value: `&`, `<`, `>` and quotes
@@ -238,37 +240,52 @@ impl ItemWriter for Items<'_> {
     }
 }
 
-fn items(out: &mut String, items: &[Shown], level: usize) {
-    let mut writer = Items {
-        out,
-        hashes: "#".repeat(level),
-        rewound: "",
-    };
-    write_items(items, &mut writer);
+impl PageItems for Items<'_> {
+    fn out(&mut self) -> &mut String {
+        self.out
+    }
+}
+
+/// Markdown that reads well on GitHub.
+pub struct Markdown;
+
+impl Page for Markdown {
+    fn head(&self, out: &mut String, head: &RunHead) {
+        out.push_str(&format!(
+            "# {}\n\n",
+            neutralize_html(&one_line(&head.title))
+        ));
+        out.push_str("| | |\n|---|---|\n");
+        for (name, value) in &head.facts {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                name,
+                escape_html(value).replace('|', "\\|")
+            ));
+        }
+        out.push('\n');
+    }
+
+    fn items<'o>(&self, out: &'o mut String, subagent: bool) -> Box<dyn PageItems + 'o> {
+        Box::new(Items {
+            out,
+            hashes: "#".repeat(if subagent { 3 } else { 2 }),
+            rewound: "",
+        })
+    }
+
+    fn subagent_start(&self, out: &mut String, name: &str) {
+        out.push_str(&format!("## Subagent `{}`\n\n", name.replace('`', "'")));
+    }
+
+    fn subagent_end(&self, _out: &mut String) {}
+
+    fn tail(&self, _out: &mut String) {}
 }
 
 /// The run as Markdown.
 pub fn render(view: &RunView) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "# {}\n\n",
-        neutralize_html(&one_line(&view.title))
-    ));
-    out.push_str("| | |\n|---|---|\n");
-    for (name, value) in &view.facts {
-        out.push_str(&format!(
-            "| {} | {} |\n",
-            name,
-            escape_html(value).replace('|', "\\|")
-        ));
-    }
-    out.push('\n');
-    items(&mut out, &view.items, 2);
-    for (name, subagent) in &view.subagents {
-        out.push_str(&format!("## Subagent `{}`\n\n", name.replace('`', "'")));
-        items(&mut out, subagent, 3);
-    }
-    out
+    render_view(&Markdown, view)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::support::Sandbox;
+use reprise_testkit::assert_contains;
 
 /// A GitHub token in the shape the redactor knows.
 const TOKEN: &str = "ghp_R2d2C3poL8k5Xw9Qv1Zt7Ym4Nb6Jh0Fs3Ea1";
@@ -431,4 +432,225 @@ async fn a_huge_run_name_is_cut_in_the_error() {
             out.stderr
         );
     }
+}
+
+/// A run whose items need what comes after them: calls answered, waiting, denied,
+/// allowed after a wait, started without a result, a result without its call, a
+/// compaction, two rewinds and the undo of one, a note, a stopped turn; and a
+/// subagent's transcript.
+async fn run_of_every_state(runs_dir: &Path) -> PathBuf {
+    use reprise_session::{
+        AwaitingCall, CallDecision, Compaction, DecidedCall, Rewind, StartedCall,
+        approval_decision_entry, approval_pending_entry, tool_start_entry, turn_stopped_entry,
+    };
+    let folder = create_run_folder(runs_dir).unwrap();
+    let store = create_run_store(&folder.dir);
+    let session = "0193c0de-7d1a-7c3e-9a51-2f4b8e0c1d2b";
+    let key = SessionKey::session(session).unwrap();
+    let ask = Entry::message(Message::user("Fix the tests, please."));
+    let reply = Entry::message(Message::assistant_tool_calls(
+        Some("Looking.".to_owned()),
+        ["c1", "c2", "c3", "c4", "c5"]
+            .iter()
+            .map(|id| ToolCall::function(*id, "run_command", r#"{"command":"cargo test"}"#))
+            .collect(),
+    ));
+    let started = |id: &str| StartedCall {
+        entry: reply.uuid,
+        tool_call_id: id.to_owned(),
+        tool: "run_command".to_owned(),
+        allowed_by: "--yes".to_owned(),
+        idempotency_key: format!("key-{id}"),
+        rerun: id == "c4",
+    };
+    let awaiting = |id: &str| AwaitingCall {
+        entry: reply.uuid,
+        tool_call_id: id.to_owned(),
+        tool: "run_command".to_owned(),
+        arguments_hash: reprise_session::arguments_hash(r#"{"command":"cargo test"}"#),
+    };
+    let decided = |id: &str, decision: CallDecision| DecidedCall {
+        entry: reply.uuid,
+        tool_call_id: id.to_owned(),
+        arguments_hash: reprise_session::arguments_hash(r#"{"command":"cargo test"}"#),
+        decided_by: "the person".to_owned(),
+        decision,
+    };
+    let first_result = Entry::message(Message::tool("c1", "ok: 12 passed\nsecond line"));
+    let second = Entry::message(Message::user("Now the docs."));
+    let third = Entry::message(Message::user("Or the README."));
+    let back_to_third = Rewind {
+        to: Some(third.uuid),
+        files: None,
+        undo: None,
+        undoes: None,
+    }
+    .to_entry();
+    let mut entries = vec![
+        ask,
+        reply.clone(),
+        tool_start_entry(&[started("c1"), started("c4"), started("c5")]),
+        approval_pending_entry(&[awaiting("c2"), awaiting("c3"), awaiting("c5")]),
+        approval_decision_entry(&decided(
+            "c3",
+            CallDecision::Deny {
+                reason: "not now".to_owned(),
+            },
+        )),
+        approval_decision_entry(&decided("c5", CallDecision::Allow)),
+        first_result.clone(),
+        Entry::message(Message::tool("c5", "ok")),
+        Entry::message(Message::tool("c9", "a result of no call")),
+        Compaction {
+            summary: "The tests were fixed.".to_owned(),
+            through: first_result.uuid,
+            tokens_before: 900,
+            tokens_after: 90,
+        }
+        .to_entry(),
+        second.clone(),
+        Entry::message(Message::assistant("The docs say so.")),
+        Rewind {
+            to: Some(second.uuid),
+            files: Some("abc".to_owned()),
+            undo: Some("def".to_owned()),
+            undoes: None,
+        }
+        .to_entry(),
+        third,
+        Entry::message(Message::assistant("The README too.")),
+        back_to_third.clone(),
+        Rewind {
+            undoes: Some(back_to_third.uuid),
+            ..Rewind::default()
+        }
+        .to_entry(),
+        turn_stopped_entry("cancelled"),
+    ];
+    entries.push(Entry::other(
+        "note",
+        json!({"text": "kept by an import", "from": "codex"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    ));
+    store.append(&key, &entries).await.unwrap();
+    let helper = SessionKey::subagent(session, "helper").unwrap();
+    let call = Entry::message(Message::assistant_tool_calls(
+        None,
+        vec![ToolCall::function("h1", "read_file", r#"{"path":"a.txt"}"#)],
+    ));
+    store
+        .append(
+            &helper,
+            &[
+                Entry::message(Message::user("Read a.txt.")),
+                call,
+                Entry::message(Message::tool("h1", "one")),
+            ],
+        )
+        .await
+        .unwrap();
+    folder.dir
+}
+
+#[tokio::test]
+async fn exports_and_show_read_as_they_go_write_what_the_whole_run_shows() {
+    use reprise_cli::export::{Masker, html, markdown, view_of};
+    let sandbox = Sandbox::new();
+    let run = run_of_every_state(&sandbox.runs_dir()).await;
+    let record = reprise_runs::read_run_record(&run).unwrap();
+    let mask = Masker::new(false);
+    let view = view_of(&record, None, &mask);
+    let expected = [
+        ("markdown", markdown::render(&view)),
+        ("html", html::render(&view)),
+        (
+            "json",
+            reprise_cli::commands::export::json_export(&record, &mask).unwrap(),
+        ),
+    ];
+    for (format, whole) in expected {
+        let file = sandbox.path().join(format!("out.{format}"));
+        let out = sandbox
+            .run(
+                &[
+                    "export",
+                    &name(&run),
+                    "--no-redact",
+                    "--format",
+                    format,
+                    "-o",
+                    file.to_str().unwrap(),
+                ],
+                "",
+            )
+            .await;
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), whole, "{format}");
+    }
+    let markdown = std::fs::read_to_string(sandbox.path().join("out.markdown")).unwrap();
+    for said in [
+        "waiting for a decision",
+        "denied: not now",
+        "started, no result recorded",
+        "waited for a decision: allowed",
+        "Tool result for <code>c9</code>",
+        "**Compacted**",
+        "Rewound: the 2 messages",
+        "undo of the last rewind",
+        "Subagent `helper`",
+    ] {
+        assert_contains!(markdown, said);
+    }
+    // `show` without the subagents reads the run as it goes; with them, whole.
+    for extra in [&[][..], &["--json"][..]] {
+        let mut streamed = vec!["show", "last", "--tools"];
+        streamed.extend(extra);
+        let mut whole = streamed.clone();
+        whole.push("--subagents");
+        let streamed = sandbox.run(&streamed, "").await;
+        let whole = sandbox.run(&whole, "").await;
+        assert_eq!(streamed.status, 0, "{}", streamed.stderr);
+        assert_eq!(streamed.stdout, whole.stdout);
+        assert_contains!(streamed.stdout, "rewound");
+    }
+}
+
+#[tokio::test]
+async fn an_export_to_a_file_replaces_it_whole_and_one_to_a_device_writes_through() {
+    let sandbox = Sandbox::new();
+    let run = hostile_run(&sandbox.runs_dir()).await;
+    let out_dir = sandbox.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let target = out_dir.join("run.md");
+    std::fs::write(&target, "what was here before\n").unwrap();
+    let done = sandbox
+        .run(&["export", &name(&run), "-o", target.to_str().unwrap()], "")
+        .await;
+    assert_eq!(done.status, 0, "{}", done.stderr);
+    let written = std::fs::read_to_string(&target).unwrap();
+    assert!(written.starts_with("# "), "{written}");
+    assert!(!written.contains("what was here before"), "{written}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let left: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from("run.md")],
+        "nothing else is left"
+    );
+
+    // A device is written through, not replaced by a file.
+    let done = sandbox
+        .run(&["export", &name(&run), "-o", "/dev/null"], "")
+        .await;
+    assert_eq!(done.status, 0, "{}", done.stderr);
+    let null = std::fs::symlink_metadata("/dev/null").unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(null.file_type().is_char_device());
 }

@@ -6,13 +6,12 @@
 //! A writer cuts it off before its first append and reports that it did.
 
 use std::cell::Cell;
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Condvar, Mutex, mpsc};
 
 use jiff::Timestamp;
 use reprise_message::{Entry, Message};
@@ -69,9 +68,7 @@ const PARALLEL_MIN: u64 = 1 << 20;
 /// Most threads one load uses to parse.
 const PARSE_THREADS: usize = 4;
 
-/// A set of entry uuids. A seeded fast hash: a load puts every entry's uuid in one,
-/// and the uuids come from files that anyone could have written.
-pub(crate) type UuidSet = HashSet<Uuid, foldhash::fast::RandomState>;
+pub(crate) use super::uuid_set::UuidSet;
 
 /// Reads complete lines of a transcript and turns them into entries.
 pub(crate) struct LineReader<'a> {
@@ -647,6 +644,45 @@ impl ChunkMerger {
     }
 }
 
+/// How many chunks past the last one merged each thread of a parallel read may
+/// parse: a reader that takes the entries slowly (one that writes each out as it
+/// comes) holds these, not the whole file parsed ahead of it.
+const CHUNKS_AHEAD_PER_THREAD: usize = 4;
+
+/// How far the merging of a parallel read has come, for the workers to wait on.
+struct MergeProgress {
+    /// Chunks merged, and whether the read is over.
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl MergeProgress {
+    fn set(&self, merged: usize, over: bool) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        *state = (merged, over || state.1);
+        self.changed.notify_all();
+    }
+
+    /// Waits until chunk `index` is fewer than `ahead` chunks past the last merged;
+    /// `false` when the read is over.
+    fn wait_for(&self, index: usize, ahead: usize) -> bool {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        while !state.1 && index >= state.0 + ahead {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(|poison| poison.into_inner());
+        }
+        !state.1
+    }
+}
+
 /// Parses `[offset, len)` of `file` on `threads` threads (the calling one included),
 /// each reading and parsing one chunk of `chunk` bytes at a time; the calling thread
 /// also merges the chunks in file order. Returns the offset where merged lines end:
@@ -672,6 +708,11 @@ fn read_parallel(
         return Ok(offset);
     }
     let next = AtomicUsize::new(0);
+    let ahead = threads * CHUNKS_AHEAD_PER_THREAD;
+    let progress = MergeProgress {
+        state: Mutex::new((0, false)),
+        changed: Condvar::new(),
+    };
     // Emptied blocks, so that their memory is reused.
     let spare: Mutex<Vec<Block>> = Mutex::new(Vec::new());
     let (sender, receiver) = mpsc::channel::<(usize, ChunkResult)>();
@@ -693,13 +734,14 @@ fn read_parallel(
         for _ in 1..threads.min(count) {
             let sender = sender.clone();
             let next = &next;
+            let progress = &progress;
             scope.spawn(move || {
                 reserve_heap(chunks.share(threads));
                 let mut buf = ReadBuf::default();
                 let mut decoder = EntryDecoder::new(lean);
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= count {
+                    if index >= count || !progress.wait_for(index, ahead) {
                         break;
                     }
                     let out = parse_chunk(chunks, index, &mut buf, &mut decoder, take_block());
@@ -721,7 +763,13 @@ fn read_parallel(
                 Ok(true) => break Ok(merger.pos),
                 Err(error) => break Err(error),
             }
-            let index = next.fetch_add(1, Ordering::Relaxed);
+            progress.set(merger.merged, false);
+            // Past the window, the workers' chunks are waited for instead.
+            let index = if next.load(Ordering::Relaxed) < merger.merged + ahead {
+                next.fetch_add(1, Ordering::Relaxed)
+            } else {
+                count
+            };
             if index < count {
                 let out = parse_chunk(chunks, index, &mut buf, &mut decoder, take_block());
                 merger.pending[index] = Some(out);
@@ -735,6 +783,7 @@ fn read_parallel(
         };
         // Workers stop at their next chunk (or when they find the channel closed).
         next.store(count, Ordering::Relaxed);
+        progress.set(merger.merged, true);
         drop(receiver);
         result
     })
@@ -781,6 +830,18 @@ pub fn read_view_beneath(
     sink: &mut dyn FnMut(Entry),
 ) -> Result<Option<Vec<LoadWarning>>, StoreError> {
     read_beneath(root, path, session_id, expected, true, sink)
+}
+
+/// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink`
+/// as soon as it is in order rather than collecting them; returns the warnings, or
+/// `None` when the file does not exist.
+pub fn read_file_beneath(
+    root: &Path,
+    path: &Path,
+    session_id: &str,
+    sink: &mut dyn FnMut(Entry),
+) -> Result<Option<Vec<LoadWarning>>, StoreError> {
+    read_beneath(root, path, session_id, &Cell::new(0), false, sink)
 }
 
 /// Reads a transcript as [`load_file_beneath`] does, handing each entry to `sink`;

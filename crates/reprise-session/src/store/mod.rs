@@ -22,6 +22,7 @@ pub(crate) mod stopped_writes;
 pub(crate) mod tool_start;
 pub(crate) mod transcripts;
 pub(crate) mod turn_stop;
+pub(crate) mod uuid_set;
 pub(crate) mod view_start;
 pub(crate) mod writer_lock;
 
