@@ -762,6 +762,51 @@ mod tests {
         );
     }
 
+    #[test]
+    fn each_line_gives_the_lines_a_split_on_newlines_gives_and_stops_when_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines.jsonl");
+        let long = "y".repeat(200_000);
+        for text in [
+            format!("a\n\nb\r\n{long}\nlast"),
+            format!("a\n{long}\n"),
+            String::new(),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let mut seen = Vec::new();
+            let mut line = Vec::new();
+            each_line(&path, &mut line, &mut |found| {
+                seen.push(found.to_vec());
+                true
+            })
+            .unwrap();
+            let mut expected: Vec<Vec<u8>> = text
+                .as_bytes()
+                .split(|b| *b == b'\n')
+                .map(<[u8]>::to_vec)
+                .collect();
+            // A split gives an empty piece after a last newline: no line to search.
+            if expected.last().is_some_and(Vec::is_empty) {
+                expected.pop();
+            }
+            assert_eq!(seen, expected);
+        }
+        let mut count = 0;
+        each_line(&path, &mut Vec::new(), &mut |_| {
+            count += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(count, 0, "an empty file has no line");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        each_line(&path, &mut Vec::new(), &mut |_| {
+            count += 1;
+            count < 2
+        })
+        .unwrap();
+        assert_eq!(count, 2);
+    }
+
     use proptest::prelude::*;
 
     /// Pieces of texts to cut snippets from: the query in several cases, letters that
