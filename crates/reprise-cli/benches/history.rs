@@ -15,11 +15,17 @@
 //! - `reprise search` over 2,000 and then 20,000 runs of about 116 KB, for a phrase
 //!   in 1 run of 100 and for one in every answer, against `rg -F -c`.
 //!
+//! - `reprise search` in one run of 1 GB (the same turns), for a phrase in its first
+//!   message and for one in every answer, with the default view and with `--all`,
+//!   literal and `--regex`: wall time against `rg`, and the peak resident memory of
+//!   each process (`VmHWM`, sampled while it runs).
+//!
 //! Wall time of the whole process, median of alternating rounds after an untimed
 //! pass of each. The data is generated under `target/bench-tmp/` and removed
 //! afterwards (kept under `REPRISE_BENCH_KEEP=DIR` when set). Needs `rg` (Debian's `ripgrep`). Run with
 //! `cargo bench -p reprise-cli --bench history` (`-- chat` runs only the search of
-//! chat-written runs, `-- sparse` only the search of 2,000 and 20,000 runs).
+//! chat-written runs, `-- sparse` only the search of 2,000 and 20,000 runs, `-- session`
+//! only the search of one run of 1 GB).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic here is a failed test or bench run
 
 use std::io::Read;
@@ -417,8 +423,138 @@ fn sparse_search(reprise: &str, root: &Path) {
     }
 }
 
+/// Bytes of the one long run's conversation.
+const SESSION_BYTES: u64 = 1_000_000_000;
+
+/// `reprise search` in one run of [`SESSION_BYTES`] (the sparse runs' turns, every
+/// answer holding [`FREQUENT_QUERY`], the first message [`QUERY`]): time and peak
+/// resident memory against `rg`, few hits and many, default view and `--all`,
+/// literal and regex. Alternating rounds, medians; the peak is the highest seen.
+fn session_search(reprise: &str, root: &Path) {
+    let runs_dir = root.join("session-runs");
+    let bodies: Vec<Vec<u8>> = (0..BODIES as u64)
+        .map(|n| body_of(n + 1, SPARSE_RUN_BYTES, "Next, check the inputs. "))
+        .collect();
+    let started = Instant::now();
+    make_runs_of(&runs_dir, 0..1, &bodies);
+    let dir = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.is_dir())
+        .unwrap();
+    let conversation = dir.join("conversation.jsonl");
+    {
+        use std::io::Write;
+        // The first message is there; the bodies go on to SESSION_BYTES, then one
+        // entry appended through the run store (which keeps the run's summary, as
+        // the chat's appends do, so listing the run reads no conversation).
+        let written = std::fs::read(&conversation).unwrap();
+        let first_line = written.iter().position(|b| *b == b'\n').unwrap() + 1;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&conversation).unwrap());
+        file.write_all(&written[..first_line]).unwrap();
+        let mut bytes = first_line as u64;
+        for body in bodies.iter().cycle() {
+            if bytes >= SESSION_BYTES {
+                break;
+            }
+            file.write_all(body).unwrap();
+            bytes += body.len() as u64;
+        }
+        file.flush().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let store = RunStore::with_durability(&dir, Durability::None);
+        let key = SessionKey::session("session-0").unwrap();
+        let next = Entry::message(Message::user("thanks, that works"));
+        runtime.block_on(store.append(&key, &[next])).unwrap();
+    }
+    let size = std::fs::metadata(&conversation).unwrap().len();
+    println!(
+        "made one run of {:.0} MB, in {:.1} s",
+        size as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let runs_arg = runs_dir.to_str().unwrap();
+    let file_arg = conversation.to_str().unwrap();
+    let frequent_regex = "check the (inputs)";
+    let shapes: [(&str, Vec<&str>, Vec<&str>); 5] = [
+        (
+            "few hits",
+            vec!["search", QUERY],
+            vec!["-F", "-c", QUERY, file_arg],
+        ),
+        (
+            "many hits, default view",
+            vec!["search", FREQUENT_QUERY],
+            vec!["-F", "-c", FREQUENT_QUERY, file_arg],
+        ),
+        (
+            "many hits, --all",
+            vec!["search", "--all", FREQUENT_QUERY],
+            vec!["-F", FREQUENT_QUERY, file_arg],
+        ),
+        (
+            "few hits, --regex",
+            vec!["search", "--regex", QUERY],
+            vec!["-c", QUERY, file_arg],
+        ),
+        (
+            "many hits, --all --regex",
+            vec!["search", "--all", "--regex", frequent_regex],
+            vec![frequent_regex, file_arg],
+        ),
+    ];
+    for (what, search, rg) in shapes {
+        let mut ours_args = vec!["--runs-dir", runs_arg];
+        ours_args.extend(search);
+        let commands = [(reprise, ours_args), ("rg", rg)];
+        let out: Vec<usize> = commands
+            .iter()
+            .map(|(program, args)| timed(program, args, root).1)
+            .collect();
+        let mut times = vec![Vec::new(); commands.len()];
+        let mut peaks = vec![0; commands.len()];
+        for _ in 0..ROUNDS {
+            for (((program, args), samples), peak) in
+                commands.iter().zip(&mut times).zip(&mut peaks)
+            {
+                let (elapsed, _, kib) = timed_peak(program, args, root);
+                samples.push(elapsed);
+                *peak = kib.max(*peak);
+            }
+        }
+        let medians: Vec<Duration> = times.into_iter().map(median).collect();
+        println!(
+            "1 GB run, {what}, reprise {:?}: median {}, peak {:.1} MiB ({} bytes out); rg: median {}, peak {:.1} MiB ({} bytes out); ratio {:.2}x",
+            commands[0].1[2..].join(" "),
+            ms(medians[0]),
+            peaks[0] as f64 / 1024.0,
+            out[0],
+            ms(medians[1]),
+            peaks[1] as f64 / 1024.0,
+            out[1],
+            medians[0].as_secs_f64() / medians[1].as_secs_f64(),
+        );
+    }
+}
+
 /// Runs a command to its end, its output read and dropped; returns its wall time.
 fn timed(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize) {
+    let (elapsed, out, _) = run_command(program, args, cwd, false);
+    (elapsed, out)
+}
+
+/// As [`timed`], with the peak resident memory of the process in KiB.
+fn timed_peak(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize, u64) {
+    run_command(program, args, cwd, true)
+}
+
+/// Runs a command to its end, its output read and counted; its wall time, and with
+/// `watch` its peak resident memory (`VmHWM`, sampled every 2 ms: not `ru_maxrss`,
+/// which carries over the high-water mark of this bench's address space at `exec`).
+fn run_command(program: &str, args: &[&str], cwd: &Path, watch: bool) -> (Duration, usize, u64) {
     let start = Instant::now();
     let mut child = Command::new(program)
         .args(args)
@@ -429,12 +565,50 @@ fn timed(program: &str, args: &[&str], cwd: &Path) -> (Duration, usize) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut out = Vec::new();
-    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
-    let status = child.wait().unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = watch.then(|| {
+        let (pid, done) = (child.id(), done.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = vm_hwm_kib(pid).max(peak);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    });
+    // Counted, not kept: `--all` prints hundreds of megabytes.
+    let mut out = 0;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buffer = vec![0; 1 << 16];
+    loop {
+        match stdout.read(&mut buffer).unwrap() {
+            0 => break,
+            read => out += read,
+        }
+    }
+    // Sampled once more before the process is reaped (its status is gone then).
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
     let elapsed = start.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.map_or(0, |sampler| sampler.join().unwrap());
     assert!(status.success(), "{program} {args:?} failed");
-    (elapsed, out.len())
+    (elapsed, out, peak)
+}
+
+/// The peak resident memory of process `pid` in KiB (0 once it has exited).
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn main() {
@@ -457,6 +631,10 @@ fn main() {
     }
     if std::env::args().skip(1).any(|arg| arg == "sparse") {
         sparse_search(env!("CARGO_BIN_EXE_reprise"), &root);
+        return;
+    }
+    if std::env::args().skip(1).any(|arg| arg == "session") {
+        session_search(env!("CARGO_BIN_EXE_reprise"), &root);
         return;
     }
     let runs_dir = root.join("runs");
@@ -497,6 +675,7 @@ fn main() {
 
     chat_written_search(reprise, &root);
     sparse_search(reprise, &root);
+    session_search(reprise, &root);
 
     let list_args = ["--runs-dir", runs_arg, "runs"];
     let cache = runs_dir.join(reprise_runs::LIST_CACHE);

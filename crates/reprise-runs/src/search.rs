@@ -48,7 +48,7 @@ const AFTER_CHARS: usize = 100;
 /// The most characters of one match a snippet shows.
 pub const MATCH_CHARS: usize = 300;
 /// Bytes on each side of a hit's first match that are redacted to cut its snippet
-/// from (see [`snippet`]).
+/// from (see [`snippet_at`]).
 const REDACTED_MARGIN: usize = 64 * 1024;
 
 /// Which messages a search looks at.
@@ -258,55 +258,58 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
     let limit = query.max_per_run.unwrap_or(usize::MAX);
     // A file is read up to its `limit` hits, then on to one more only to know that
     // its run has more: that one gets no snippet, the costly part of a hit.
-    let search_file =
-        |file: &SearchFile, searcher: &mut Searcher, buffers: &mut FoldBuffers| -> FileHits {
-            let mut hits = Vec::new();
-            let mut more = false;
-            let mut on_line = |line: &[u8]| {
-                let full = hits.len() >= limit;
-                match matcher.decoded_hit(line, file.run, file.agent.as_deref(), !full) {
-                    Some(_) if full => {
-                        more = true;
-                        false
-                    }
-                    Some(hit) => {
-                        hits.push(hit);
-                        true
-                    }
-                    None => true,
+    let search_file = |file: &SearchFile, buffers: &mut ThreadBuffers| -> FileHits {
+        let ThreadBuffers {
+            searcher,
+            folded: fold_buffers,
+            line,
+        } = buffers;
+        let mut hits = Vec::new();
+        let mut more = false;
+        let mut on_line = |line: &[u8]| {
+            let full = hits.len() >= limit;
+            match matcher.decoded_hit(line, file.run, file.agent.as_deref(), !full) {
+                Some(_) if full => {
+                    more = true;
+                    false
                 }
-            };
-            match &matcher.prefilter {
-                Some(LinePrefilter::Folded(folded)) => {
-                    let _ = folded.search_file(&file.path, buffers, &mut on_line);
+                Some(hit) => {
+                    hits.push(hit);
+                    true
                 }
-                Some(matcher) => {
-                    let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
-                }
-                None => {
-                    if let Ok(bytes) = std::fs::read(&file.path) {
-                        for line in bytes.split(|byte| *byte == b'\n') {
-                            if !on_line(line) {
-                                break;
-                            }
-                        }
-                    }
-                }
+                None => true,
             }
-            FileHits { hits, more }
         };
+        match &matcher.prefilter {
+            Some(LinePrefilter::Folded(folded)) => {
+                let _ = folded.search_file(&file.path, fold_buffers, &mut on_line);
+            }
+            Some(matcher) => {
+                let _ = searcher.search_path(matcher, &file.path, LineSink(&mut on_line));
+            }
+            // Line by line, not the file whole: memory as the longest line, not
+            // as the session.
+            None => {
+                let _ = each_line(&file.path, line, &mut on_line);
+            }
+        }
+        FileHits { hits, more }
+    };
     let mut per_run: Vec<Vec<FileHits>> = Vec::new();
     per_run.resize_with(runs.len(), Vec::new);
     let results = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.min(runs.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
-                    // One searcher (and its buffer) per thread, reused for every file.
-                    let mut searcher = SearcherBuilder::new()
-                        .binary_detection(BinaryDetection::none())
-                        .line_number(false)
-                        .build();
-                    let mut buffers = FoldBuffers::default();
+                    // One searcher (and its buffers) per thread, reused for every file.
+                    let mut buffers = ThreadBuffers {
+                        searcher: SearcherBuilder::new()
+                            .binary_detection(BinaryDetection::none())
+                            .line_number(false)
+                            .build(),
+                        folded: FoldBuffers::default(),
+                        line: Vec::new(),
+                    };
                     let mut found = Vec::new();
                     loop {
                         let run = next.fetch_add(1, Ordering::Relaxed);
@@ -315,7 +318,7 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
                         }
                         let hits: Vec<FileHits> = files_of(run)
                             .iter()
-                            .map(|file| search_file(file, &mut searcher, &mut buffers))
+                            .map(|file| search_file(file, &mut buffers))
                             .filter(|hits| !hits.hits.is_empty() || hits.more)
                             .collect();
                         if !hits.is_empty() {
@@ -338,6 +341,19 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
             per_run[run] = hits;
         }
     }
+    if query.max_per_run.is_none() {
+        // Every hit is kept: the files' hits are joined, not moved one by one into a
+        // second list (a long session's hits would be held twice).
+        let mut all: Vec<SearchHit> = Vec::new();
+        for mut found in per_run.into_iter().flatten() {
+            if all.is_empty() {
+                all = found.hits;
+            } else {
+                all.append(&mut found.hits);
+            }
+        }
+        return Ok(all);
+    }
     let mut kept = PerRun::new(query.max_per_run);
     for (run, files) in per_run.into_iter().enumerate() {
         for found in files {
@@ -348,6 +364,37 @@ pub fn search_runs(runs: &[RunSummary], query: &SearchQuery) -> Result<Vec<Searc
         }
     }
     Ok(kept.finish())
+}
+
+/// What a search thread keeps from one file to the next.
+struct ThreadBuffers {
+    /// Finds the lines of a literal query respecting case.
+    searcher: Searcher,
+    /// Finds the lines of a literal query ignoring case.
+    folded: FoldBuffers,
+    /// The line read last, in a regex search (which reads every line).
+    line: Vec<u8>,
+}
+
+/// Hands each line of the file at `path` (without its `\n`) to `on_line`, in order,
+/// until it returns false; `line` holds one line at a time.
+fn each_line(
+    path: &std::path::Path,
+    line: &mut Vec<u8>,
+    on_line: &mut dyn FnMut(&[u8]) -> bool,
+) -> std::io::Result<()> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::open(path)?);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', line)? == 0 {
+            return Ok(());
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        if !on_line(text) {
+            return Ok(());
+        }
+    }
 }
 
 /// What one file gave: its first hits, and whether it has more than were taken.
@@ -490,14 +537,16 @@ fn match_line(
     let mut first = None;
     for field in &fields {
         let found = decided.find_all(field);
-        if first.is_none() && !found.is_empty() {
-            first = Some(field);
+        if first.is_none()
+            && let Some(&at) = found.first()
+        {
+            first = Some((field, at));
         }
         matches += found.len();
     }
-    let first = first?;
+    let (first, at) = first?;
     let (snippet, highlights) = if with_snippet {
-        snippet(first, decided, &query.redactor)
+        snippet_at(first, at, decided, &query.redactor)
     } else {
         (String::new(), Vec::new())
     };
@@ -557,14 +606,26 @@ fn push_leaves(value: &serde_json::Value, out: &mut String) {
     }
 }
 
-/// The redacted snippet around the first match in `text`, and where the matches are
-/// in it. A match longer than [`MATCH_CHARS`] is cut.
+/// [`snippet_at`] the first match in `text`, which holds one.
+#[cfg(test)]
 fn snippet(
     text: &str,
     decided: &TextMatcher,
     redactor: &Redactor,
 ) -> (String, Vec<(usize, usize)>) {
-    let original = decided.find(text).map_or(0, |(start, _)| start);
+    let at = decided.find(text).expect("a snippet is cut around a match");
+    snippet_at(text, at, decided, redactor)
+}
+
+/// The redacted snippet around the first match in `text`, `first` (its byte range),
+/// and where the matches are in it. A match longer than [`MATCH_CHARS`] is cut.
+fn snippet_at(
+    text: &str,
+    first: (usize, usize),
+    decided: &TextMatcher,
+    redactor: &Redactor,
+) -> (String, Vec<(usize, usize)>) {
+    let original = first.0;
     // Only the text around the match is redacted: a snippet shows a few hundred
     // characters of it, and redacting a megabyte of tool output for each hit would
     // cost a thousand times that. The margin is wider than any secret the redactor
@@ -577,7 +638,14 @@ fn snippet(
     );
     let (text, original) = (&text[from..to], original - from);
     let redacted = redactor.redact(text);
-    let found = decided.find(&redacted);
+    // Text the redactor left as it was holds a literal's first match where it was
+    // (a regex may match otherwise in a part of the text: `^`, `\b`).
+    let found = match &redacted {
+        std::borrow::Cow::Borrowed(_) if decided.is_literal() && first.1 <= to => {
+            Some((original, first.1 - from))
+        }
+        _ => decided.find(&redacted),
+    };
     // Where the window starts: before the first match in the redacted text, or near
     // where the match was when redaction hid it.
     let anchor = found.map_or(original.min(redacted.len()), |(start, _)| start);
@@ -692,6 +760,92 @@ mod tests {
             snippet.starts_with('…') && snippet.ends_with('…'),
             "{snippet}"
         );
+    }
+
+    #[test]
+    fn each_line_gives_the_lines_a_split_on_newlines_gives_and_stops_when_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines.jsonl");
+        let long = "y".repeat(200_000);
+        for text in [
+            format!("a\n\nb\r\n{long}\nlast"),
+            format!("a\n{long}\n"),
+            String::new(),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let mut seen = Vec::new();
+            let mut line = Vec::new();
+            each_line(&path, &mut line, &mut |found| {
+                seen.push(found.to_vec());
+                true
+            })
+            .unwrap();
+            let mut expected: Vec<Vec<u8>> = text
+                .as_bytes()
+                .split(|b| *b == b'\n')
+                .map(<[u8]>::to_vec)
+                .collect();
+            // A split gives an empty piece after a last newline: no line to search.
+            if expected.last().is_some_and(Vec::is_empty) {
+                expected.pop();
+            }
+            assert_eq!(seen, expected);
+        }
+        let mut count = 0;
+        each_line(&path, &mut Vec::new(), &mut |_| {
+            count += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(count, 0, "an empty file has no line");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        each_line(&path, &mut Vec::new(), &mut |_| {
+            count += 1;
+            count < 2
+        })
+        .unwrap();
+        assert_eq!(count, 2);
+    }
+
+    use proptest::prelude::*;
+
+    /// Pieces of texts to cut snippets from: the query in several cases, letters that
+    /// fold into others of another length, whitespace, and a secret to mask.
+    const PIECES: &[&str] = &[
+        "needle",
+        "NeEdLe",
+        "nee",
+        "dle ",
+        "\u{212a}",
+        "é",
+        "\n",
+        "\t",
+        " word",
+        "OPENAI_API_KEY=sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 ",
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// A literal's snippet (which keeps the match it found where the redactor
+        /// changed nothing) is the one its escaped regular expression gives (which
+        /// looks for the match again in the redacted text).
+        #[test]
+        fn a_literal_snippet_is_the_snippet_of_its_regex(
+            pieces in proptest::collection::vec(proptest::sample::select(PIECES), 1..30),
+            ignore_case in any::<bool>(),
+        ) {
+            let text: String = pieces.concat();
+            let literal = TextMatcher::new("needle", false, ignore_case).unwrap();
+            let regex = TextMatcher::new("needle", true, ignore_case).unwrap();
+            prop_assume!(literal.find(&text).is_some());
+            let redactor = Redactor::new();
+            prop_assert_eq!(
+                snippet(&text, &literal, &redactor),
+                snippet(&text, &regex, &redactor)
+            );
+        }
     }
 
     #[test]

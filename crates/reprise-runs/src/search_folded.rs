@@ -16,6 +16,11 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 /// Bytes read at a time (more for a longer line).
 const BLOCK: usize = 256 * 1024;
+/// Bytes read first; each read after it reads twice as many, up to [`BLOCK`]. A
+/// search that stops at a run's first hits (the default view of a frequent query)
+/// finds them in the first few kilobytes, and reading the whole of a short file was
+/// a fifth of its time.
+const FIRST_READ: usize = 16 * 1024;
 
 /// ASCII needles found ignoring ASCII case.
 #[derive(Clone, Debug)]
@@ -78,16 +83,18 @@ impl FoldedNeedles {
         // `text[..filled]` holds what was read and not yet searched, from a line's
         // start on.
         let mut filled = 0;
+        let mut want = FIRST_READ;
         loop {
-            if text.len() - filled < BLOCK / 2 {
-                text.resize(filled + BLOCK, 0);
+            if text.len() < filled + want {
+                text.resize(filled + want, 0);
             }
-            let read = match file.read(&mut text[filled..]) {
+            let read = match file.read(&mut text[filled..filled + want]) {
                 Ok(read) => read,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(error) => return Err(error),
             };
             filled += read;
+            want = (want * 2).min(BLOCK);
             // The whole lines read; at the end, the rest too.
             let end = if read == 0 {
                 filled

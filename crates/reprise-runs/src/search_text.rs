@@ -95,6 +95,11 @@ impl TextMatcher {
         }
     }
 
+    /// Whether the query is a literal (found alike in a text and in any part of it).
+    pub fn is_literal(&self) -> bool {
+        matches!(self, TextMatcher::Literal { .. })
+    }
+
     /// The first match in `text`, as a byte range.
     pub fn find(&self, text: &str) -> Option<(usize, usize)> {
         match self {
@@ -110,10 +115,10 @@ impl TextMatcher {
                 .find(text.to_ascii_uppercase().as_bytes())
                 .map(|at| (at, at + finder.needle().len())),
             TextMatcher::Literal { finder, .. } => {
-                let (folded, starts) = fold(text);
+                let folded = Folded::of(text);
                 finder
-                    .find(folded.as_bytes())
-                    .map(|at| (starts[at], starts[at + finder.needle().len()]))
+                    .find(folded.text.as_bytes())
+                    .map(|at| (folded.origin(at), folded.origin(at + finder.needle().len())))
             }
             TextMatcher::Regex(regex) => regex.find(text).map(|m| (m.start(), m.end())),
         }
@@ -140,11 +145,11 @@ impl TextMatcher {
                     .collect()
             }
             TextMatcher::Literal { finder, .. } => {
-                let (folded, starts) = fold(text);
+                let folded = Folded::of(text);
                 let len = finder.needle().len();
                 finder
-                    .find_iter(folded.as_bytes())
-                    .map(|at| (starts[at], starts[at + len]))
+                    .find_iter(folded.text.as_bytes())
+                    .map(|at| (folded.origin(at), folded.origin(at + len)))
                     .collect()
             }
             TextMatcher::Regex(regex) => regex
@@ -155,24 +160,85 @@ impl TextMatcher {
     }
 }
 
+/// A text case-folded: each character replaced by its case-folding representative.
+struct Folded {
+    text: String,
+    /// For each byte offset of `text` that starts a character (and its end), the
+    /// offset in the original of the character it came from; `None` when every
+    /// character folded into one as long as itself, so offsets are the same.
+    starts: Option<Vec<usize>>,
+}
+
+impl Folded {
+    /// `text` folded. Runs of ASCII fold byte for byte; a map of offsets is built
+    /// only when a character folds into one of another length (the Kelvin sign
+    /// into `K`), which few texts hold: building it for every text of a few
+    /// non-ASCII letters was most of a search of many hits.
+    fn of(text: &str) -> Folded {
+        let mut folded = Vec::with_capacity(text.len());
+        let mut rest = text;
+        let same_lengths = REPRESENTATIVES.with(|known| {
+            let mut known = known.borrow_mut();
+            loop {
+                let ascii = rest
+                    .bytes()
+                    .position(|byte| !byte.is_ascii())
+                    .unwrap_or(rest.len());
+                folded.extend(rest[..ascii].bytes().map(|byte| byte.to_ascii_uppercase()));
+                rest = &rest[ascii..];
+                let Some(c) = rest.chars().next() else {
+                    return true;
+                };
+                let into = *known.entry(c).or_insert_with(|| representative(c));
+                if into.len_utf8() != c.len_utf8() {
+                    return false;
+                }
+                folded.extend_from_slice(into.encode_utf8(&mut [0; 4]).as_bytes());
+                rest = &rest[c.len_utf8()..];
+            }
+        });
+        // Whole characters went in, so the bytes are UTF-8.
+        if same_lengths && let Ok(text) = String::from_utf8(folded) {
+            return Folded { text, starts: None };
+        }
+        let (text, starts) = fold(text);
+        Folded {
+            text,
+            starts: Some(starts),
+        }
+    }
+
+    /// The offset in the original text of offset `at` of the folded one.
+    fn origin(&self, at: usize) -> usize {
+        self.starts.as_ref().map_or(at, |starts| starts[at])
+    }
+}
+
+thread_local! {
+    /// The representatives of the non-ASCII characters folded so far.
+    static REPRESENTATIVES: std::cell::RefCell<HashMap<char, char>> = Default::default();
+}
+
 /// `text` with each character replaced by its case-folding representative, and for
 /// each byte offset of the folded text that starts a character (and its end), the
 /// offset in `text` of the character it came from.
 fn fold(text: &str) -> (String, Vec<usize>) {
     let mut folded = String::with_capacity(text.len());
     let mut starts = Vec::with_capacity(text.len() + 1);
-    let mut known: HashMap<char, char> = HashMap::new();
-    for (at, c) in text.char_indices() {
-        let into = if c.is_ascii() {
-            // The representative is the least member: an upper-case letter.
-            c.to_ascii_uppercase()
-        } else {
-            *known.entry(c).or_insert_with(|| representative(c))
-        };
-        let before = folded.len();
-        folded.push(into);
-        starts.extend(std::iter::repeat_n(at, folded.len() - before));
-    }
+    REPRESENTATIVES.with(|known| {
+        let mut known = known.borrow_mut();
+        for (at, c) in text.char_indices() {
+            let into = if c.is_ascii() {
+                // The representative is the least member: an upper-case letter.
+                c.to_ascii_uppercase()
+            } else {
+                *known.entry(c).or_insert_with(|| representative(c))
+            };
+            let before = folded.len();
+            folded.push(into);
+            starts.extend(std::iter::repeat_n(at, folded.len() - before));
+        }
+    });
     starts.push(text.len());
     (folded, starts)
 }
@@ -326,6 +392,47 @@ mod tests {
                     .map(|m| (m.start(), m.end()))
                     .collect();
                 assert_eq!(ours.find_all(text), expected, "{query:?} in {text:?}");
+            }
+        }
+    }
+
+    /// Characters whose folding keeps their length, changes it (the Kelvin sign and
+    /// the long s fold into ASCII), or is ASCII, for texts and queries.
+    const FOLDING: &[char] = &[
+        'a', 'K', 'k', 's', 'S', ' ', 'e', 'é', 'É', '\u{212a}', '\u{17f}', 'ß', 'σ', 'Σ', 'ς', 'ǅ',
+    ];
+
+    fn folding_text(max: usize) -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::collection::vec(proptest::sample::select(FOLDING), 0..max)
+            .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// Folding without a map of offsets (every character folds into one as
+        /// long) finds what folding with one finds, and what `regex` finds.
+        #[test]
+        fn a_literal_ignoring_case_finds_what_regex_finds(
+            query in folding_text(4).prop_filter("a query", |q| !q.is_empty()),
+            text in folding_text(40),
+        ) {
+            let ours = TextMatcher::new(&query, false, true).unwrap();
+            let theirs = RegexBuilder::new(&regex::escape(&query))
+                .case_insensitive(true)
+                .build()
+                .unwrap();
+            let expected: Vec<(usize, usize)> =
+                theirs.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            prop_assert_eq!(ours.find_all(&text), expected.clone());
+            prop_assert_eq!(ours.find(&text), expected.first().copied());
+            let (folded, starts) = fold(&text);
+            let fast = Folded::of(&text);
+            prop_assert_eq!(&fast.text, &folded);
+            for at in (0..=folded.len()).filter(|at| folded.is_char_boundary(*at)) {
+                prop_assert_eq!(fast.origin(at), starts[at]);
             }
         }
     }

@@ -366,10 +366,19 @@ pub async fn search(
                 visible(run.name())
             ));
         }
+        // Written as it grows, not whole at the end: every hit of a long session
+        // would be held twice, as hits and as text.
+        if text.len() >= OUTPUT_CHUNK {
+            out.write_all(text.as_bytes())?;
+            text.clear();
+        }
     }
     out.write_all(text.as_bytes())?;
     Ok(true)
 }
+
+/// Bytes of search results gathered before they are written.
+const OUTPUT_CHUNK: usize = 64 * 1024;
 
 /// How many matching messages of each run `reprise search` shows by default.
 pub const DEFAULT_PER_RUN: usize = 3;
