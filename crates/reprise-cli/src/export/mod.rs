@@ -1,54 +1,7 @@
-//! A run as people read it outside reprise: Markdown, one HTML file, or JSON.
-//!
-//! The renderers share [`RunView`] ([`reprise_chat::view::export`]): the run's
-//! items as a reader sees them.
+//! A run as people read it outside reprise, written out: the formats are
+//! [`reprise_export`]'s; here is what streams them to a file or the terminal.
 
-pub mod highlight;
-pub mod html;
 pub mod json;
-pub mod markdown;
 pub mod sink;
-pub mod usage_html;
 
-pub use reprise_chat::view::export::*;
-
-/// A format of the exports, drawn a piece at a time into a text that is written
-/// out as it grows: the heading, each conversation's items, the subagents' parts.
-pub trait Page {
-    /// What comes before the items.
-    fn head(&self, out: &mut String, head: &RunHead);
-    /// The writer of a conversation's items (a subagent's when `subagent`).
-    fn items<'o>(&self, out: &'o mut String, subagent: bool) -> Box<dyn PageItems + 'o>;
-    /// What opens a subagent's part.
-    fn subagent_start(&self, out: &mut String, name: &str);
-    /// What closes a subagent's part.
-    fn subagent_end(&self, out: &mut String);
-    /// What comes after everything.
-    fn tail(&self, out: &mut String);
-}
-
-/// A writer of items that shows the text it writes into, to write it out.
-pub trait PageItems: ItemWriter {
-    /// The text written so far.
-    fn out(&mut self) -> &mut String;
-}
-
-/// A run held whole, drawn by `page` in one text.
-pub fn render_view(page: &dyn Page, view: &RunView) -> String {
-    let mut out = String::with_capacity(64 * 1024);
-    page.head(
-        &mut out,
-        &RunHead {
-            title: view.title.clone(),
-            facts: view.facts.clone(),
-        },
-    );
-    write_items(&view.items, &mut *page.items(&mut out, false));
-    for (name, subagent) in &view.subagents {
-        page.subagent_start(&mut out, name);
-        write_items(subagent, &mut *page.items(&mut out, true));
-        page.subagent_end(&mut out);
-    }
-    page.tail(&mut out);
-    out
-}
+pub use reprise_export::*;
