@@ -8,10 +8,8 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
+use reprise_testkit::peak::PeakWatch;
 use reprise_testkit::{Reply, ScriptedServer};
 
 /// One line of the file written: text with the escapes JSON needs (`\n`, `"`).
@@ -87,48 +85,6 @@ fn peak_rss(cwd: &Path, base_url: &str) -> u64 {
     peak * 1024
 }
 
-/// The peak resident memory of a child's own address space (`VmHWM`), sampled
-/// until it exits. Not `ru_maxrss` from `wait4`: Linux carries into it the
-/// high-water mark of the address space the child replaced at `exec`, this
-/// bench's own, which holds the content several times over.
-struct PeakWatch {
-    sampler: std::thread::JoinHandle<u64>,
-    done: Arc<AtomicBool>,
-}
-
-impl PeakWatch {
-    fn of(pid: u32) -> PeakWatch {
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = done.clone();
-        let sampler = std::thread::spawn(move || {
-            let mut peak = 0;
-            // VmHWM only grows while the process lives; once it has exited (a
-            // zombie has no address space) the line is gone.
-            while !stop.load(Ordering::Relaxed) {
-                peak = peak.max(vm_hwm_kib(pid));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            peak
-        });
-        PeakWatch { sampler, done }
-    }
-
-    /// Stops sampling (call after the child has been waited for) and returns the
-    /// peak seen, in KiB.
-    fn finish(self) -> u64 {
-        self.done.store(true, Ordering::Relaxed);
-        self.sampler.join().unwrap()
-    }
-}
-
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 fn main() {
     let sizes: Vec<usize> = std::env::var("REPRISE_BIG_WRITE_MB")
         .ok()

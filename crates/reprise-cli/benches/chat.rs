@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use reprise_runs::{RunStore, create_run_folder};
 use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore};
+use reprise_testkit::peak::{PeakWatch, vm_hwm_kib};
 use reprise_testkit::{coding_agent_entry, short_turn_entry};
 
 const RUNS: usize = 10_000;
@@ -114,40 +115,6 @@ fn timed_output_of(binary: &Path, cwd: &Path, args: &[&str]) -> (Duration, u64, 
     (elapsed, peak.finish(), printed)
 }
 
-/// The peak resident memory of a child's own address space (`VmHWM`), sampled
-/// until it exits. Not `ru_maxrss` from `wait4` or `RUSAGE_CHILDREN`: Linux carries
-/// the high-water mark of the address space a child replaced at `exec` into it, and
-/// a spawned child's is this bench's own (hundreds of MB after a load in process).
-struct PeakWatch {
-    sampler: std::thread::JoinHandle<u64>,
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PeakWatch {
-    fn of(pid: u32) -> PeakWatch {
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop = done.clone();
-        let sampler = std::thread::spawn(move || {
-            let mut peak = 0;
-            // VmHWM only grows while the process lives; once it has exited (a
-            // zombie has no address space) the line is gone.
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(vm_hwm_kib(pid));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            peak
-        });
-        PeakWatch { sampler, done }
-    }
-
-    /// Stops sampling (call after the child has been waited for) and returns the
-    /// peak seen.
-    fn finish(self) -> u64 {
-        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.sampler.join().unwrap()
-    }
-}
-
 /// Writes `count` runs through the library, on several threads (creating folders
 /// syncs directories, which is slow one at a time).
 fn make_runs(runs_dir: &Path, count: usize) {
@@ -193,16 +160,6 @@ async fn make_long_run(runs_dir: &Path, messages: usize) {
     for chunk in entries.chunks(1000) {
         store.append(&key, chunk).await.unwrap();
     }
-}
-
-/// The peak resident memory of a live process, from /proc (KiB).
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn full_screen_continue(cwd: &Path) -> (Duration, u64) {

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use reprise_runs::{Labels, RunStore, SESSION_JSON, SessionJson, write_labels};
 use reprise_session::{Durability, Entry, Message, SessionKey, SessionStore, ToolCall};
+use reprise_testkit::peak::PeakWatch;
 
 const RUNS: usize = 10_000;
 /// Bytes of conversation per run: 10,000 of them make about 1 GB.
@@ -565,18 +566,7 @@ fn run_command(program: &str, args: &[&str], cwd: &Path, watch: bool) -> (Durati
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = watch.then(|| {
-        let (pid, done) = (child.id(), done.clone());
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = vm_hwm_kib(pid).max(peak);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            peak
-        })
-    });
+    let sampler = watch.then(|| PeakWatch::of(child.id()));
     // Counted, not kept: `--all` prints hundreds of megabytes.
     let mut out = 0;
     let mut stdout = child.stdout.take().unwrap();
@@ -595,20 +585,9 @@ fn run_command(program: &str, args: &[&str], cwd: &Path, watch: bool) -> (Durati
         std::thread::sleep(Duration::from_millis(1));
     };
     let elapsed = start.elapsed();
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.map_or(0, |sampler| sampler.join().unwrap());
+    let peak = sampler.map_or(0, PeakWatch::finish);
     assert!(status.success(), "{program} {args:?} failed");
     (elapsed, out, peak)
-}
-
-/// The peak resident memory of process `pid` in KiB (0 once it has exited).
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn main() {

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use reprise_runs::{RunStore, create_run_folder};
 use reprise_session::{Durability, Entry, Rewind, SessionKey, SessionStore};
+use reprise_testkit::peak::PeakWatch;
 use reprise_testkit::{coding_agent_entry, short_turn_entry};
 
 /// The commands measured, as their arguments after the run's name is added.
@@ -41,16 +42,6 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("export html", &["export", "--format", "html"]),
     ("export json", &["export", "--format", "json"]),
 ];
-
-/// The peak resident memory of a live process, from /proc (KiB).
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// Runs `binary` with `args` in `cwd` to its end, its output read and dropped;
 /// returns its wall time and its peak RSS in KiB, sampled from /proc while it runs
@@ -72,24 +63,13 @@ fn timed_with(binary: &Path, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = done.clone();
-    let sampler = std::thread::spawn(move || {
-        let mut peak = 0;
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            peak = peak.max(vm_hwm_kib(pid));
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        peak
-    });
+    let peak = PeakWatch::of(child.id());
     let mut stdout = child.stdout.take().unwrap();
     let mut buffer = vec![0u8; 1 << 16];
     while stdout.read(&mut buffer).unwrap() > 0 {}
     let status = child.wait().unwrap();
     let elapsed = start.elapsed();
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.join().unwrap();
+    let peak = peak.finish();
     assert!(status.success(), "{args:?} failed");
     (elapsed, peak)
 }

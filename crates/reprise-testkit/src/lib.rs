@@ -55,6 +55,7 @@ pub mod llama;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod paths;
+pub mod peak;
 pub mod phoenix;
 #[cfg(feature = "postgres")]
 pub mod postgres;
